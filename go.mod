@@ -1,0 +1,3 @@
+module github.com/brokerguard/brokerguard
+
+go 1.26
