@@ -1,0 +1,502 @@
+package breaker
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brokerguard/brokerguard/internal/window"
+)
+
+// Clock tells the time. The default reads time.Now, whose monotonic reading makes the
+// circuit immune to wall-clock steps.
+type Clock interface{ Now() time.Time }
+
+// Option configures a Breaker.
+type Option func(*Breaker)
+
+// WithClock makes the circuit read time from c (tests use a fake clock).
+func WithClock(c Clock) Option { return func(b *Breaker) { b.clock = c } }
+
+// WithObserver adds a function called after every transition, outside any lock and in
+// transition order. It may call the Breaker.
+func WithObserver(f func(Transition)) Option {
+	return func(b *Breaker) { b.events.observers = append(b.events.observers, f) }
+}
+
+// WithRandom sets the source of jitter: f returns a number in [0, 1). The default is
+// math/rand/v2.Float64.
+func WithRandom(f func() float64) Option { return func(b *Breaker) { b.random = f } }
+
+// Transition reports a change of state. Every transition starts a new generation.
+type Transition struct {
+	Identity   string
+	From, To   State
+	Generation uint64 // the generation the transition started
+	At         time.Time
+	Reason     string // one of the Reason constants
+}
+
+// Reasons given in Transition.Reason.
+const (
+	ReasonFailureThreshold = "failure_threshold" // consecutive failures reached the threshold
+	ReasonFailureWindow    = "failure_window"    // the window's failures (and ratio) reached the threshold
+	ReasonBreakElapsed     = "break_elapsed"     // the open deadline passed; a probe is admitted
+	ReasonProbeSucceeded   = "probe_succeeded"   // enough probes succeeded; the circuit closes
+	ReasonProbeFailed      = "probe_failed"      // a probe failed; the circuit opens again
+	ReasonForcedOpen       = "forced_open"       // ForceOpen
+	ReasonForcedClosed     = "forced_closed"     // ForceClose
+	ReasonOverrideExpired  = "override_expired"  // a ForceOpen or ForceClose deadline passed
+	ReasonOverrideCleared  = "override_cleared"  // ClearOverride
+)
+
+// Circuit is what a registry hands out for one dependency: a local Breaker, or a
+// circuit whose state is shared with other processes.
+type Circuit interface {
+	Acquire(ctx context.Context) (Permit, error)
+	Snapshot() Snapshot
+}
+
+// Breaker is a circuit kept in this process (scope LocalProcess). It is safe for
+// concurrent use. Create it with New.
+type Breaker struct {
+	identity string
+	policy   Policy // normalized
+	counting bool   // the circuit can open
+	windowed bool   // counting in a trailing window rather than consecutively
+	clock    Clock  // nil: time.Since(epoch), which skips a wall-clock read
+	epoch    time.Time
+	random   func() float64
+
+	cur      atomic.Pointer[phase] // the live generation
+	inFlight atomic.Int64          // admitted, uncompleted permits; counted only when MaxInFlight > 0
+
+	// mu serializes transitions and guards the fields below it, the half-open fields
+	// of the live phase, and window-mode recording.
+	mu           sync.Mutex
+	win          *window.Window // window mode evidence
+	failedProbes int            // consecutive failed probes since the circuit last closed
+
+	events eventQueue
+}
+
+// phase is one generation of the circuit. Its identity is its generation: a permit
+// counts only while the phase that admitted it is the live one.
+type phase struct {
+	b        *Breaker
+	gen      uint64
+	state    State
+	override Override
+	// admitAll marks a closed phase whose admission needs no clock, no lock and no
+	// in-flight accounting; plainSuccess one where a Success only resets the
+	// consecutive count. Together they are the hot path.
+	admitAll, plainSuccess bool
+	deadline               int64      // Open: when a probe may be admitted; ForcedClosed: when the hold ends
+	reject                 *OpenError // Open: the one rejection handed to every caller of this generation
+	failures               atomic.Int64
+	frozen                 window.Counts // evidence held when the circuit left closed
+
+	probes    []probe // HalfOpen, guarded by b.mu
+	successes int     // HalfOpen, guarded by b.mu
+}
+
+type probe struct {
+	tok     *token
+	seq     uint64
+	expires int64
+}
+
+// New returns a closed circuit named identity, or an error naming the policy field
+// that is wrong. New refuses scopes other than LocalProcess: shared scopes need a
+// backend that can keep one state for several processes.
+func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if p.Scope != LocalProcess {
+		return nil, &PolicyError{Field: "Scope", Reason: "is " + p.Scope.String() + ", which a local breaker cannot provide; use a backend for that scope"}
+	}
+	b := &Breaker{
+		identity: identity,
+		policy:   p.Normalized(),
+		counting: p.Enabled(),
+		windowed: p.Enabled() && p.FailureWindow > 0,
+		random:   rand.Float64,
+	}
+	for _, o := range opts {
+		o(b)
+	}
+	if b.clock != nil {
+		b.epoch = b.clock.Now()
+	} else {
+		b.epoch = time.Now()
+	}
+	if b.windowed {
+		b.win = window.New(int64(b.policy.FailureWindow))
+	}
+	b.cur.Store(b.closedPhase(1, 0, NoOverride, 0))
+	return b, nil
+}
+
+// Identity returns the circuit's name.
+func (b *Breaker) Identity() string { return b.identity }
+
+// Policy returns the circuit's policy with defaults written out.
+func (b *Breaker) Policy() Policy { return b.policy }
+
+func (b *Breaker) now() int64 {
+	if b.clock == nil {
+		return int64(time.Since(b.epoch))
+	}
+	return max(int64(b.clock.Now().Sub(b.epoch)), 0)
+}
+
+func (b *Breaker) timeAt(n int64) time.Time { return b.epoch.Add(time.Duration(n)) }
+
+func (b *Breaker) nanosAt(t time.Time) int64 { return max(int64(t.Sub(b.epoch)), 0) }
+
+// Acquire asks to make one call. On success the caller must Complete the permit
+// exactly once with the call's outcome. A rejection is an *OpenError (errors.Is
+// ErrOpen) whose NotBefore says when to come back, or ErrSaturated; a context that has
+// already ended returns its error. A rejection changes nothing in the circuit.
+func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
+	if err := ctx.Err(); err != nil {
+		return Permit{}, err
+	}
+	if ph := b.cur.Load(); ph.admitAll {
+		t := tokens.Get().(*token)
+		return Permit{tok: t, seq: t.seq.Load(), ph: ph, gen: ph.gen}, nil
+	}
+	return b.acquireSlow(b.cur.Load())
+}
+
+func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
+	now := b.now()
+	for {
+		switch {
+		case ph.state == Open && now < ph.deadline:
+			return Permit{}, ph.reject
+		case ph.state == Closed && (ph.override == NoOverride || now < ph.deadline):
+			return b.admit(ph, now, 0)
+		}
+		// The phase must change (a deadline passed) or a probe slot is wanted: both
+		// need the lock.
+		b.mu.Lock()
+		if cur := b.cur.Load(); cur != ph {
+			b.mu.Unlock()
+			ph = cur
+			continue
+		}
+		switch ph.state {
+		case Closed: // a ForceClose ended
+			ph = b.enter(ph, b.closedPhase(ph.gen+1, now, NoOverride, 0), now, ReasonOverrideExpired)
+			b.mu.Unlock()
+			b.events.flush()
+			continue
+		case Open: // the break (or a ForceOpen) ended: the first caller becomes the probe
+			reason := ReasonBreakElapsed
+			if ph.override == ForcedOpen {
+				reason = ReasonOverrideExpired
+			}
+			ph = b.enter(ph, b.halfOpenPhase(ph), now, reason)
+		}
+		p, err := b.acquireProbe(ph, now)
+		b.mu.Unlock()
+		b.events.flush()
+		return p, err
+	}
+}
+
+// acquireProbe admits a probe into the half-open phase ph or says when to come back.
+// It requires b.mu held.
+func (b *Breaker) acquireProbe(ph *phase, now int64) (Permit, error) {
+	ph.reclaimLeases(now)
+	if len(ph.probes) >= b.policy.HalfOpenMaxProbes {
+		// Come back after the retry delay, and not before a slot can free up.
+		earliest := ph.probes[0].expires
+		for _, pr := range ph.probes[1:] {
+			earliest = min(earliest, pr.expires)
+		}
+		notBefore := max(now+int64(b.policy.HalfOpenRetryDelay), earliest)
+		return Permit{}, newOpenError(b.identity, b.policy.Scope, b.timeAt(notBefore))
+	}
+	p, err := b.admit(ph, now, flagProbe)
+	if err == nil {
+		ph.probes = append(ph.probes, probe{tok: p.tok, seq: p.seq, expires: now + int64(b.policy.ProbeLease)})
+	}
+	return p, err
+}
+
+// admit hands out a permit of ph after taking an in-flight slot when the policy
+// bounds them.
+func (b *Breaker) admit(ph *phase, now int64, flags uint8) (Permit, error) {
+	if limit := int64(b.policy.MaxInFlight); limit > 0 {
+		if b.inFlight.Add(1) > limit {
+			b.inFlight.Add(-1)
+			return Permit{}, ErrSaturated
+		}
+		flags |= flagInFlight
+	}
+	return ph.permit(now, flags), nil
+}
+
+// reclaimLeases frees the slots of probes whose lease ran out. Requires b.mu held.
+func (ph *phase) reclaimLeases(now int64) {
+	live := ph.probes[:0]
+	for _, pr := range ph.probes {
+		if now < pr.expires {
+			live = append(live, pr)
+		}
+	}
+	clear(ph.probes[len(live):])
+	ph.probes = live
+}
+
+// complete takes the outcome of a live permit's first completion (the plain closed
+// success is handled inline by Permit.Complete).
+func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Outcome, start int64) bool {
+	if flags&flagInFlight != 0 {
+		b.inFlight.Add(-1)
+	}
+	if o == Success && b.policy.SlowCallDuration > 0 && b.now()-start > int64(b.policy.SlowCallDuration) {
+		o = Failure
+	}
+	if flags&flagProbe != 0 {
+		return b.completeProbe(ph, tok, seq, o)
+	}
+	if b.cur.Load() != ph || ph.override != NoOverride {
+		return false
+	}
+	if o != Success && o != Failure || !b.counting {
+		return true
+	}
+	if b.windowed {
+		return b.recordWindow(ph, o == Failure)
+	}
+	if o == Success {
+		if ph.failures.Load() != 0 {
+			ph.failures.Store(0)
+		}
+		return true
+	}
+	if ph.failures.Add(1) >= int64(b.policy.FailureThreshold) {
+		b.mu.Lock()
+		if b.cur.Load() == ph {
+			now := b.now()
+			b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonFailureThreshold)
+		}
+		b.mu.Unlock()
+		b.events.flush()
+	}
+	return true
+}
+
+func (b *Breaker) recordWindow(ph *phase, failure bool) bool {
+	b.mu.Lock()
+	if b.cur.Load() != ph {
+		b.mu.Unlock()
+		return false
+	}
+	now := b.now()
+	c := b.win.Record(now, failure)
+	p := b.policy
+	if failure && c.Failures >= int64(p.FailureThreshold) && c.Calls >= int64(p.MinimumCalls) &&
+		(p.FailureRatio == 0 || float64(c.Failures) >= p.FailureRatio*float64(c.Calls)) {
+		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonFailureWindow)
+	}
+	b.mu.Unlock()
+	b.events.flush()
+	return true
+}
+
+func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome) bool {
+	b.mu.Lock()
+	i := -1
+	if b.cur.Load() == ph {
+		for j, pr := range ph.probes {
+			if pr.tok == tok && pr.seq == seq {
+				i = j
+				break
+			}
+		}
+	}
+	if i < 0 { // an older generation, or the lease was reclaimed
+		b.mu.Unlock()
+		return false
+	}
+	now := b.now()
+	expired := now >= ph.probes[i].expires
+	ph.probes = append(ph.probes[:i], ph.probes[i+1:]...)
+	if expired {
+		b.mu.Unlock()
+		return false
+	}
+	switch o {
+	case Success:
+		ph.successes++
+		if ph.successes >= b.policy.SuccessesToClose {
+			b.failedProbes = 0
+			b.enter(ph, b.closedPhase(ph.gen+1, now, NoOverride, 0), now, ReasonProbeSucceeded)
+		}
+	case Failure:
+		b.failedProbes++
+		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(b.failedProbes), NoOverride), now, ReasonProbeFailed)
+	}
+	b.mu.Unlock()
+	b.events.flush()
+	return true
+}
+
+// breakFor returns how long to stay open after failedProbes consecutive failed
+// probes: BreakDuration doubled per failed probe up to MaxBreakDuration, spread by
+// Jitter. Requires b.mu held (the random source need not be safe for concurrent use).
+func (b *Breaker) breakFor(failedProbes int) int64 {
+	d := int64(b.policy.BreakDuration)
+	for range failedProbes {
+		if d >= int64(b.policy.MaxBreakDuration)/2 {
+			d = int64(b.policy.MaxBreakDuration)
+			break
+		}
+		d *= 2
+	}
+	if j := b.policy.Jitter; j > 0 {
+		d += int64(float64(d) * j * (2*b.random() - 1))
+	}
+	return max(d, 1)
+}
+
+// enter makes to the live phase and queues the transition for the observers.
+// Requires b.mu held; the caller flushes b.events after unlocking.
+func (b *Breaker) enter(from, to *phase, now int64, reason string) *phase {
+	b.cur.Store(to)
+	b.events.push(Transition{
+		Identity: b.identity, From: from.state, To: to.state,
+		Generation: to.gen, At: b.timeAt(now), Reason: reason,
+	})
+	return to
+}
+
+func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *phase {
+	if b.windowed {
+		b.win.Reset(now)
+	}
+	return &phase{
+		b: b, gen: gen, state: Closed, override: o, deadline: until,
+		admitAll:     o == NoOverride && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
+		plainSuccess: o == NoOverride && !b.windowed && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
+	}
+}
+
+func (b *Breaker) openPhase(from *phase, now, deadline int64, o Override) *phase {
+	return &phase{
+		b: b, gen: from.gen + 1, state: Open, override: o, deadline: deadline,
+		reject: newOpenError(b.identity, b.policy.Scope, b.timeAt(deadline)),
+		frozen: b.evidence(from, now),
+	}
+}
+
+func (b *Breaker) halfOpenPhase(from *phase) *phase {
+	return &phase{b: b, gen: from.gen + 1, state: HalfOpen, frozen: from.frozen}
+}
+
+// evidence returns the failure evidence held by ph. Requires b.mu held.
+func (b *Breaker) evidence(ph *phase, now int64) window.Counts {
+	switch {
+	case ph.state != Closed:
+		return ph.frozen
+	case b.windowed:
+		return b.win.Totals(now)
+	}
+	return window.Counts{Failures: ph.failures.Load()}
+}
+
+// ForceOpen holds the circuit open until the given time: every call is rejected and
+// outcomes change nothing. When the hold ends the next Acquire is a half-open probe.
+func (b *Breaker) ForceOpen(until time.Time) {
+	b.mu.Lock()
+	ph, now := b.cur.Load(), b.now()
+	b.enter(ph, b.openPhase(ph, now, b.nanosAt(until), ForcedOpen), now, ReasonForcedOpen)
+	b.mu.Unlock()
+	b.events.flush()
+}
+
+// ForceClose holds the circuit closed until the given time: every call is admitted
+// (MaxInFlight still applies) and outcomes change nothing. When the hold ends the
+// circuit is closed with no failure evidence.
+func (b *Breaker) ForceClose(until time.Time) {
+	b.mu.Lock()
+	ph, now := b.cur.Load(), b.now()
+	b.enter(ph, b.closedPhase(ph.gen+1, now, ForcedClosed, b.nanosAt(until)), now, ReasonForcedClosed)
+	b.mu.Unlock()
+	b.events.flush()
+}
+
+// ClearOverride ends a ForceOpen or ForceClose now, as if its deadline had passed: a
+// cleared ForceOpen admits a probe next, a cleared ForceClose is closed with no
+// failure evidence. Without an override it does nothing.
+func (b *Breaker) ClearOverride() {
+	b.mu.Lock()
+	ph, now := b.cur.Load(), b.now()
+	switch ph.override {
+	case ForcedOpen:
+		b.enter(ph, b.halfOpenPhase(ph), now, ReasonOverrideCleared)
+	case ForcedClosed:
+		b.enter(ph, b.closedPhase(ph.gen+1, now, NoOverride, 0), now, ReasonOverrideCleared)
+	}
+	b.mu.Unlock()
+	b.events.flush()
+}
+
+// State returns the circuit's state. An open circuit whose deadline has passed reports
+// Open until the next Acquire moves it to half-open.
+func (b *Breaker) State() State { return b.cur.Load().state }
+
+// FailureCount returns the failure evidence now: consecutive failures, or failures in
+// the window, while closed; the evidence that opened the circuit while it is not.
+func (b *Breaker) FailureCount() int { return b.Snapshot().Failures }
+
+// Snapshot is a point-in-time view of a circuit.
+type Snapshot struct {
+	Identity   string
+	Scope      Scope
+	State      State
+	Generation uint64
+	// Failures is the failure evidence (see Breaker.FailureCount); Calls, in window
+	// mode, the calls in the window.
+	Failures, Calls int
+	// InFlight counts admitted, uncompleted permits when the policy sets MaxInFlight
+	// (counting them otherwise would cost the hot path a shared write); Probes counts
+	// probes in flight while half-open.
+	InFlight, Probes int
+	// NotBefore is the open deadline while open; zero otherwise.
+	NotBefore time.Time
+	// Override is the operator's hold, if any, and OverrideUntil when it ends.
+	Override      Override
+	OverrideUntil time.Time
+}
+
+// Snapshot returns a consistent view of the circuit.
+func (b *Breaker) Snapshot() Snapshot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ph, now := b.cur.Load(), b.now()
+	ev := b.evidence(ph, now)
+	s := Snapshot{
+		Identity: b.identity, Scope: b.policy.Scope, State: ph.state, Generation: ph.gen,
+		Failures: int(ev.Failures), Calls: int(ev.Calls),
+		InFlight: int(b.inFlight.Load()), Override: ph.override,
+	}
+	if ph.state == HalfOpen {
+		ph.reclaimLeases(now)
+		s.Probes = len(ph.probes)
+	}
+	if ph.state == Open {
+		s.NotBefore = b.timeAt(ph.deadline)
+	}
+	if ph.override != NoOverride {
+		s.OverrideUntil = b.timeAt(ph.deadline)
+	}
+	return s
+}

@@ -1,0 +1,171 @@
+package breaker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Policy configures a circuit. The zero Policy is valid and describes a disabled
+// circuit: it never opens and counts nothing.
+type Policy struct {
+	// FailureThreshold is the number of failures that opens the circuit. 0 disables the
+	// circuit (MaxInFlight still applies, which makes it a pure bulkhead).
+	FailureThreshold int
+	// BreakDuration is how long the circuit stays open before it admits a probe.
+	// Required when FailureThreshold is set.
+	BreakDuration time.Duration
+	// FailureWindow selects the counting mode. 0 counts consecutive failures; a
+	// positive value counts failures inside this trailing window.
+	FailureWindow time.Duration
+	// MinimumCalls is, in window mode, the number of calls (Success or Failure) the
+	// window must hold before it may open the circuit.
+	MinimumCalls int
+	// FailureRatio is, in window mode, the fraction failures/calls that must also be
+	// reached to open. 0 ignores the ratio.
+	FailureRatio float64
+	// SlowCallDuration, when positive, turns a Success that took longer into a Failure.
+	SlowCallDuration time.Duration
+	// HalfOpenMaxProbes is the number of probes in flight at once while half-open.
+	// 0 means 1.
+	HalfOpenMaxProbes int
+	// SuccessesToClose is the number of consecutive probe successes that closes the
+	// circuit. 0 means 1.
+	SuccessesToClose int
+	// ProbeLease is how long a probe may stay uncompleted before it is presumed lost
+	// and its slot is given to another caller. 0 means BreakDuration.
+	ProbeLease time.Duration
+	// HalfOpenRetryDelay is the least delay a caller rejected by a saturated half-open
+	// circuit is told to wait. 0 means one second.
+	HalfOpenRetryDelay time.Duration
+	// MaxBreakDuration, when greater than BreakDuration, doubles the break after each
+	// consecutive failed probe, up to this value.
+	MaxBreakDuration time.Duration
+	// Jitter spreads every break duration by up to plus or minus this fraction
+	// (0 to 0.5), so that replicas do not probe in lockstep.
+	Jitter float64
+	// MaxInFlight, when positive, bounds the admitted calls not yet completed, in
+	// every state. Acquire over the bound fails at once with ErrSaturated.
+	MaxInFlight int
+	// Scope says who shares the circuit. The zero value is LocalProcess.
+	Scope Scope
+}
+
+// ErrInvalidPolicy is matched (errors.Is) by every error Validate returns.
+var ErrInvalidPolicy = errors.New("breaker: invalid policy")
+
+// PolicyError names the Policy field that is wrong and why.
+type PolicyError struct {
+	Field  string // the Policy field, e.g. "BreakDuration"
+	Reason string // what is wrong with it
+}
+
+// Error reports the field and the reason.
+func (e *PolicyError) Error() string {
+	return "breaker: invalid policy: " + e.Field + " " + e.Reason
+}
+
+// Is reports whether target is ErrInvalidPolicy.
+func (e *PolicyError) Is(target error) bool { return target == ErrInvalidPolicy }
+
+// minFailureWindow keeps every window bucket at least 100µs wide.
+const minFailureWindow = time.Millisecond
+
+// Validate reports the first field whose value is out of range, as a *PolicyError.
+func (p Policy) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &PolicyError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	nonNegative := []struct {
+		field string
+		v     int64
+	}{
+		{"FailureThreshold", int64(p.FailureThreshold)},
+		{"BreakDuration", int64(p.BreakDuration)},
+		{"FailureWindow", int64(p.FailureWindow)},
+		{"MinimumCalls", int64(p.MinimumCalls)},
+		{"SlowCallDuration", int64(p.SlowCallDuration)},
+		{"HalfOpenMaxProbes", int64(p.HalfOpenMaxProbes)},
+		{"SuccessesToClose", int64(p.SuccessesToClose)},
+		{"ProbeLease", int64(p.ProbeLease)},
+		{"HalfOpenRetryDelay", int64(p.HalfOpenRetryDelay)},
+		{"MaxBreakDuration", int64(p.MaxBreakDuration)},
+		{"MaxInFlight", int64(p.MaxInFlight)},
+	}
+	for _, f := range nonNegative {
+		if f.v < 0 {
+			return bad(f.field, "must not be negative (got %d)", f.v)
+		}
+	}
+	switch {
+	case p.FailureThreshold > 0 && p.BreakDuration == 0:
+		return bad("BreakDuration", "must be positive when FailureThreshold is set")
+	case p.FailureWindow > 0 && p.FailureWindow < minFailureWindow:
+		return bad("FailureWindow", "must be at least %v (got %v)", minFailureWindow, p.FailureWindow)
+	case p.FailureWindow == 0 && p.MinimumCalls > 0:
+		return bad("MinimumCalls", "applies only in window mode; set FailureWindow")
+	case math.IsNaN(p.FailureRatio) || p.FailureRatio < 0 || p.FailureRatio > 1:
+		return bad("FailureRatio", "must be within [0, 1] (got %v)", p.FailureRatio)
+	case p.FailureWindow == 0 && p.FailureRatio > 0:
+		return bad("FailureRatio", "applies only in window mode; set FailureWindow")
+	case p.MaxBreakDuration > 0 && p.MaxBreakDuration < p.BreakDuration:
+		return bad("MaxBreakDuration", "must not be below BreakDuration (%v < %v)", p.MaxBreakDuration, p.BreakDuration)
+	case math.IsNaN(p.Jitter) || p.Jitter < 0 || p.Jitter > 0.5:
+		return bad("Jitter", "must be within [0, 0.5] (got %v)", p.Jitter)
+	case p.Scope > SingleHost:
+		return bad("Scope", "is not a known scope (got %d)", p.Scope)
+	}
+	return nil
+}
+
+// Enabled reports whether the circuit can open (FailureThreshold > 0).
+func (p Policy) Enabled() bool { return p.FailureThreshold > 0 }
+
+// Normalized returns the policy with every "0 means ..." default written out, so two
+// policies that behave alike compare equal.
+func (p Policy) Normalized() Policy {
+	if p.HalfOpenMaxProbes == 0 {
+		p.HalfOpenMaxProbes = 1
+	}
+	if p.SuccessesToClose == 0 {
+		p.SuccessesToClose = 1
+	}
+	if p.ProbeLease == 0 {
+		p.ProbeLease = p.BreakDuration
+	}
+	if p.HalfOpenRetryDelay == 0 {
+		p.HalfOpenRetryDelay = time.Second
+	}
+	if p.MaxBreakDuration <= p.BreakDuration {
+		p.MaxBreakDuration = p.BreakDuration
+	}
+	return p
+}
+
+// Fingerprint returns a stable digest of every field that changes behaviour, after
+// normalization. Replicas sharing one circuit compare fingerprints so that they never
+// run one state machine under two policies.
+func (p Policy) Fingerprint() string {
+	n := p.Normalized()
+	// A fixed field order and integer encodings keep the digest stable across
+	// releases. A field added later must be appended only when it differs from its
+	// zero value, so that the digests of existing policies do not change.
+	b := make([]byte, 0, 256)
+	b = append(b, "brokerguard.policy.v1"...)
+	for _, v := range []int64{
+		int64(n.FailureThreshold), int64(n.BreakDuration), int64(n.FailureWindow),
+		int64(n.MinimumCalls), int64(math.Float64bits(n.FailureRatio)), int64(n.SlowCallDuration),
+		int64(n.HalfOpenMaxProbes), int64(n.SuccessesToClose), int64(n.ProbeLease),
+		int64(n.HalfOpenRetryDelay), int64(n.MaxBreakDuration), int64(math.Float64bits(n.Jitter)),
+		int64(n.MaxInFlight), int64(n.Scope),
+	} {
+		b = append(b, '|')
+		b = strconv.AppendInt(b, v, 10)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}

@@ -1,0 +1,111 @@
+package breaker
+
+import "strconv"
+
+// State is the position of a circuit in its state machine.
+type State int32
+
+// The states of a circuit.
+const (
+	// Closed admits calls and collects failure evidence.
+	Closed State = iota
+	// Open rejects calls until its deadline passes.
+	Open
+	// HalfOpen admits a bounded number of probes whose outcomes decide whether the
+	// circuit closes or opens again.
+	HalfOpen
+)
+
+// String returns "closed", "open" or "half-open".
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half-open"
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Outcome is what a completed call says about the health of the dependency.
+type Outcome uint8
+
+// The outcomes a caller reports through [Permit.Complete]. The zero Outcome is treated
+// as Neutral.
+const (
+	// Success is evidence that the dependency is healthy.
+	Success Outcome = iota + 1
+	// Failure is evidence that the dependency, or the path to it, is unhealthy.
+	Failure
+	// Neutral says nothing about the dependency: the caller gave up, the input was
+	// bad, or the error belongs to the application. It changes no counts and no state.
+	Neutral
+)
+
+// String returns "success", "failure" or "neutral".
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Failure:
+		return "failure"
+	case Neutral, 0:
+		return "neutral"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Scope says who shares a circuit's state.
+type Scope uint8
+
+// The scopes a circuit can protect. A backend refuses a scope it cannot provide.
+const (
+	// LocalProcess keeps the state in this process; every replica has its own.
+	LocalProcess Scope = iota
+	// SharedDependency keeps one state for every replica that protects the same
+	// dependency (see package breaker/dynamo).
+	SharedDependency
+	// SingleHost shares one state between the cooperating processes of one host.
+	SingleHost
+)
+
+// String returns "LOCAL_PROCESS", "SHARED_DEPENDENCY" or "SINGLE_HOST".
+func (s Scope) String() string {
+	switch s {
+	case LocalProcess:
+		return "LOCAL_PROCESS"
+	case SharedDependency:
+		return "SHARED_DEPENDENCY"
+	case SingleHost:
+		return "SINGLE_HOST"
+	}
+	return "Scope(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Override is an operator's hold on a circuit, set by ForceOpen or ForceClose.
+type Override uint8
+
+// The overrides a circuit can carry.
+const (
+	// NoOverride leaves the circuit to its state machine.
+	NoOverride Override = iota
+	// ForcedOpen rejects every call until the override's deadline.
+	ForcedOpen
+	// ForcedClosed admits every call until the override's deadline; outcomes are ignored.
+	ForcedClosed
+)
+
+// String returns "none", "forced-open" or "forced-closed".
+func (o Override) String() string {
+	switch o {
+	case NoOverride:
+		return "none"
+	case ForcedOpen:
+		return "forced-open"
+	case ForcedClosed:
+		return "forced-closed"
+	}
+	return "Override(" + strconv.Itoa(int(o)) + ")"
+}
