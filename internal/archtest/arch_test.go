@@ -1,0 +1,67 @@
+// Package archtest checks the project's import boundaries.
+package archtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/brokerguard/brokerguard"
+
+// The core must stay free of third-party code: users pay for nothing they do not use.
+func TestCoreImportsOnlyStandardLibraryAndModule(t *testing.T) {
+	for _, pkg := range []string{"breaker", "transport", "registry"} {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", module+"/"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if dep != module && !strings.HasPrefix(dep, module+"/") {
+				t.Errorf("%s depends on %s, outside the standard library and this module", pkg, dep)
+			}
+		}
+	}
+}
+
+// breaker depends on nothing of this module but internal helpers; transport only on
+// breaker; nothing depends on integration.
+func TestLayering(t *testing.T) {
+	allowed := map[string][]string{
+		"breaker":   {"internal/"},
+		"transport": {"breaker"},
+		"registry":  {"breaker", "transport", "internal/"},
+	}
+	for pkg, ok := range allowed {
+		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, module+"/"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+		}
+	imports:
+		for _, imp := range strings.Fields(string(out)) {
+			rel, mine := strings.CutPrefix(imp, module+"/")
+			if !mine {
+				continue
+			}
+			for _, prefix := range ok {
+				if rel == prefix || strings.HasSuffix(prefix, "/") && strings.HasPrefix(rel, prefix) {
+					continue imports
+				}
+			}
+			t.Errorf("%s imports %s", pkg, imp)
+		}
+	}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}}`, module+"/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, ": ")
+		if strings.HasPrefix(pkg, module+"/integration") {
+			continue
+		}
+		if strings.Contains(imports, module+"/integration") {
+			t.Errorf("%s imports the integration packages", pkg)
+		}
+	}
+}

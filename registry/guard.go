@@ -1,0 +1,93 @@
+package registry
+
+import (
+	"context"
+	"errors"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// RejectedError is returned by a guarded publisher when the destination's circuit
+// refused the call; the inner publisher was not called. errors.Is(err, breaker.ErrOpen)
+// and errors.As(err, **breaker.OpenError) see through it.
+type RejectedError struct {
+	Destination transport.Destination
+	Err         error // *breaker.OpenError, breaker.ErrSaturated or breaker.ErrUnavailable
+}
+
+// Error names the destination and the circuit's reason.
+func (e *RejectedError) Error() string {
+	return "registry: publish to " + e.Destination.String() + " rejected: " + e.Err.Error()
+}
+
+// Unwrap returns the circuit's error.
+func (e *RejectedError) Unwrap() error { return e.Err }
+
+// Guard returns a Publisher that publishes through pub under the destination's
+// circuit. A rejected call returns a *RejectedError without calling pub. Otherwise the
+// permit is completed exactly once: Success for a nil error; Neutral when the caller's
+// context has ended, whatever the error; Neutral when pub panics (the panic goes on);
+// else what classify says. A *transport.BatchError is classified message by message: a
+// Failure among them is a Failure, and a batch of which some messages were published
+// is otherwise a Success. A nil classify treats every error as a Failure.
+func (r *Registry) Guard(pub transport.Publisher, classify transport.Classifier) transport.Publisher {
+	if classify == nil {
+		classify = func(error) breaker.Outcome { return breaker.Failure }
+	}
+	return &guarded{r: r, pub: pub, classify: classify}
+}
+
+type guarded struct {
+	r        *Registry
+	pub      transport.Publisher
+	classify transport.Classifier
+}
+
+func (g *guarded) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
+	e, err := g.r.entry(d)
+	if err != nil {
+		return err
+	}
+	permit, err := e.circuit.Acquire(ctx)
+	if err != nil {
+		if ctx.Err() != nil && err == ctx.Err() {
+			return err
+		}
+		return &RejectedError{Destination: d, Err: err}
+	}
+	completed := false
+	defer func() {
+		if !completed { // pub panicked: the call says nothing about the broker
+			permit.Complete(breaker.Neutral)
+		}
+	}()
+	err = g.pub.Publish(ctx, d, msgs...)
+	completed = true
+	permit.Complete(Outcome(ctx, err, len(msgs), g.classify))
+	return err
+}
+
+// Outcome is the rule Guard applies to a publish of n messages that returned err; it
+// is exported for publishers that complete permits themselves (asynchronous writers).
+func Outcome(ctx context.Context, err error, n int, classify transport.Classifier) breaker.Outcome {
+	switch {
+	case err == nil:
+		return breaker.Success
+	case ctx.Err() != nil:
+		return breaker.Neutral
+	}
+	var be *transport.BatchError
+	if !errors.As(err, &be) {
+		return classify(err)
+	}
+	for _, f := range be.Failed {
+		if classify(f.Err) == breaker.Failure {
+			return breaker.Failure
+		}
+	}
+	if len(be.Failed) < n {
+		return breaker.Success
+	}
+	return breaker.Neutral
+}

@@ -1,0 +1,171 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// fakePublisher returns what fn says and counts calls per destination.
+type fakePublisher struct {
+	calls sync.Map // destination -> *atomic.Int64
+	fn    func(ctx context.Context, d transport.Destination) error
+}
+
+func (f *fakePublisher) Publish(ctx context.Context, d transport.Destination, _ ...transport.Message) error {
+	n, _ := f.calls.LoadOrStore(d, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+	if f.fn == nil {
+		return nil
+	}
+	return f.fn(ctx, d)
+}
+
+func (f *fakePublisher) count(d transport.Destination) int64 {
+	n, ok := f.calls.Load(d)
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int64).Load()
+}
+
+var (
+	errBroker = errors.New("broker down")
+	errBadMsg = errors.New("message too large")
+)
+
+func classify(err error) breaker.Outcome {
+	if errors.Is(err, errBadMsg) {
+		return breaker.Neutral
+	}
+	return breaker.Failure
+}
+
+func TestGuardCompletesEveryPath(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name         string
+		publish      func(ctx context.Context, d transport.Destination) error
+		cancel       bool
+		wantFailures int
+	}{
+		{name: "success", publish: func(context.Context, transport.Destination) error { return nil }, wantFailures: 0},
+		{name: "broker error", publish: func(context.Context, transport.Destination) error { return errBroker }, wantFailures: 1},
+		{name: "neutral error", publish: func(context.Context, transport.Destination) error { return errBadMsg }, wantFailures: 0},
+		{name: "caller cancelled", cancel: true, wantFailures: 0, publish: func(ctx context.Context, _ transport.Destination) error {
+			<-ctx.Done()
+			return errBroker // the classifier would say Failure; the ended context wins
+		}},
+		{name: "partial batch with a broker failure", wantFailures: 1, publish: func(_ context.Context, d transport.Destination) error {
+			return &transport.BatchError{Destination: d, Failed: []transport.MessageError{{Index: 0, Err: errBadMsg}, {Index: 1, Err: errBroker}}}
+		}},
+		{name: "partial batch of bad messages", wantFailures: 0, publish: func(_ context.Context, d transport.Destination) error {
+			return &transport.BatchError{Destination: d, Failed: []transport.MessageError{{Index: 1, Err: errBadMsg}}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, MaxInFlight: 1}))
+			g := r.Guard(&fakePublisher{fn: tc.publish}, classify)
+			cctx, cancel := context.WithCancel(ctx)
+			if tc.cancel {
+				cancel()
+			}
+			defer cancel()
+			g.Publish(cctx, orders, transport.Message{}, transport.Message{}, transport.Message{})
+			s := r.Snapshots()[orders]
+			if s.Failures != tc.wantFailures || s.InFlight != 0 {
+				t.Fatalf("failures %d in flight %d, want %d and 0", s.Failures, s.InFlight, tc.wantFailures)
+			}
+		})
+	}
+}
+
+func TestGuardCompletesNeutralOnPanicAndRepanics(t *testing.T) {
+	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, MaxInFlight: 1}))
+	g := r.Guard(&fakePublisher{fn: func(context.Context, transport.Destination) error { panic("publisher bug") }}, classify)
+	func() {
+		defer func() {
+			if recover() != "publisher bug" {
+				t.Fatal("the panic was swallowed or changed")
+			}
+		}()
+		g.Publish(context.Background(), orders)
+	}()
+	s := r.Snapshots()[orders]
+	if s.InFlight != 0 || s.Failures != 0 || s.State != breaker.Closed {
+		t.Fatalf("after a panic: %+v", s)
+	}
+}
+
+func TestGuardRejectsWithoutCallingThePublisher(t *testing.T) {
+	r := newRegistry(t)
+	pub := &fakePublisher{fn: func(context.Context, transport.Destination) error { return errBroker }}
+	g := r.Guard(pub, classify)
+	ctx := context.Background()
+	g.Publish(ctx, orders)
+	g.Publish(ctx, orders)
+	err := g.Publish(ctx, orders)
+	var rej *registry.RejectedError
+	var oe *breaker.OpenError
+	if !errors.As(err, &rej) || !errors.Is(err, breaker.ErrOpen) || !errors.As(err, &oe) || rej.Destination != orders {
+		t.Fatalf("rejection: %v", err)
+	}
+	if pub.count(orders) != 2 {
+		t.Fatalf("publisher called %d times, want 2", pub.count(orders))
+	}
+	if err := g.Publish(ctx, transport.Destination{Broker: "kafka"}); !errors.Is(err, transport.ErrInvalidDestination) {
+		t.Fatalf("invalid destination: %v", err)
+	}
+}
+
+// One failing destination never makes another reject, under contention.
+func TestFailingDestinationNeverRejectsOthers(t *testing.T) {
+	r := newRegistry(t)
+	bad := transport.Destination{Broker: "kafka", Name: "d-13"}
+	pub := &fakePublisher{fn: func(_ context.Context, d transport.Destination) error {
+		if d == bad {
+			return errBroker
+		}
+		return nil
+	}}
+	g := r.Guard(pub, classify)
+	dests := make([]transport.Destination, 1000)
+	for i := range dests {
+		dests[i] = transport.Destination{Broker: "kafka", Name: fmt.Sprint("d-", i)}
+	}
+	var wg sync.WaitGroup
+	var wrong atomic.Int64
+	for w := range 64 {
+		wg.Go(func() {
+			for i := range 2000 {
+				d := dests[(w*7919+i*31)%len(dests)]
+				if i%10 == 0 {
+					d = bad
+				}
+				err := g.Publish(context.Background(), d)
+				if err != nil && d != bad {
+					wrong.Add(1)
+					t.Errorf("%s: %v", d, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if wrong.Load() != 0 {
+		t.Fatalf("%d calls to healthy destinations failed", wrong.Load())
+	}
+	if s := r.Snapshots()[bad]; s.State != breaker.Open {
+		t.Fatalf("the failing destination is %v", s.State)
+	}
+	if r.Len() != 1000 {
+		t.Fatalf("%d circuits", r.Len())
+	}
+}

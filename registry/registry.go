@@ -1,0 +1,322 @@
+// Package registry gives every broker destination its own circuit and guards
+// publishers with them.
+//
+// A Registry resolves a policy per destination (an exact override, else the
+// defaults), creates the destination's circuit on first use and returns the same
+// circuit for as long as it lives. The number of live circuits is capped, and idle
+// closed circuits may be evicted. Guard wraps a transport.Publisher so that every
+// publish acquires a permit first and completes it exactly once.
+//
+// It imports only packages breaker and transport and the standard library.
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// DefaultMaxDestinations is the cap on live circuits unless WithMaxDestinations says
+// otherwise.
+const DefaultMaxDestinations = 10_000
+
+// ErrTooManyDestinations is returned (wrapped, naming the destination) when a new
+// destination would pass the cap on live circuits.
+var ErrTooManyDestinations = errors.New("registry: too many destinations")
+
+// Factory makes the circuit for a destination whose policy has a scope the local
+// breaker cannot provide (breaker/dynamo's factory, for example).
+type Factory func(d transport.Destination, p breaker.Policy) (breaker.Circuit, error)
+
+// Option configures a Registry.
+type Option func(*Registry) error
+
+// WithOverride sets the policy of one destination, keyed exactly as
+// Destination.String() spells it ("kafka:orders").
+func WithOverride(destination string, p breaker.Policy) Option {
+	return func(r *Registry) error {
+		d, err := transport.ParseDestination(destination)
+		if err != nil {
+			return fmt.Errorf("registry: override %q: %w", destination, err)
+		}
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("registry: override %q: %w", destination, err)
+		}
+		r.overrides[d] = p
+		return nil
+	}
+}
+
+// WithMaxDestinations caps the number of live circuits (default 10,000). Past the cap
+// a new destination gets ErrTooManyDestinations after idle circuits are evicted.
+func WithMaxDestinations(n int) Option {
+	return func(r *Registry) error {
+		if n <= 0 {
+			return fmt.Errorf("registry: WithMaxDestinations(%d): the cap must be positive", n)
+		}
+		r.maxDestinations = n
+		return nil
+	}
+}
+
+// WithIdleEviction lets the registry drop a closed circuit, with no override and
+// nothing in flight, that has not been used for d. Eviction runs when the registry
+// creates a circuit (at most every d/2) and whenever EvictIdle is called; no
+// goroutine is started. An evicted destination gets a fresh circuit on next use.
+func WithIdleEviction(d time.Duration) Option {
+	return func(r *Registry) error {
+		if d <= 0 {
+			return fmt.Errorf("registry: WithIdleEviction(%v): the idle time must be positive", d)
+		}
+		r.idle = d
+		return nil
+	}
+}
+
+// WithCircuitFactory makes the circuits of destinations whose policy has scope s.
+func WithCircuitFactory(s breaker.Scope, f Factory) Option {
+	return func(r *Registry) error {
+		if f == nil {
+			return fmt.Errorf("registry: WithCircuitFactory(%v): nil factory", s)
+		}
+		r.factories[s] = f
+		return nil
+	}
+}
+
+// WithClock sets the clock of the registry and of the local circuits it creates.
+func WithClock(c breaker.Clock) Option {
+	return func(r *Registry) error {
+		r.clock = c
+		r.breakerOpts = append(r.breakerOpts, breaker.WithClock(c))
+		return nil
+	}
+}
+
+// WithObserver is told every transition of the local circuits the registry creates,
+// with their destination. It runs outside the circuits' locks.
+func WithObserver(f func(transport.Destination, breaker.Transition)) Option {
+	return func(r *Registry) error {
+		r.observers = append(r.observers, f)
+		return nil
+	}
+}
+
+// WithBreakerOptions passes options to every local circuit the registry creates.
+func WithBreakerOptions(opts ...breaker.Option) Option {
+	return func(r *Registry) error {
+		r.breakerOpts = append(r.breakerOpts, opts...)
+		return nil
+	}
+}
+
+// Registry holds one circuit per destination. It is safe for concurrent use.
+type Registry struct {
+	defaults        breaker.Policy
+	overrides       map[transport.Destination]breaker.Policy
+	factories       map[breaker.Scope]Factory
+	maxDestinations int
+	idle            time.Duration
+	clock           breaker.Clock
+	breakerOpts     []breaker.Option
+	observers       []func(transport.Destination, breaker.Transition)
+
+	circuits sync.Map // transport.Destination -> *entry; read without a lock on the hot path
+
+	mu        sync.Mutex // serializes creation and eviction; guards the fields below
+	live      int
+	lastSweep time.Time
+}
+
+type entry struct {
+	dest    transport.Destination
+	circuit breaker.Circuit
+	used    atomic.Bool // set by use, cleared by each eviction sweep
+	idleAt  time.Time   // when a sweep first found it unused; guarded by Registry.mu
+}
+
+// New returns a registry whose destinations get the defaults policy unless an
+// override names them. Invalid policies and options fail here, naming what is wrong.
+func New(defaults breaker.Policy, opts ...Option) (*Registry, error) {
+	if err := defaults.Validate(); err != nil {
+		return nil, fmt.Errorf("registry: default policy: %w", err)
+	}
+	r := &Registry{
+		defaults:        defaults,
+		overrides:       map[transport.Destination]breaker.Policy{},
+		factories:       map[breaker.Scope]Factory{},
+		maxDestinations: DefaultMaxDestinations,
+	}
+	for _, o := range opts {
+		if err := o(r); err != nil {
+			return nil, err
+		}
+	}
+	for d, p := range r.policies() {
+		if p.Scope != breaker.LocalProcess && r.factories[p.Scope] == nil {
+			return nil, fmt.Errorf("registry: policy for %s has scope %v but no circuit factory provides it (use WithCircuitFactory)", d, p.Scope)
+		}
+	}
+	return r, nil
+}
+
+// policies lists the defaults (under the key "*") and the overrides.
+func (r *Registry) policies() map[string]breaker.Policy {
+	all := map[string]breaker.Policy{"the default policy": r.defaults}
+	for d, p := range r.overrides {
+		all[d.String()] = p
+	}
+	return all
+}
+
+// Policy returns the policy destination d gets.
+func (r *Registry) Policy(d transport.Destination) breaker.Policy {
+	if p, ok := r.overrides[d]; ok {
+		return p
+	}
+	return r.defaults
+}
+
+func (r *Registry) now() time.Time {
+	if r.clock != nil {
+		return r.clock.Now()
+	}
+	return time.Now()
+}
+
+// Circuit returns the circuit of destination d, creating it on first use. It fails for
+// an invalid destination, a factory error, or when the cap is reached.
+func (r *Registry) Circuit(d transport.Destination) (breaker.Circuit, error) {
+	e, err := r.entry(d)
+	if err != nil {
+		return nil, err
+	}
+	return e.circuit, nil
+}
+
+func (r *Registry) entry(d transport.Destination) (*entry, error) {
+	if v, ok := r.circuits.Load(d); ok {
+		e := v.(*entry)
+		if r.idle > 0 && !e.used.Load() { // write only when the flag changes
+			e.used.Store(true)
+		}
+		return e, nil
+	}
+	return r.create(d)
+}
+
+func (r *Registry) create(d transport.Destination) (*entry, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v, ok := r.circuits.Load(d); ok { // created while we waited
+		return v.(*entry), nil
+	}
+	if r.idle > 0 && (r.live >= r.maxDestinations || r.now().Sub(r.lastSweep) >= r.idle/2) {
+		r.evictLocked()
+	}
+	if r.live >= r.maxDestinations {
+		return nil, fmt.Errorf("%w: %d live circuits, cannot add %s", ErrTooManyDestinations, r.live, d)
+	}
+	c, err := r.newCircuit(d, r.Policy(d))
+	if err != nil {
+		return nil, fmt.Errorf("registry: circuit for %s: %w", d, err)
+	}
+	e := &entry{dest: d, circuit: c}
+	e.used.Store(true)
+	r.circuits.Store(d, e)
+	r.live++
+	return e, nil
+}
+
+func (r *Registry) newCircuit(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
+	if p.Scope != breaker.LocalProcess {
+		return r.factories[p.Scope](d, p)
+	}
+	opts := r.breakerOpts
+	if len(r.observers) > 0 {
+		opts = append(opts[:len(opts):len(opts)], breaker.WithObserver(func(t breaker.Transition) {
+			for _, f := range r.observers {
+				f(d, t)
+			}
+		}))
+	}
+	return breaker.New(d.String(), p, opts...)
+}
+
+// EvictIdle drops the circuits that WithIdleEviction allows to drop and returns how
+// many it dropped. Without WithIdleEviction it does nothing.
+func (r *Registry) EvictIdle() int {
+	if r.idle <= 0 {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.evictLocked()
+}
+
+// evictLocked requires r.mu held.
+func (r *Registry) evictLocked() int {
+	now := r.now()
+	r.lastSweep = now
+	evicted := 0
+	r.circuits.Range(func(k, v any) bool {
+		e := v.(*entry)
+		if e.used.Swap(false) || e.idleAt.IsZero() {
+			e.idleAt = now
+			return true
+		}
+		s := e.circuit.Snapshot()
+		if now.Sub(e.idleAt) >= r.idle && s.State == breaker.Closed && s.Override == breaker.NoOverride && s.InFlight == 0 && s.Probes == 0 {
+			r.circuits.Delete(k)
+			r.live--
+			evicted++
+		}
+		return true
+	})
+	return evicted
+}
+
+// Len returns the number of live circuits.
+func (r *Registry) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live
+}
+
+// Snapshots returns a snapshot of every live circuit.
+func (r *Registry) Snapshots() map[transport.Destination]breaker.Snapshot {
+	out := map[transport.Destination]breaker.Snapshot{}
+	r.circuits.Range(func(k, v any) bool {
+		out[k.(transport.Destination)] = v.(*entry).circuit.Snapshot()
+		return true
+	})
+	return out
+}
+
+// IsAnyOpen reports whether any live circuit is open or half-open.
+func (r *Registry) IsAnyOpen() bool {
+	open := false
+	r.circuits.Range(func(_, v any) bool {
+		open = v.(*entry).circuit.Snapshot().State != breaker.Closed
+		return !open
+	})
+	return open
+}
+
+// FailureCount returns the sum of the live circuits' current failure evidence.
+func (r *Registry) FailureCount() int {
+	n := 0
+	r.circuits.Range(func(_, v any) bool {
+		n += v.(*entry).circuit.Snapshot().Failures
+		return true
+	})
+	return n
+}
