@@ -62,7 +62,8 @@ func NewDynalite(t testing.TB) *DynaliteServer {
 // DynaliteServer is a dynalite child process on a fixed loopback port. Its tables live in
 // a LevelDB directory on disk, so Stop followed by Start brings back the same server with
 // the same tables on the same endpoint. While the process runs, one goroutine of the
-// server waits for it to exit; Stop and Close end both.
+// server waits for it to exit; Stop and Close end both. Create one with StartDynalite or
+// NewDynalite; the zero value is not usable.
 type DynaliteServer struct {
 	dir    string // holds the LevelDB store (db/) and the process output (dynalite.log)
 	ownDir bool   // dir was created by StartDynalite and is removed by Close
@@ -83,7 +84,26 @@ type dynaliteRun struct {
 // StartDynalite installs dynalite with npm if integration/dynalite/node_modules is
 // missing, then starts it on a free loopback port with its store in dir (a new
 // temporary directory, removed by Close, when dir is empty) and waits until it accepts
-// connections. It suits TestMain: keep the error and hand it to Require in each test.
+// connections. It suits TestMain, which cannot skip: keep the error and hand it to
+// Require in each test.
+//
+//	var dynamo *harness.DynaliteServer
+//	var dynamoErr error
+//
+//	func TestMain(m *testing.M) {
+//		dynamo, dynamoErr = harness.StartDynalite("")
+//		code := m.Run()
+//		if dynamo != nil {
+//			dynamo.Close()
+//		}
+//		os.Exit(code)
+//	}
+//
+//	func TestX(t *testing.T) {
+//		harness.Require(t, harness.ServiceDynamoDB, dynamoErr)
+//		endpoint := dynamo.Endpoint()
+//		...
+//	}
 func StartDynalite(dir string) (*DynaliteServer, error) {
 	s := &DynaliteServer{dir: dir}
 	if dir == "" {

@@ -96,11 +96,10 @@ func RabbitCtl(t testing.TB, args ...string) (string, error) {
 // parallel with the package's other RabbitMQ tests.
 func StopRabbitApp(t testing.TB) {
 	t.Helper()
-	if _, err := RabbitMQ(); err != nil {
-		Require(t, ServiceRabbitMQ, err)
-		return
-	}
+	// Lock first: RabbitMQ() would restart a broker another process stopped on purpose.
 	lockRabbit(t, true)
+	_, err := RabbitMQ()
+	Require(t, ServiceRabbitMQ, err)
 	t.Cleanup(func() {
 		if err := startRabbitApp(t); err != nil {
 			t.Errorf("%v", err)
