@@ -1,0 +1,295 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const dynamoHint = "run scripts/services.sh (installs dynalite with npm; needs Node.js 20) or set DYNAMODB_ENDPOINT"
+
+// Bounds for installing and starting dynalite.
+const (
+	npmTimeout       = 5 * time.Minute
+	dynaliteUpWait   = 30 * time.Second
+	dynaliteTermWait = 10 * time.Second
+)
+
+// DynamoDB returns DYNAMODB_ENDPOINT once its host accepts TCP connections, or "", nil
+// when the variable is unset: the caller then starts dynalite (see Dynalite).
+func DynamoDB() (endpoint string, err error) {
+	return endpointFromEnv(ServiceDynamoDB, "DYNAMODB_ENDPOINT", dynamoHint)
+}
+
+// Dynalite returns DYNAMODB_ENDPOINT for a test when it is set and reachable. Otherwise
+// it starts a dynalite server for the test (see NewDynalite) and returns its endpoint.
+// An unavailable server goes through Require.
+func Dynalite(t testing.TB) (endpoint string) {
+	t.Helper()
+	endpoint, err := DynamoDB()
+	Require(t, ServiceDynamoDB, err)
+	if endpoint != "" {
+		return endpoint
+	}
+	return NewDynalite(t).Endpoint()
+}
+
+// NewDynalite starts a dynalite server that keeps its tables in a temporary directory of
+// the test and stops it when the test ends, whatever DYNAMODB_ENDPOINT says; use it for
+// tests that stop and restart DynamoDB. Errors go through Require.
+func NewDynalite(t testing.TB) *DynaliteServer {
+	t.Helper()
+	s, err := StartDynalite(t.TempDir())
+	Require(t, ServiceDynamoDB, err)
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
+	return s
+}
+
+// DynaliteServer is a dynalite child process on a fixed loopback port. Its tables live in
+// a LevelDB directory on disk, so Stop followed by Start brings back the same server with
+// the same tables on the same endpoint. While the process runs, one goroutine of the
+// server waits for it to exit; Stop and Close end both. Create one with StartDynalite or
+// NewDynalite; the zero value is not usable.
+type DynaliteServer struct {
+	dir    string // holds the LevelDB store (db/) and the process output (dynalite.log)
+	ownDir bool   // dir was created by StartDynalite and is removed by Close
+	port   int
+
+	mu  sync.Mutex   // guards run
+	run *dynaliteRun // nil while stopped
+}
+
+// dynaliteRun is one life of the process.
+type dynaliteRun struct {
+	cmd    *exec.Cmd
+	log    *os.File
+	exited chan struct{} // closed once cmd has exited
+	err    error         // cmd.Wait's result; read it only after exited is closed
+}
+
+// StartDynalite installs dynalite with npm if integration/dynalite/node_modules is
+// missing, then starts it on a free loopback port with its store in dir (a new
+// temporary directory, removed by Close, when dir is empty) and waits until it accepts
+// connections. It suits TestMain, which cannot skip: keep the error and hand it to
+// Require in each test.
+//
+//	var dynamo *harness.DynaliteServer
+//	var dynamoErr error
+//
+//	func TestMain(m *testing.M) {
+//		dynamo, dynamoErr = harness.StartDynalite("")
+//		code := m.Run()
+//		if dynamo != nil {
+//			dynamo.Close()
+//		}
+//		os.Exit(code)
+//	}
+//
+//	func TestX(t *testing.T) {
+//		harness.Require(t, harness.ServiceDynamoDB, dynamoErr)
+//		endpoint := dynamo.Endpoint()
+//		...
+//	}
+func StartDynalite(dir string) (*DynaliteServer, error) {
+	s := &DynaliteServer{dir: dir}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "dynalite-")
+		if err != nil {
+			return nil, fmt.Errorf("harness: %w", err)
+		}
+		s.dir, s.ownDir = d, true
+	}
+	port, err := freePort()
+	if err == nil {
+		s.port = port
+		err = s.Start()
+	}
+	if err != nil {
+		if s.ownDir {
+			_ = os.RemoveAll(s.dir)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// Endpoint returns the server's URL, for the SDK's BaseEndpoint.
+func (s *DynaliteServer) Endpoint() string {
+	return "http://" + s.addr()
+}
+
+func (s *DynaliteServer) addr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// Start starts the stopped server again on the same port and store and waits until it
+// accepts connections. It does nothing when the server runs.
+func (s *DynaliteServer) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.run != nil {
+		return nil
+	}
+	unavailable := func(err error) error {
+		return &UnavailableError{Service: ServiceDynamoDB, Addr: s.addr(), Hint: dynamoHint, Err: err}
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return unavailable(err)
+	}
+	cli, err := installDynalite()
+	if err != nil {
+		return unavailable(err)
+	}
+	log, err := os.OpenFile(filepath.Join(s.dir, "dynalite.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("harness: %w", err)
+	}
+	cmd := exec.Command(node, cli,
+		"--host", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--path", filepath.Join(s.dir, "db"),
+		// Tables become ACTIVE at once instead of after half a second.
+		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
+	cmd.Stdout, cmd.Stderr = log, log
+	// Its own process group, so signals reach everything it starts; killed if the test
+	// binary dies first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return unavailable(err)
+	}
+	run := &dynaliteRun{cmd: cmd, log: log, exited: make(chan struct{})}
+	go func() {
+		run.err = cmd.Wait()
+		close(run.exited)
+	}()
+	s.run = run
+
+	deadline := time.Now().Add(dynaliteUpWait)
+	for dial(s.addr()) != nil {
+		select {
+		case <-run.exited:
+			s.run = nil
+			log.Close()
+			return unavailable(fmt.Errorf("harness: dynalite exited (%v); see %s", run.err, log.Name()))
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = s.stopLocked()
+			return unavailable(fmt.Errorf("harness: dynalite not listening after %v; see %s", dynaliteUpWait, log.Name()))
+		}
+	}
+	return nil
+}
+
+// Stop ends the server process (SIGTERM, then SIGKILL after ten seconds) and waits for
+// it. It does nothing when the server is stopped.
+func (s *DynaliteServer) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopLocked()
+}
+
+// stopLocked requires s.mu held.
+func (s *DynaliteServer) stopLocked() error {
+	run := s.run
+	if run == nil {
+		return nil
+	}
+	pgid := run.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-run.exited:
+	case <-time.After(dynaliteTermWait):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-run.exited
+	}
+	s.run = nil
+	return run.log.Close()
+}
+
+// Close stops the server and removes the directory StartDynalite created for it.
+func (s *DynaliteServer) Close() error {
+	err := s.Stop()
+	if s.ownDir {
+		err = errors.Join(err, os.RemoveAll(s.dir))
+	}
+	return err
+}
+
+// freePort asks the kernel for a loopback port nobody listens on.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("harness: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// DynaliteDir returns the directory of dynalite's package.json and package-lock.json
+// (integration/dynalite in this repository).
+func DynaliteDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "dynalite")
+}
+
+// installMu keeps the test binary's own goroutines from installing at once; a flock on
+// install.lock (the one scripts/services.sh takes) does the same across processes.
+var installMu sync.Mutex
+
+// installDynalite runs `npm ci` in DynaliteDir unless dynalite is installed there, and
+// returns the path of dynalite's command-line script.
+func installDynalite() (cli string, err error) {
+	dir := DynaliteDir()
+	cli = filepath.Join(dir, "node_modules", "dynalite", "cli.js")
+	installed := func() bool {
+		// npm writes node_modules/.package-lock.json last, so a half-done install lacks it.
+		_, errCLI := os.Stat(cli)
+		_, errLock := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
+		return errCLI == nil && errLock == nil
+	}
+	if installed() {
+		return cli, nil
+	}
+	installMu.Lock()
+	defer installMu.Unlock()
+	lock, err := os.OpenFile(filepath.Join(dir, "install.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return "", fmt.Errorf("harness: %w", err)
+	}
+	defer lock.Close() // drops the flock
+	if err := flockWait(lock, syscall.LOCK_EX); err != nil {
+		return "", err
+	}
+	if installed() { // another process installed it while we waited
+		return cli, nil
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return "", fmt.Errorf("harness: install dynalite: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), npmTimeout)
+	defer cancel()
+	// --ignore-scripts: classic-level ships prebuilt binaries, so nothing needs building.
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("harness: npm ci in %s: %w: %s", dir, err, oneLine(string(out)))
+	}
+	return cli, nil
+}

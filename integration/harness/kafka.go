@@ -1,0 +1,59 @@
+package harness
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+const kafkaHint = "start the brokers in KAFKA_BROKERS, or unset it to use the in-process kfake cluster"
+
+// Kafka returns the brokers listed in KAFKA_BROKERS (comma-separated host:port) once
+// each accepts TCP connections. It returns nil, nil when the variable is unset: the
+// caller then uses an in-process kfake cluster (see KafkaBrokers).
+func Kafka() (brokers []string, err error) {
+	list, unset := envOr("KAFKA_BROKERS", "")
+	if unset {
+		return nil, nil
+	}
+	for b := range strings.SplitSeq(list, ",") {
+		if b = strings.TrimSpace(b); b == "" {
+			continue
+		}
+		if err := dial(b); err != nil {
+			return nil, &UnavailableError{Service: ServiceKafka, Addr: b, Hint: kafkaHint, Err: err}
+		}
+		brokers = append(brokers, b)
+	}
+	return brokers, nil
+}
+
+// KafkaBrokers returns the brokers from KAFKA_BROKERS, with a nil cluster, when the
+// variable is set. Otherwise it starts an in-process kfake cluster with one broker and
+// the given options (later options win, so kfake.NumBrokers(3) gives three), closes it
+// when the test ends, and returns its addresses and the cluster for the test's own
+// fault injection (ControlKey, Fault, ...). Tests that need the cluster should skip
+// when it is nil.
+func KafkaBrokers(t testing.TB, opts ...kfake.Opt) ([]string, *kfake.Cluster) {
+	t.Helper()
+	brokers, err := Kafka()
+	Require(t, ServiceKafka, err)
+	if brokers != nil {
+		return brokers, nil
+	}
+	c := KFake(t, opts...)
+	return c.ListenAddrs(), c
+}
+
+// KFake starts an in-process kfake cluster with one broker and the given options,
+// whatever KAFKA_BROKERS says, and closes it when the test ends.
+func KFake(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatalf("harness: start kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Makes sure the servers the integration tests need are running, and installs dynalite
+# (DynamoDB for tests) with npm. Safe to run any number of times: it only starts what is
+# down and installs only when node_modules is missing.
+#
+#   PostgreSQL  127.0.0.1:5432   skipped when DATABASE_URL is set
+#   RabbitMQ    127.0.0.1:5672   skipped when AMQP_URL is set
+#   dynalite    integration/dynalite/node_modules (npm ci); skipped when DYNAMODB_ENDPOINT is set
+#
+# Kafka (kfake) and SQS run inside the test binaries and need nothing here.
+# Exits non-zero, naming the server, when one cannot be made ready.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+wait_port() { # wait_port NAME PORT SECONDS: true once 127.0.0.1:PORT accepts connections
+	local name=$1 port=$2 deadline=$((SECONDS + $3))
+	until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+		if ((SECONDS >= deadline)); then
+			echo "services: $name not accepting connections on 127.0.0.1:$port after $3s" >&2
+			return 1
+		fi
+		sleep 0.2
+	done
+	echo "services: $name ready on 127.0.0.1:$port"
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+if [[ -z "${DATABASE_URL:-}" ]] && ! port_open 5432; then
+	echo "services: starting PostgreSQL"
+	pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | tail -n 1)" main start || true
+fi
+[[ -n "${DATABASE_URL:-}" ]] || wait_port PostgreSQL 5432 60
+
+# A test that stopped the broker on purpose holds this lock (see integration/harness).
+exec 8>>"${TMPDIR:-/tmp}/brokerguard-rabbitmq.lock"
+flock -s -w 300 8
+if [[ -z "${AMQP_URL:-}" ]] && ! port_open 5672; then
+	if rabbitmqctl -q ping >/dev/null 2>&1; then
+		echo "services: starting the RabbitMQ application (node already running)"
+		rabbitmqctl -q start_app || true
+	else
+		echo "services: starting RabbitMQ"
+		rabbitmq-server -detached || true
+	fi
+fi
+[[ -n "${AMQP_URL:-}" ]] || wait_port RabbitMQ 5672 120
+exec 8>&-
+
+if [[ -z "${DYNAMODB_ENDPOINT:-}" ]]; then
+	dir=integration/dynalite
+	# The Go harness takes the same lock before installing, so the two never overlap.
+	exec 9>"$dir/install.lock"
+	flock -w 300 9
+	if [[ ! -f "$dir/node_modules/.package-lock.json" || ! -f "$dir/node_modules/dynalite/cli.js" ]]; then
+		echo "services: installing dynalite (npm ci in $dir)"
+		# --ignore-scripts: classic-level ships prebuilt binaries, so nothing needs building.
+		(cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts)
+	fi
+	exec 9>&-
+	echo "services: dynalite installed in $dir"
+fi
