@@ -116,7 +116,6 @@ func (s *Server) getQueueAttributes(name string, names []string) (any, error) {
 	return struct{ Attributes map[string]string }{out}, nil
 }
 
-
 func (s *Server) sendMessage(name string, e *entry) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -64,12 +64,12 @@ type queue struct {
 	delay        time.Duration
 	maxSize      int
 
-	msgs []*message          // in send order; deleted ones are compacted lazily
-	byID map[string]*message // messages not deleted
-	dedup   map[string]dedupEntry
-	dedupQ  []dedupEntry // dedup entries in expiry order, for pruning
-	seq     uint64
-	wake    chan struct{} // closed and replaced when a message is added
+	msgs   []*message          // in send order; deleted ones are compacted lazily
+	byID   map[string]*message // messages not deleted
+	dedup  map[string]dedupEntry
+	dedupQ []dedupEntry // dedup entries in expiry order, for pruning
+	seq    uint64
+	wake   chan struct{} // closed and replaced when a message is added
 }
 
 // Messages returns a snapshot of every message stored in the named queue,
