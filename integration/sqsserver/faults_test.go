@@ -39,9 +39,7 @@ func is[E any, P interface {
 }
 
 func TestErrorsDecodeIntoSDKTypes(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv, 1)
-	url := createQueue(t, c, "faulty", nil)
+	srv, c, url := setup(t, "faulty", nil)
 	for _, tc := range []struct {
 		fault  sqsserver.Fault
 		code   string
@@ -97,10 +95,8 @@ func checkAPIError(t *testing.T, err error, code string, status int, fault smith
 }
 
 func TestInvalidRequestsAnswerAsSQS(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv, 1)
+	srv, c, url := setup(t, "strict", nil)
 	ctx := context.Background()
-	url := createQueue(t, c, "strict", nil)
 
 	missing := srv.QueueURL("missing")
 	_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &missing, MessageBody: aws.String("x")})
@@ -159,9 +155,7 @@ func TestInvalidRequestsAnswerAsSQS(t *testing.T) {
 }
 
 func TestHangIsReleasedByContextCancel(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv, 1)
-	url := createQueue(t, c, "stuck", nil)
+	srv, c, url := setup(t, "stuck", nil)
 	srv.SetFault("stuck", sqsserver.Hang)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -188,10 +182,8 @@ func TestHangIsReleasedByContextCancel(t *testing.T) {
 }
 
 func TestRefusedConnectionsRecoverOnTheSamePort(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv, 1)
+	srv, c, url := setup(t, "flaky", nil)
 	ctx := context.Background()
-	url := createQueue(t, c, "flaky", nil)
 	send := func() error {
 		_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("x")})
 		return err

@@ -34,15 +34,17 @@ func (c *clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// newServer starts a server that the test closes when it ends.
-func newServer(t *testing.T, opts ...sqsserver.Option) *sqsserver.Server {
+// setup starts a server that the test closes when it ends, a client with
+// retries off, and a queue; it returns the queue's URL.
+func setup(t *testing.T, queue string, attrs map[string]string, opts ...sqsserver.Option) (*sqsserver.Server, *sqs.Client, string) {
 	t.Helper()
 	srv, err := sqsserver.New(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	return srv
+	c := newClient(t, srv, 1)
+	return srv, c, createQueue(t, c, queue, attrs)
 }
 
 // newClient returns a real SDK client for srv with its own HTTP transport.

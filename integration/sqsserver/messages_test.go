@@ -25,10 +25,8 @@ func bin(v []byte) types.MessageAttributeValue {
 
 func TestRoundTripKeepsBodyAndAttributes(t *testing.T) {
 	clk := newClock()
-	srv := newServer(t, sqsserver.WithClock(clk.Now))
-	c := newClient(t, srv, 1)
+	srv, c, url := setup(t, "orders", nil, sqsserver.WithClock(clk.Now))
 	ctx := context.Background()
-	url := createQueue(t, c, "orders", nil)
 	if url != srv.QueueURL("orders") {
 		t.Fatalf("queue URL %q, want %q", url, srv.QueueURL("orders"))
 	}
@@ -91,10 +89,8 @@ func TestRoundTripKeepsBodyAndAttributes(t *testing.T) {
 }
 
 func TestReceiveFiltersAttributesAndDigestsTheSubset(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv, 1)
+	_, c, url := setup(t, "q", nil)
 	ctx := context.Background()
-	url := createQueue(t, c, "q", nil)
 	attrs := map[string]types.MessageAttributeValue{
 		"app.user": str("String", "u1"), "app.tenant": str("String", "t1"), "other": str("Number", "7"),
 	}
@@ -122,9 +118,7 @@ func TestReceiveFiltersAttributesAndDigestsTheSubset(t *testing.T) {
 // Reference digests that other SQS client and server test suites check
 // against; the binary and two-string cases are AWS sample values.
 func TestAttributeDigestMatchesKnownValues(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv, 1)
-	url := createQueue(t, c, "digests", nil)
+	_, c, url := setup(t, "digests", nil)
 	for _, tc := range []struct {
 		attrs map[string]types.MessageAttributeValue
 		want  string
@@ -149,10 +143,8 @@ func TestAttributeDigestMatchesKnownValues(t *testing.T) {
 
 func TestVisibilityTimeoutRedelivers(t *testing.T) {
 	clk := newClock()
-	srv := newServer(t, sqsserver.WithClock(clk.Now))
-	c := newClient(t, srv, 1)
+	srv, c, url := setup(t, "vis", map[string]string{"VisibilityTimeout": "60"}, sqsserver.WithClock(clk.Now))
 	ctx := context.Background()
-	url := createQueue(t, c, "vis", map[string]string{"VisibilityTimeout": "60"})
 	if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")}); err != nil {
 		t.Fatal(err)
 	}
@@ -190,10 +182,8 @@ func TestVisibilityTimeoutRedelivers(t *testing.T) {
 }
 
 func TestLongPollReturnsWhenAMessageArrives(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv, 1)
+	srv, c, url := setup(t, "poll", nil)
 	ctx := context.Background()
-	url := createQueue(t, c, "poll", nil)
 	done := make(chan *sqs.ReceiveMessageOutput, 1)
 	go func() {
 		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url, WaitTimeSeconds: 20})
@@ -213,10 +203,8 @@ func TestLongPollReturnsWhenAMessageArrives(t *testing.T) {
 
 func TestFIFODeduplicatesWithinWindowAndOrdersGroups(t *testing.T) {
 	clk := newClock()
-	srv := newServer(t, sqsserver.WithClock(clk.Now))
-	c := newClient(t, srv, 1)
+	srv, c, url := setup(t, "jobs.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"}, sqsserver.WithClock(clk.Now))
 	ctx := context.Background()
-	url := createQueue(t, c, "jobs.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"})
 	send := func(group, body, dedup string) *sqs.SendMessageOutput {
 		t.Helper()
 		in := &sqs.SendMessageInput{QueueUrl: &url, MessageBody: &body, MessageGroupId: &group}
@@ -284,9 +272,7 @@ func TestFIFODeduplicatesWithinWindowAndOrdersGroups(t *testing.T) {
 }
 
 func TestFIFORequiresGroupAndDeduplication(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv, 1)
-	url := createQueue(t, c, "strict.fifo", map[string]string{"FifoQueue": "true"})
+	_, c, url := setup(t, "strict.fifo", map[string]string{"FifoQueue": "true"})
 	for _, tc := range []struct {
 		name string
 		in   *sqs.SendMessageInput
@@ -303,9 +289,7 @@ func TestFIFORequiresGroupAndDeduplication(t *testing.T) {
 }
 
 func TestSendMessageBatchReportsMixedEntryFailures(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv, 1)
-	url := createQueue(t, c, "batch", nil)
+	srv, c, url := setup(t, "batch", nil)
 	srv.SetBatchEntryFault("batch", func(i int, id string) (sqsserver.Fault, bool) {
 		return sqsserver.InternalError, i%2 == 1
 	})
@@ -349,10 +333,8 @@ func TestSendMessageBatchReportsMixedEntryFailures(t *testing.T) {
 }
 
 func TestDeleteMessageBatch(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv, 1)
+	srv, c, url := setup(t, "del", nil)
 	ctx := context.Background()
-	url := createQueue(t, c, "del", nil)
 	for i := range 3 {
 		if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String(fmt.Sprint(i))}); err != nil {
 			t.Fatal(err)
