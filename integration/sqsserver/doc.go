@@ -34,7 +34,8 @@
 //     names).
 //   - MD5OfMessageBody and MD5OfMessageAttributes, per entry in batches.
 //   - Validation as SQS does it: size limit on body plus attributes
-//     (MaximumMessageSize, default 262,144 bytes), characters SQS refuses in a
+//     (MaximumMessageSize, default 262,144 bytes; SQS has allowed up to
+//     1,048,576 since 2025, which the attribute can model), characters SQS refuses in a
 //     body, at most 10 attributes, batch limits (empty, more than 10 entries,
 //     repeated or malformed entry IDs, total size).
 //   - Error responses the SDK decodes into its typed errors; see [Fault].

@@ -44,7 +44,7 @@ func TestErrorsDecodeIntoSDKTypes(t *testing.T) {
 		fault  sqsserver.Fault
 		code   string
 		status int
-		fault_ smithy.ErrorFault
+		side   smithy.ErrorFault
 		typed  func(error) bool // nil: a generic API error
 	}{
 		{sqsserver.QueueDoesNotExist, "AWS.SimpleQueueService.NonExistentQueue", 400, smithy.FaultClient, is[types.QueueDoesNotExist]},
@@ -64,7 +64,7 @@ func TestErrorsDecodeIntoSDKTypes(t *testing.T) {
 			defer srv.ClearFault("faulty")
 			before := srv.Requests("faulty", "SendMessage")
 			_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("x")})
-			checkAPIError(t, err, tc.code, tc.status, tc.fault_)
+			checkAPIError(t, err, tc.code, tc.status, tc.side)
 			if tc.typed != nil && !tc.typed(err) {
 				t.Errorf("error %T %v is not the SDK's typed error", err, err)
 			}

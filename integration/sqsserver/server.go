@@ -49,7 +49,8 @@ type Server struct {
 
 // EntryFaultFunc decides whether entry index (0-based) with the given Id of a
 // SendMessageBatch request fails, and with which fault. It is called without
-// any server lock held.
+// any server lock held. [Hang] has no meaning for an entry: it is reported
+// as a failed entry with code "Hang".
 type EntryFaultFunc func(index int, id string) (Fault, bool)
 
 // listening is one period during which the server accepts connections.
