@@ -1,0 +1,34 @@
+# Every target a person runs is the one CI runs (.ci/run calls `make test`).
+GO ?= go
+# The race detector is always on: the library is about concurrency.
+TESTFLAGS ?= -race -count=1 -timeout 20m
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: services
+services: ## Install and start what the integration tests need (idempotent).
+	@bash scripts/services.sh
+
+.PHONY: lint
+lint: ## gofmt and go vet, for the module and the benchmarks.
+	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
+
+.PHONY: test
+test: services lint ## The test command: services, lint, then every test with -race.
+	$(GO) test $(TESTFLAGS) ./...
+	cd bench && $(GO) test -race -count=1 -run . ./...
+
+.PHONY: bench
+bench: ## The benchmark table: ours against gobreaker, failsafe-go and an atomic floor, with ratios.
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 -count 3 . | tee /dev/stderr | $(GO) run ./cmd/ratios
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
+	$(GO) test -run '^$$' -fuzz '^FuzzPolicyValidate$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker
+	$(GO) test -run '^$$' -fuzz '^FuzzParseDestination$$' -fuzztime $(or $(FUZZTIME),30s) ./transport
