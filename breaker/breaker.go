@@ -26,6 +26,23 @@ func WithObserver(f func(Transition)) Option {
 	return func(b *Breaker) { b.events.observers = append(b.events.observers, f) }
 }
 
+// WithBypassHook is called once for every call a Shadow or FailOpen circuit admits
+// although Enforce would have refused it, outside any lock. FailOpen deployments use it
+// as their audit trail.
+func WithBypassHook(f func(Bypass)) Option {
+	return func(b *Breaker) { b.bypassHooks = append(b.bypassHooks, f) }
+}
+
+// Bypass describes a call admitted although the circuit would have refused it.
+type Bypass struct {
+	Identity   string
+	Mode       Mode
+	State      State     // the circuit's state when it admitted the call
+	Generation uint64    // the generation that admitted it
+	NotBefore  time.Time // what the refusal would have said; zero for ErrSaturated
+	Err        error     // the refusal: an *OpenError or ErrSaturated
+}
+
 // WithRandom sets the source of jitter: f returns a number in [0, 1). The default is
 // math/rand/v2.Float64.
 func WithRandom(f func() float64) Option { return func(b *Breaker) { b.random = f } }
@@ -72,6 +89,9 @@ type Breaker struct {
 
 	cur      atomic.Pointer[phase] // the live generation
 	inFlight atomic.Int64          // admitted, uncompleted permits; counted only when MaxInFlight > 0
+	bypassed atomic.Uint64         // calls admitted that Enforce would have refused
+
+	bypassHooks []func(Bypass)
 
 	// mu serializes transitions and guards the fields below it, the half-open fields
 	// of the live phase, and window-mode recording.
@@ -171,7 +191,7 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 		return Permit{tok: t, seq: t.seq.Load(), ph: ph, gen: ph.gen}, nil
 	}
 	// The open rejection, inline: one monotonic clock read, no lock, no allocation.
-	if ph.state == Open && b.clock == nil && int64(time.Since(b.epoch)) < ph.deadline {
+	if ph.state == Open && b.policy.Mode == Enforce && b.clock == nil && int64(time.Since(b.epoch)) < ph.deadline {
 		return Permit{}, ph.reject
 	}
 	return b.acquireSlow(ph)
@@ -182,9 +202,13 @@ func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
 	for {
 		switch {
 		case ph.state == Open && now < ph.deadline:
-			return Permit{}, ph.reject
+			return b.refuse(ph, now, ph.reject)
 		case ph.state == Closed && (ph.override == NoOverride || now < ph.deadline):
-			return b.admit(ph, now, 0)
+			p, err := b.admit(ph, now, 0)
+			if err != nil {
+				return b.refuse(ph, now, err)
+			}
+			return p, nil
 		}
 		// The phase must change (a deadline passed) or a probe slot is wanted: both
 		// need the lock.
@@ -210,8 +234,30 @@ func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
 		p, err := b.acquireProbe(ph, now)
 		b.mu.Unlock()
 		b.events.flush()
-		return p, err
+		if err != nil {
+			return b.refuse(ph, now, err)
+		}
+		return p, nil
 	}
+}
+
+// refuse returns the refusal err under Enforce; under Shadow and FailOpen it admits
+// the call as a bypass instead (FailOpen still enforces MaxInFlight), counts it and
+// tells the bypass hooks. A bypass takes no in-flight slot.
+func (b *Breaker) refuse(ph *phase, now int64, err error) (Permit, error) {
+	mode := b.policy.Mode
+	if mode == Enforce || mode == FailOpen && err == ErrSaturated {
+		return Permit{}, err
+	}
+	b.bypassed.Add(1)
+	bp := Bypass{Identity: b.identity, Mode: mode, State: ph.state, Generation: ph.gen, Err: err}
+	if oe, ok := err.(*OpenError); ok {
+		bp.NotBefore = oe.NotBefore
+	}
+	for _, f := range b.bypassHooks {
+		f(bp)
+	}
+	return ph.permit(now, flagBypass), nil
 }
 
 // acquireProbe admits a probe into the half-open phase ph or says when to come back.
@@ -270,6 +316,9 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 	}
 	if flags&flagProbe != 0 {
 		return b.completeProbe(ph, tok, seq, o)
+	}
+	if flags&flagBypass != 0 {
+		return b.completeBypass(ph, o)
 	}
 	if b.cur.Load() != ph || ph.override != NoOverride {
 		return false
@@ -338,6 +387,31 @@ func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome) bo
 		b.mu.Unlock()
 		return false
 	}
+	b.probeOutcome(ph, now, o)
+	b.mu.Unlock()
+	b.events.flush()
+	return true
+}
+
+// completeBypass takes the outcome of a bypassed call. Only FailOpen's bypasses in a
+// half-open circuit count, as probe evidence: Shadow ignores what Enforce would not
+// have seen, and an open circuit is serving its break.
+func (b *Breaker) completeBypass(ph *phase, o Outcome) bool {
+	if b.policy.Mode != FailOpen || ph.state != HalfOpen {
+		return false
+	}
+	b.mu.Lock()
+	live := b.cur.Load() == ph
+	if live {
+		b.probeOutcome(ph, b.now(), o)
+	}
+	b.mu.Unlock()
+	b.events.flush()
+	return live
+}
+
+// probeOutcome applies a probe's outcome to the half-open phase ph. Requires b.mu held.
+func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome) {
 	switch o {
 	case Success:
 		ph.successes++
@@ -349,9 +423,6 @@ func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome) bo
 		b.failedProbes++
 		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(b.failedProbes), NoOverride), now, ReasonProbeFailed)
 	}
-	b.mu.Unlock()
-	b.events.flush()
-	return true
 }
 
 // breakFor returns how long to stay open after failedProbes consecutive failed
@@ -480,6 +551,10 @@ type Snapshot struct {
 	// Override is the operator's hold, if any, and OverrideUntil when it ends.
 	Override      Override
 	OverrideUntil time.Time
+	// Mode is the policy's mode; Bypassed counts the calls it admitted that Enforce
+	// would have refused (Shadow's would-rejects, FailOpen's bypasses) since creation.
+	Mode     Mode
+	Bypassed uint64
 }
 
 // Snapshot returns a consistent view of the circuit.
@@ -492,6 +567,7 @@ func (b *Breaker) Snapshot() Snapshot {
 		Identity: b.identity, Scope: b.policy.Scope, State: ph.state, Generation: ph.gen,
 		Failures: int(ev.Failures), Calls: int(ev.Calls),
 		InFlight: int(b.inFlight.Load()), Override: ph.override,
+		Mode: b.policy.Mode, Bypassed: b.bypassed.Load(),
 	}
 	if ph.state == HalfOpen {
 		ph.reclaimLeases(now)

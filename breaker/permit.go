@@ -8,6 +8,7 @@ import (
 const (
 	flagProbe    uint8 = 1 << iota // admitted by a half-open circuit
 	flagInFlight                   // holds one of MaxInFlight's slots
+	flagBypass                     // admitted although the circuit would have refused it
 )
 
 // token makes a permit's first completion detectable without allocating: permits
@@ -89,6 +90,10 @@ func completeExternal(t *token, gen uint64, flags uint8, o Outcome) bool {
 
 // Probe reports whether the permit is a half-open probe.
 func (p Permit) Probe() bool { return p.flags&flagProbe != 0 }
+
+// Bypass reports whether the permit was admitted by a Shadow or FailOpen circuit
+// that would have refused it under Enforce.
+func (p Permit) Bypass() bool { return p.flags&flagBypass != 0 }
 
 // Generation returns the generation that admitted the permit (0 for the zero Permit).
 func (p Permit) Generation() uint64 { return p.gen }

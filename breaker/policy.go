@@ -53,6 +53,9 @@ type Policy struct {
 	MaxInFlight int
 	// Scope says who shares the circuit. The zero value is LocalProcess.
 	Scope Scope
+	// Mode says what happens to a call the circuit would refuse. The zero value is
+	// Enforce.
+	Mode Mode
 }
 
 // ErrInvalidPolicy is matched (errors.Is) by every error Validate returns.
@@ -118,6 +121,8 @@ func (p Policy) Validate() error {
 		return bad("Jitter", "must be within [0, 0.5] (got %v)", p.Jitter)
 	case p.Scope > SingleHost:
 		return bad("Scope", "is not a known scope (got %d)", p.Scope)
+	case p.Mode > FailOpen:
+		return bad("Mode", "is not a known mode (got %d)", p.Mode)
 	}
 	return nil
 }
@@ -165,6 +170,10 @@ func (p Policy) Fingerprint() string {
 	} {
 		b = append(b, '|')
 		b = strconv.AppendInt(b, v, 10)
+	}
+	if n.Mode != Enforce {
+		b = append(b, "|mode="...)
+		b = strconv.AppendInt(b, int64(n.Mode), 10)
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])

@@ -42,6 +42,7 @@ func TestPolicyValidation(t *testing.T) {
 		{"NaN jitter", with(func(p *breaker.Policy) { p.Jitter = math.NaN() }), "Jitter", "must be within [0, 0.5] (got NaN)"},
 		{"negative max in flight", with(func(p *breaker.Policy) { p.MaxInFlight = -1 }), "MaxInFlight", "must not be negative (got -1)"},
 		{"unknown scope", with(func(p *breaker.Policy) { p.Scope = 9 }), "Scope", "is not a known scope (got 9)"},
+		{"unknown mode", with(func(p *breaker.Policy) { p.Mode = 7 }), "Mode", "is not a known mode (got 7)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.p.Validate()
@@ -117,6 +118,8 @@ func TestFingerprintIsStableAndCoversEveryField(t *testing.T) {
 		"Jitter":             func(p *breaker.Policy) { p.Jitter = 0.1 },
 		"MaxInFlight":        func(p *breaker.Policy) { p.MaxInFlight = 1 },
 		"Scope":              func(p *breaker.Policy) { p.Scope = breaker.SharedDependency },
+		"Mode":               func(p *breaker.Policy) { p.Mode = breaker.Shadow },
+		"Mode=FailOpen":      func(p *breaker.Policy) { p.Mode = breaker.FailOpen },
 	} {
 		p := base
 		f(&p)

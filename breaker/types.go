@@ -109,3 +109,36 @@ func (o Override) String() string {
 	}
 	return "Override(" + strconv.Itoa(int(o)) + ")"
 }
+
+// Mode says what a circuit does with a call it would refuse. It lets a team adopt a
+// breaker on a live publisher in steps: watch it (Shadow), keep a destination flowing
+// with an audit trail (FailOpen), then enforce.
+type Mode uint8
+
+// The modes of a circuit.
+const (
+	// Enforce refuses the call: the default.
+	Enforce Mode = iota
+	// Shadow admits the call, counts it as would-reject and reports it to the bypass
+	// hook. The state machine runs as under Enforce: outcomes of calls Enforce would
+	// have refused are ignored, so Shadow shows what Enforce would have done.
+	Shadow
+	// FailOpen admits a call refused by an open or half-open circuit as a bypass
+	// (Permit.Bypass), counts it and reports it to the bypass hook, never silently.
+	// MaxInFlight is still enforced. While half-open, the outcomes of bypassed calls
+	// count as probe evidence, so the circuit recovers as traffic succeeds.
+	FailOpen
+)
+
+// String returns "enforce", "shadow" or "fail-open".
+func (m Mode) String() string {
+	switch m {
+	case Enforce:
+		return "enforce"
+	case Shadow:
+		return "shadow"
+	case FailOpen:
+		return "fail-open"
+	}
+	return "Mode(" + strconv.Itoa(int(m)) + ")"
+}

@@ -169,3 +169,36 @@ func TestFailingDestinationNeverRejectsOthers(t *testing.T) {
 		t.Fatalf("%d circuits", r.Len())
 	}
 }
+
+// Modes resolve per destination like any policy field; a FailOpen destination keeps
+// flowing through the guard, audited once per call.
+func TestGuardWithRolloutModes(t *testing.T) {
+	failing := func(context.Context, transport.Destination) error { return errBroker }
+	var audit []string
+	r := newRegistry(t,
+		registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, Mode: breaker.FailOpen}),
+		registry.WithOverride("kafka:refunds", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, Mode: breaker.Shadow}),
+		registry.WithBypassHook(func(d transport.Destination, b breaker.Bypass) { audit = append(audit, d.String()+"/"+b.Mode.String()) }))
+	pub := &fakePublisher{fn: failing}
+	g := r.Guard(pub, classify)
+	ctx := context.Background()
+	for _, d := range []transport.Destination{orders, refunds, orders, refunds} {
+		if err := g.Publish(ctx, d); errors.Is(err, breaker.ErrOpen) {
+			t.Fatalf("%s rejected in a non-enforcing mode", d)
+		}
+	}
+	if pub.count(orders) != 2 || pub.count(refunds) != 2 {
+		t.Fatalf("calls %d and %d, want every call made", pub.count(orders), pub.count(refunds))
+	}
+	if len(audit) != 2 || audit[0] != "kafka:orders/fail-open" || audit[1] != "kafka:refunds/shadow" {
+		t.Fatalf("audit %v", audit)
+	}
+	for _, d := range []transport.Destination{orders, refunds} {
+		if s := r.Snapshots()[d]; s.State != breaker.Open || s.Bypassed != 1 {
+			t.Fatalf("%s: %+v", d, s)
+		}
+	}
+	if err := r.Guard(pub, classify).Publish(ctx, transport.Destination{Broker: "kafka", Name: "enforced"}); err == nil {
+		t.Fatal("the failing publisher's error was lost")
+	}
+}

@@ -107,6 +107,16 @@ func WithObserver(f func(transport.Destination, breaker.Transition)) Option {
 	}
 }
 
+// WithBypassHook is told, with its destination, every call that a Shadow or FailOpen
+// circuit admitted although Enforce would have refused it (see breaker.Mode). Use it
+// as the audit trail of FailOpen destinations.
+func WithBypassHook(f func(transport.Destination, breaker.Bypass)) Option {
+	return func(r *Registry) error {
+		r.bypassHooks = append(r.bypassHooks, f)
+		return nil
+	}
+}
+
 // WithBreakerOptions passes options to every local circuit the registry creates.
 func WithBreakerOptions(opts ...breaker.Option) Option {
 	return func(r *Registry) error {
@@ -125,6 +135,7 @@ type Registry struct {
 	clock           breaker.Clock
 	breakerOpts     []breaker.Option
 	observers       []func(transport.Destination, breaker.Transition)
+	bypassHooks     []func(transport.Destination, breaker.Bypass)
 
 	circuits sync.Map // transport.Destination -> *entry; read without a lock on the hot path
 
@@ -240,11 +251,18 @@ func (r *Registry) newCircuit(d transport.Destination, p breaker.Policy) (breake
 	if p.Scope != breaker.LocalProcess {
 		return r.factories[p.Scope](d, p)
 	}
-	opts := r.breakerOpts
+	opts := r.breakerOpts[:len(r.breakerOpts):len(r.breakerOpts)] // appends must not share the backing array
 	if len(r.observers) > 0 {
-		opts = append(opts[:len(opts):len(opts)], breaker.WithObserver(func(t breaker.Transition) {
+		opts = append(opts, breaker.WithObserver(func(t breaker.Transition) {
 			for _, f := range r.observers {
 				f(d, t)
+			}
+		}))
+	}
+	if len(r.bypassHooks) > 0 {
+		opts = append(opts, breaker.WithBypassHook(func(b breaker.Bypass) {
+			for _, f := range r.bypassHooks {
+				f(d, b)
 			}
 		}))
 	}
