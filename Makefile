@@ -24,6 +24,18 @@ test: services lint ## The test command: services, lint, then every test with -r
 	$(GO) test $(TESTFLAGS) ./...
 	cd bench && $(GO) test -race -count=1 -run . ./...
 
+.PHONY: up
+up: ## Start docker-compose.yml's Kafka, RabbitMQ, LocalStack and PostgreSQL (needs a Docker engine).
+	docker compose up -d --wait
+
+.PHONY: down
+down: ## Stop them and drop their data.
+	docker compose down -v
+
+.PHONY: test-compose
+test-compose: ## Run the tests against the docker-compose services (compose.env).
+	set -a && . ./compose.env && set +a && $(GO) test $(TESTFLAGS) ./...
+
 .PHONY: bench
 bench: ## The benchmark table: ours against gobreaker, failsafe-go and an atomic floor, with ratios.
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 -count 3 . | tee /dev/stderr | $(GO) run ./cmd/ratios
