@@ -40,6 +40,10 @@ test-compose: ## Run the tests against the docker-compose services (compose.env)
 bench: ## The benchmark table: ours against gobreaker, failsafe-go and an atomic floor, with ratios.
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 -count 3 . | tee /dev/stderr | $(GO) run ./cmd/ratios
 
+.PHONY: chaos
+chaos: services ## Faults, load and bad input (integration/chaos); also part of `make test`.
+	$(GO) test $(TESTFLAGS) -v ./integration/chaos
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyValidate$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker
