@@ -137,10 +137,14 @@ type Registry struct {
 	observers       []func(transport.Destination, breaker.Transition)
 	bypassHooks     []func(transport.Destination, breaker.Bypass)
 
-	circuits sync.Map // transport.Destination -> *entry; read without a lock on the hot path
+	// Lookups read an immutable map without locking. New circuits go to fresh, under
+	// mu, and fresh is merged into a new immutable map once lookups that missed it have
+	// paid for the copy: amortized O(1) per circuit, and no lock once traffic settles.
+	circuits atomic.Pointer[map[transport.Destination]*entry]
 
-	mu        sync.Mutex // serializes creation and eviction; guards the fields below
-	live      int
+	mu        sync.Mutex // serializes creation, promotion and eviction; guards the fields below
+	fresh     map[transport.Destination]*entry
+	misses    int
 	lastSweep time.Time
 }
 
@@ -162,7 +166,9 @@ func New(defaults breaker.Policy, opts ...Option) (*Registry, error) {
 		overrides:       map[transport.Destination]breaker.Policy{},
 		factories:       map[breaker.Scope]Factory{},
 		maxDestinations: DefaultMaxDestinations,
+		fresh:           map[transport.Destination]*entry{},
 	}
+	r.circuits.Store(&map[transport.Destination]*entry{})
 	for _, o := range opts {
 		if err := o(r); err != nil {
 			return nil, err
@@ -211,30 +217,36 @@ func (r *Registry) Circuit(d transport.Destination) (breaker.Circuit, error) {
 }
 
 func (r *Registry) entry(d transport.Destination) (*entry, error) {
-	if v, ok := r.circuits.Load(d); ok {
-		e := v.(*entry)
+	if e, ok := (*r.circuits.Load())[d]; ok {
 		if r.idle > 0 && !e.used.Load() { // write only when the flag changes
 			e.used.Store(true)
 		}
 		return e, nil
 	}
-	return r.create(d)
+	return r.entrySlow(d)
 }
 
-func (r *Registry) create(d transport.Destination) (*entry, error) {
+func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := (*r.circuits.Load())[d]; ok { // promoted while we waited
+		return e, nil
+	}
+	if e, ok := r.fresh[d]; ok {
+		e.used.Store(true)
+		if r.misses++; r.misses >= len(r.fresh) {
+			r.promoteLocked()
+		}
+		return e, nil
+	}
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if v, ok := r.circuits.Load(d); ok { // created while we waited
-		return v.(*entry), nil
-	}
-	if r.idle > 0 && (r.live >= r.maxDestinations || r.now().Sub(r.lastSweep) >= r.idle/2) {
+	if r.idle > 0 && (r.lenLocked() >= r.maxDestinations || r.now().Sub(r.lastSweep) >= r.idle/2) {
 		r.evictLocked()
 	}
-	if r.live >= r.maxDestinations {
-		return nil, fmt.Errorf("%w: %d live circuits, cannot add %s", ErrTooManyDestinations, r.live, d)
+	if n := r.lenLocked(); n >= r.maxDestinations {
+		return nil, fmt.Errorf("%w: %d live circuits, cannot add %s", ErrTooManyDestinations, n, d)
 	}
 	c, err := r.newCircuit(d, r.Policy(d))
 	if err != nil {
@@ -242,9 +254,40 @@ func (r *Registry) create(d transport.Destination) (*entry, error) {
 	}
 	e := &entry{dest: d, circuit: c}
 	e.used.Store(true)
-	r.circuits.Store(d, e)
-	r.live++
+	r.fresh[d] = e
 	return e, nil
+}
+
+// promoteLocked publishes a new immutable map holding every live entry. Requires r.mu.
+func (r *Registry) promoteLocked() {
+	read := *r.circuits.Load()
+	next := make(map[transport.Destination]*entry, len(read)+len(r.fresh))
+	for d, e := range read {
+		next[d] = e
+	}
+	for d, e := range r.fresh {
+		next[d] = e
+	}
+	r.circuits.Store(&next)
+	r.fresh = map[transport.Destination]*entry{}
+	r.misses = 0
+}
+
+func (r *Registry) lenLocked() int { return len(*r.circuits.Load()) + len(r.fresh) }
+
+// entries lists every live entry.
+func (r *Registry) entries() []*entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	read := *r.circuits.Load()
+	out := make([]*entry, 0, len(read)+len(r.fresh))
+	for _, e := range read {
+		out = append(out, e)
+	}
+	for _, e := range r.fresh {
+		out = append(out, e)
+	}
+	return out
 }
 
 func (r *Registry) newCircuit(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
@@ -284,57 +327,63 @@ func (r *Registry) EvictIdle() int {
 func (r *Registry) evictLocked() int {
 	now := r.now()
 	r.lastSweep = now
-	evicted := 0
-	r.circuits.Range(func(k, v any) bool {
-		e := v.(*entry)
+	r.promoteLocked() // one map to sweep, rebuilt once below if anything goes
+	read := *r.circuits.Load()
+	var gone []transport.Destination
+	for d, e := range read {
 		if e.used.Swap(false) || e.idleAt.IsZero() {
 			e.idleAt = now
-			return true
+			continue
 		}
 		s := e.circuit.Snapshot()
 		if now.Sub(e.idleAt) >= r.idle && s.State == breaker.Closed && s.Override == breaker.NoOverride && s.InFlight == 0 && s.Probes == 0 {
-			r.circuits.Delete(k)
-			r.live--
-			evicted++
+			gone = append(gone, d)
 		}
-		return true
-	})
-	return evicted
+	}
+	if len(gone) > 0 {
+		next := make(map[transport.Destination]*entry, len(read)-len(gone))
+		for d, e := range read {
+			next[d] = e
+		}
+		for _, d := range gone {
+			delete(next, d)
+		}
+		r.circuits.Store(&next)
+	}
+	return len(gone)
 }
 
 // Len returns the number of live circuits.
 func (r *Registry) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.live
+	return r.lenLocked()
 }
 
 // Snapshots returns a snapshot of every live circuit.
 func (r *Registry) Snapshots() map[transport.Destination]breaker.Snapshot {
 	out := map[transport.Destination]breaker.Snapshot{}
-	r.circuits.Range(func(k, v any) bool {
-		out[k.(transport.Destination)] = v.(*entry).circuit.Snapshot()
-		return true
-	})
+	for _, e := range r.entries() {
+		out[e.dest] = e.circuit.Snapshot()
+	}
 	return out
 }
 
 // IsAnyOpen reports whether any live circuit is open or half-open.
 func (r *Registry) IsAnyOpen() bool {
-	open := false
-	r.circuits.Range(func(_, v any) bool {
-		open = v.(*entry).circuit.Snapshot().State != breaker.Closed
-		return !open
-	})
-	return open
+	for _, e := range r.entries() {
+		if e.circuit.Snapshot().State != breaker.Closed {
+			return true
+		}
+	}
+	return false
 }
 
 // FailureCount returns the sum of the live circuits' current failure evidence.
 func (r *Registry) FailureCount() int {
 	n := 0
-	r.circuits.Range(func(_, v any) bool {
-		n += v.(*entry).circuit.Snapshot().Failures
-		return true
-	})
+	for _, e := range r.entries() {
+		n += e.circuit.Snapshot().Failures
+	}
 	return n
 }
