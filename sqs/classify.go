@@ -36,7 +36,11 @@ func (e *EntryError) Error() string {
 	if e.SenderFault {
 		side = "sender"
 	}
-	return "sqs: batch entry failed: " + e.Code + " (" + side + " fault): " + e.Message
+	msg := "sqs: batch entry failed: " + e.Code + " (" + side + " fault)"
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
 }
 
 // Classify maps an error of SQS publishing to what it says about the queue's

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func receive(t *testing.T, c *awssqs.Client, url string, n int) []types.Message 
 	return got
 }
 
-func queueURL(t *testing.T, c *awssqs.Client, name string) string {
+func queueURL(t testing.TB, c *awssqs.Client, name string) string {
 	t.Helper()
 	out, err := c.GetQueueUrl(context.Background(), &awssqs.GetQueueUrlInput{QueueName: &name})
 	if err != nil {
@@ -336,14 +337,17 @@ func TestThrottledQueueNeverBlocksAnother(t *testing.T) {
 
 	heldCtx, release := context.WithCancel(ctx)
 	heldErr := make(chan error, 1)
-	go func() { heldErr <- g.pub.Publish(heldCtx, dest(srv.QueueURL(held)), transport.Message{Value: []byte("held")}) }()
+	go func() {
+		heldErr <- g.pub.Publish(heldCtx, dest(srv.QueueURL(held)), transport.Message{Value: []byte("held")})
+	}()
 
+	eventually(t, "the held request reaches the server", func() bool { return srv.Requests(held, "SendMessage") == 1 })
 	for i := range 4 {
 		err := g.pub.Publish(ctx, dest(throttled), msgs("t", 3)...)
 		if i < 2 && errors.Is(err, breaker.ErrOpen) || i >= 2 && !errors.Is(err, breaker.ErrOpen) {
 			t.Errorf("publish %d to the throttled queue: %v", i, err)
 		}
-		if err := g.pub.Publish(ctx, dest(healthy), msgs("h"+string(rune('0'+i)), 3)...); err != nil {
+		if err := g.pub.Publish(ctx, dest(healthy), msgs("h"+strconv.Itoa(i), 3)...); err != nil {
 			t.Errorf("publish %d to the healthy queue: %v", i, err)
 		}
 	}
