@@ -49,10 +49,12 @@
 //
 // # Errors
 //
-// Publish returns nil when every message was accepted. When a publish made
-// one request, or was refused before any, it returns that error: a
-// *registry.RejectedError when the circuit refused, the caller's context
-// error, or the SDK's error. Otherwise, when any message failed, it returns a
+// Publish returns nil when every message was accepted. An invalid
+// destination (transport.ErrInvalidDestination) or message
+// ([ErrInvalidMessage]) is refused before anything is sent or any permit
+// taken. When a publish made one request, or was refused before any, it
+// returns that error: a *registry.RejectedError when the circuit refused, the
+// caller's context error, or the SDK's error. Otherwise, when any message failed, it returns a
 // *transport.BatchError listing each failed message by its index in msgs:
 // entry failures as an [*EntryError], and the messages of a request that
 // failed as a whole, or that the circuit refused, with that error.

@@ -125,6 +125,13 @@ func (e *env) queue(t testing.TB, c *awssqs.Client, base string, attrs map[strin
 	if _, err := c.CreateQueue(context.Background(), &awssqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs}); err != nil {
 		t.Fatalf("CreateQueue %s: %v", name, err)
 	}
+	if e.srv == nil { // a shared endpoint keeps queues; the in-process server goes with the test
+		t.Cleanup(func() {
+			if out, err := c.GetQueueUrl(context.Background(), &awssqs.GetQueueUrlInput{QueueName: &name}); err == nil {
+				_, _ = c.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
+			}
+		})
+	}
 	return name
 }
 
