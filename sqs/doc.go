@@ -14,8 +14,8 @@
 // its name share one circuit, and errors name that destination. A name is
 // resolved to its URL with GetQueueUrl on first use and the URL is cached
 // (until the queue is reported missing); a URL is used as given. Queues of the
-// same name in other accounts or regions would share the circuit, so use one
-// Publisher per account and region.
+// same name in other accounts or regions would share the circuit, so give
+// each account and region its own registry (and Publisher).
 //
 // # Sending
 //
