@@ -1,0 +1,318 @@
+package sqs
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// Broker is the Destination.Broker of SQS queues.
+const Broker = "sqs"
+
+const (
+	maxBatchEntries = 10
+	// DefaultMaxBatchBytes is the payload limit of one SendMessageBatch
+	// request unless WithMaxBatchBytes says otherwise: SQS's classic limit.
+	DefaultMaxBatchBytes = 262_144
+)
+
+// API is the part of the SQS client a Publisher uses; *sqs.Client has it.
+type API interface {
+	SendMessage(ctx context.Context, in *awssqs.SendMessageInput, optFns ...func(*awssqs.Options)) (*awssqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, in *awssqs.SendMessageBatchInput, optFns ...func(*awssqs.Options)) (*awssqs.SendMessageBatchOutput, error)
+	GetQueueUrl(ctx context.Context, in *awssqs.GetQueueUrlInput, optFns ...func(*awssqs.Options)) (*awssqs.GetQueueUrlOutput, error)
+}
+
+var _ API = (*awssqs.Client)(nil)
+
+// Publisher publishes to SQS queues, each under its own circuit. It is safe
+// for concurrent use.
+type Publisher struct {
+	api      API
+	reg      *registry.Registry
+	maxBytes int
+	groupID  func(transport.Message) string
+	dedupID  func(transport.Message) string
+
+	mu   sync.RWMutex
+	urls map[string]string // queue name -> URL from GetQueueUrl; guarded by mu
+}
+
+var _ transport.Publisher = (*Publisher)(nil)
+
+// Option configures a Publisher.
+type Option func(*Publisher) error
+
+// WithGroupID sets how a message's MessageGroupId is chosen for FIFO queues.
+// The default is string(Message.Key); FromHeader reads a header instead.
+func WithGroupID(f func(transport.Message) string) Option {
+	return func(p *Publisher) error {
+		if f == nil {
+			return errors.New("sqs: WithGroupID needs a function")
+		}
+		p.groupID = f
+		return nil
+	}
+}
+
+// WithDeduplicationID sets how a message's MessageDeduplicationId is chosen
+// for FIFO queues; "" sends none. Without it no deduplication ID is sent, and
+// FIFO queues need ContentBasedDeduplication.
+func WithDeduplicationID(f func(transport.Message) string) Option {
+	return func(p *Publisher) error {
+		p.dedupID = f
+		return nil
+	}
+}
+
+// WithMaxBatchBytes sets the payload limit of one SendMessageBatch request
+// (default DefaultMaxBatchBytes). Raise it only for queues that accept it.
+func WithMaxBatchBytes(n int) Option {
+	return func(p *Publisher) error {
+		if n <= 0 {
+			return errors.New("sqs: WithMaxBatchBytes needs a positive size, got " + strconv.Itoa(n))
+		}
+		p.maxBytes = n
+		return nil
+	}
+}
+
+// NewPublisher returns a Publisher that sends through api under the circuits
+// of reg.
+func NewPublisher(api API, reg *registry.Registry, opts ...Option) (*Publisher, error) {
+	if api == nil || reg == nil {
+		return nil, errors.New("sqs: NewPublisher needs a client and a registry")
+	}
+	p := &Publisher{
+		api:      api,
+		reg:      reg,
+		maxBytes: DefaultMaxBatchBytes,
+		groupID:  func(m transport.Message) string { return string(m.Key) },
+		urls:     make(map[string]string),
+	}
+	for _, opt := range opts {
+		if err := opt(p); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// queue is a destination resolved for publishing.
+type queue struct {
+	dest transport.Destination // sqs:<queue-name>: names the circuit
+	name string
+	url  string // "" until looked up, for a destination given by name
+	fifo bool
+}
+
+// resolve turns a destination into the queue it names, without I/O.
+func resolve(d transport.Destination) (queue, error) {
+	if d.Broker != Broker {
+		return queue{}, &transport.DestinationError{Input: d.String(), Reason: `the broker of an SQS destination is "sqs"`}
+	}
+	q := queue{name: d.Name}
+	if strings.Contains(d.Name, "://") {
+		u, err := url.Parse(d.Name)
+		if err != nil || u.Host == "" || path.Base(u.Path) == "/" || path.Base(u.Path) == "." {
+			return queue{}, &transport.DestinationError{Input: d.String(), Reason: "not a queue URL"}
+		}
+		q.name, q.url = path.Base(u.Path), d.Name
+	}
+	q.dest = transport.Destination{Broker: Broker, Name: q.name}
+	q.fifo = strings.HasSuffix(q.name, ".fifo")
+	return q, q.dest.Validate()
+}
+
+// Publish sends msgs to the queue d names; see the package documentation for
+// how messages are sent and what the error says.
+func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
+	q, err := resolve(d)
+	if err != nil || len(msgs) == 0 {
+		return err
+	}
+	circuit, err := p.reg.Circuit(q.dest)
+	if err != nil {
+		return err
+	}
+	entries := make([]types.SendMessageBatchRequestEntry, len(msgs))
+	sizes := make([]int, len(msgs))
+	for i, m := range msgs {
+		if entries[i], sizes[i], err = p.entry(q, i, m); err != nil {
+			return err
+		}
+	}
+	var failed []transport.MessageError
+	for start := 0; start < len(entries); {
+		end := chunkEnd(sizes, start, p.maxBytes)
+		chunk := entries[start:end]
+		entryFailures, admitted, whole := p.guarded(ctx, circuit, &q, chunk)
+		switch {
+		case whole == nil:
+			for _, f := range entryFailures {
+				failed = append(failed, transport.MessageError{Index: start + f.Index, Err: f.Err})
+			}
+		case start == 0 && (end == len(entries) || !admitted):
+			return whole // nothing was sent, or this was the only request
+		default:
+			if !admitted { // the circuit refused: nothing more goes
+				end = len(entries)
+			}
+			for i := start; i < end; i++ {
+				failed = append(failed, transport.MessageError{Index: i, Err: whole})
+			}
+		}
+		start = end
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return &transport.BatchError{Destination: q.dest, Failed: failed}
+}
+
+// guarded sends one request under a permit of circuit. It returns the failed
+// entries by index in chunk, or the error that failed the whole request;
+// admitted is false when the circuit (or the ended context) refused it.
+func (p *Publisher) guarded(ctx context.Context, circuit breaker.Circuit, q *queue, chunk []types.SendMessageBatchRequestEntry) (failed []transport.MessageError, admitted bool, whole error) {
+	permit, err := circuit.Acquire(ctx)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && err == ctxErr {
+			return nil, false, err
+		}
+		return nil, false, &registry.RejectedError{Destination: q.dest, Err: err}
+	}
+	done := false
+	defer func() {
+		if !done { // the client panicked: that says nothing about SQS
+			permit.Complete(breaker.Neutral)
+		}
+	}()
+	failed, whole = p.send(ctx, q, chunk)
+	done = true
+	var outcome breaker.Outcome
+	switch {
+	case whole != nil:
+		outcome = registry.Outcome(ctx, whole, len(chunk), Classify)
+	case len(failed) > 0:
+		outcome = registry.Outcome(ctx, &transport.BatchError{Destination: q.dest, Failed: failed}, len(chunk), Classify)
+	default:
+		outcome = breaker.Success
+	}
+	permit.Complete(outcome)
+	return failed, true, whole
+}
+
+// send makes one request for chunk, looking the queue's URL up first when
+// needed.
+func (p *Publisher) send(ctx context.Context, q *queue, chunk []types.SendMessageBatchRequestEntry) ([]transport.MessageError, error) {
+	if q.url == "" {
+		u, err := p.lookup(ctx, q.name)
+		if err != nil {
+			return nil, err
+		}
+		q.url = u
+	}
+	if len(chunk) == 1 {
+		e := &chunk[0]
+		_, err := p.api.SendMessage(ctx, &awssqs.SendMessageInput{
+			QueueUrl:               &q.url,
+			MessageBody:            e.MessageBody,
+			MessageAttributes:      e.MessageAttributes,
+			MessageGroupId:         e.MessageGroupId,
+			MessageDeduplicationId: e.MessageDeduplicationId,
+		})
+		p.forgetIfMissing(q, err)
+		return nil, err
+	}
+	for i := range chunk {
+		chunk[i].Id = &entryIDs[i]
+	}
+	out, err := p.api.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: &q.url, Entries: chunk})
+	if err != nil {
+		p.forgetIfMissing(q, err)
+		return nil, err
+	}
+	return entryFailures(out, len(chunk)), nil
+}
+
+// entryFailures lists the entries of a batch of n that out reports failed or
+// does not mention, by index.
+func entryFailures(out *awssqs.SendMessageBatchOutput, n int) []transport.MessageError {
+	if len(out.Failed) == 0 && len(out.Successful) == n {
+		return nil
+	}
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = ErrMissingResult
+	}
+	for _, s := range out.Successful {
+		if i, ok := entryIndex(s.Id, n); ok {
+			errs[i] = nil
+		}
+	}
+	for _, f := range out.Failed {
+		if i, ok := entryIndex(f.Id, n); ok {
+			errs[i] = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+		}
+	}
+	var failed []transport.MessageError
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, transport.MessageError{Index: i, Err: err})
+		}
+	}
+	return failed
+}
+
+// entryIndex reads an entry Id of a batch of n back into its index.
+func entryIndex(id *string, n int) (int, bool) {
+	i, err := strconv.Atoi(aws.ToString(id))
+	return i, err == nil && i >= 0 && i < n
+}
+
+// lookup returns the URL of the named queue, from the cache or GetQueueUrl.
+func (p *Publisher) lookup(ctx context.Context, name string) (string, error) {
+	p.mu.RLock()
+	u, ok := p.urls[name]
+	p.mu.RUnlock()
+	if ok {
+		return u, nil
+	}
+	out, err := p.api.GetQueueUrl(ctx, &awssqs.GetQueueUrlInput{QueueName: &name})
+	if err != nil {
+		return "", err
+	}
+	u = aws.ToString(out.QueueUrl)
+	if u == "" {
+		return "", errors.New("sqs: GetQueueUrl returned no URL for queue " + strconv.Quote(name))
+	}
+	p.mu.Lock()
+	p.urls[name] = u
+	p.mu.Unlock()
+	return u, nil
+}
+
+// forgetIfMissing drops the cached URL of a queue SQS says does not exist, so
+// that the next publish looks it up again.
+func (p *Publisher) forgetIfMissing(q *queue, err error) {
+	if _, missing := errors.AsType[*types.QueueDoesNotExist](err); !missing {
+		return
+	}
+	p.mu.Lock()
+	if p.urls[q.name] == q.url {
+		delete(p.urls, q.name)
+	}
+	p.mu.Unlock()
+}
