@@ -51,7 +51,8 @@ func Classify(err error) breaker.Outcome {
 		return breaker.Success
 	}
 	if entry, ok := errors.AsType[*EntryError](err); ok {
-		if entry.SenderFault {
+		// A throttled entry is the queue shedding load, whichever side SQS blames.
+		if entry.SenderFault && !failureCodes[entry.Code] {
 			return breaker.Neutral
 		}
 		return breaker.Failure
@@ -80,13 +81,14 @@ func Classify(err error) breaker.Outcome {
 // failureCodes are the API error codes of throttling and of SQS's own
 // failures.
 var failureCodes = map[string]bool{
-	"ThrottlingException":  true,
-	"Throttling":           true,
-	"RequestThrottled":     true,
-	"RequestLimitExceeded": true,
-	"InternalError":        true,
-	"InternalFailure":      true,
-	"ServiceUnavailable":   true,
+	"ThrottlingException":     true,
+	"Throttling":              true,
+	"RequestThrottled":        true,
+	"RequestLimitExceeded":    true,
+	"KMS.ThrottlingException": true,
+	"InternalError":           true,
+	"InternalFailure":         true,
+	"ServiceUnavailable":      true,
 }
 
 // classifyAPI classifies an error SQS answered with; apiErr is the first

@@ -49,6 +49,8 @@ func TestClassifyBranches(t *testing.T) {
 		{"nil", nil, breaker.Success},
 		{"entry sender fault", &EntryError{Code: "InvalidParameterValue", SenderFault: true}, breaker.Neutral},
 		{"entry receiver fault", &EntryError{Code: "InternalError"}, breaker.Failure},
+		{"entry throttled, blamed on the sender", &EntryError{Code: "ThrottlingException", SenderFault: true}, breaker.Failure},
+		{"entry KMS-throttled, blamed on the sender", &EntryError{Code: "KMS.ThrottlingException", SenderFault: true}, breaker.Failure},
 		{"entry in a batch error", &transport.BatchError{Failed: []transport.MessageError{{Err: &EntryError{Code: "InternalError"}}}}, breaker.Failure},
 		{"missing result", ErrMissingResult, breaker.Failure},
 		{"cancelled", sendErr(context.Canceled), breaker.Neutral},

@@ -67,8 +67,8 @@
 // whatever the error, and a batch is Failure when any failed entry is.
 //
 //	Error                                                       Outcome
-//	*EntryError with SenderFault                                Neutral
-//	*EntryError without SenderFault                             Failure
+//	*EntryError with SenderFault, unless its code is throttling Neutral
+//	*EntryError without SenderFault, or with a throttling code  Failure
 //	ErrMissingResult (a batch response that omits an entry)     Failure
 //	context.Canceled                                            Neutral
 //	*types.RequestThrottled, *types.KmsThrottled                Failure
