@@ -22,23 +22,21 @@
 //
 // # Classification
 //
-//	What happened                                         Error                            Outcome
-//	broker acked every message                            nil                              Success
-//	broker nacked a message                               *ConfirmError, ErrNacked         Failure
-//	no confirm within the confirm timeout                 *ConfirmError, ErrConfirmTimeout Failure
-//	connection forced (320), e.g. rabbitmqctl close_connection or stop_app
-//	                                                      *ChannelError or *amqp091.Error  Failure
-//	dead connection or channel: 501, 504 (amqp091.ErrClosed), 505
-//	                                                      *amqp091.Error                   Failure
-//	broker out of resources (506), internal error (541)   *amqp091.Error                   Failure
-//	dial refused, reset, timed out, connection lost (EOF) *DialError, net or io errors     Failure
-//	connection circuit open (broker known down)           *DialError, breaker.ErrOpen      Failure
-//	exchange missing (404 NOT_FOUND)                      *ChannelError, ErrExchangeNotFound Neutral
-//	access refused (403), precondition failed (406),
-//	other request errors (311, 312, 402, 405, 530, 540)   *amqp091.Error                   Neutral
-//	mandatory message returned unroutable                 *ReturnedError, ErrUnroutable    Neutral
-//	caller's context cancelled or past its deadline       context errors                   Neutral
-//	destination of another broker, manager closed, other  ErrWrongBroker, ErrManagerClosed Neutral
+//	What happened                                        Error                                Outcome
+//	broker acked every message                           nil                                  Success
+//	broker nacked a message                              *ConfirmError (ErrNacked)            Failure
+//	no confirm within the confirm timeout                *ConfirmError (ErrConfirmTimeout)    Failure
+//	connection forced (320): close_connection, stop_app  *ChannelError, *amqp091.Error        Failure
+//	dead connection or channel: 501, 504, 505            *amqp091.Error, amqp091.ErrClosed    Failure
+//	broker out of resources (506), internal error (541)  *amqp091.Error                       Failure
+//	dial refused, reset, timed out, EOF in handshake     *DialError, net errors, 501          Failure
+//	connection circuit open: broker known to be down     *DialError (breaker.ErrOpen)         Failure
+//	exchange missing (404 NOT_FOUND)                     *ChannelError (ErrExchangeNotFound)  Neutral
+//	access refused (403), precondition failed (406)      *ChannelError, *amqp091.Error        Neutral
+//	other request errors: 311, 312, 402, 405, 530, 540   *amqp091.Error                       Neutral
+//	mandatory message returned unroutable                *ReturnedError (ErrUnroutable)       Neutral
+//	caller's context cancelled or past its deadline      context.Canceled, DeadlineExceeded   Neutral
+//	wrong broker, manager closed, anything else          ErrWrongBroker, ErrManagerClosed     Neutral
 //
 // A missing exchange is a trap with confirms: the SDK reports the message as nacked
 // with no error, and the broker's 404 arrives only on the channel's close

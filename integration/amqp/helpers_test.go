@@ -44,13 +44,13 @@ func admin(t testing.TB, url string) *amqp091.Channel {
 	return ch
 }
 
-// declareQueue declares a queue bound to exchange (when not "") with key, deleted in
+// declareQueue declares a transient queue bound to exchange (when not "") with key, deleted in
 // cleanup on a connection of its own (the test may have broken the channel).
 func declareQueue(t testing.TB, url, exchange, key string, args amqp091.Table) string {
 	t.Helper()
 	ch := admin(t, url)
 	q := unique("q")
-	if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
+	if _, err := ch.QueueDeclare(q, false, false, false, false, args); err != nil {
 		t.Fatal(err)
 	}
 	cleanup(t, url, func(ch *amqp091.Channel) error { _, err := ch.QueueDelete(q, false, false, false); return err })

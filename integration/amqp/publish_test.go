@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -52,6 +54,33 @@ func TestRoundTripKeepsHeaders(t *testing.T) {
 	snaps := s.reg.Snapshots()
 	if _, ok := snaps[transport.Destination{Broker: "amqp", Name: "amq.default"}]; !ok || len(snaps) != 2 {
 		t.Fatalf("circuits %v; want one for %s and one for amqp:amq.default", snaps, x)
+	}
+}
+
+// Concurrent publishes each take a channel of their own from the pool.
+func TestConcurrentPublishes(t *testing.T) {
+	url := harness.AMQPURL(t)
+	x := declareExchange(t, url, "fanout", false)
+	q := declareQueue(t, url, x, "", nil)
+	s := newSetup(t, url, defaultPolicy, nil, amqp.WithMaxIdleChannels(2))
+	const workers, each = 6, 40
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				msg := transport.Message{Value: []byte(fmt.Sprint(w, "-", i))}
+				if err := s.pub.Publish(ctx(t), amqp.Destination(x), msg, msg); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ch := admin(t, url)
+	info, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
+	if err != nil || info.Messages != workers*each*2 {
+		t.Fatalf("queue holds %d messages (%v), want %d", info.Messages, err, workers*each*2)
 	}
 }
 
@@ -154,7 +183,7 @@ func TestBrokerRefusalsAreNeutral(t *testing.T) {
 
 	ch := admin(t, url)
 	q := declareQueue(t, url, "", "", nil)
-	_, err = ch.QueueDeclare(q, false, false, false, false, nil) // durable differs
+	_, err = ch.QueueDeclare(q, true, false, false, false, nil) // durable differs
 	var ae *amqp091.Error
 	if !errors.As(err, &ae) || ae.Code != amqp091.PreconditionFailed || amqp.Classify(err) != breaker.Neutral {
 		t.Fatalf("redeclare with other arguments: %v (%v)", err, amqp.Classify(err))
