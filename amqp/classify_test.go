@@ -129,6 +129,7 @@ func TestErrorsMatchTheirSentinels(t *testing.T) {
 		text     string
 	}{
 		{&amqp.ConfirmError{Exchange: "orders"}, amqp.ErrNacked, `amqp: exchange "orders": broker nacked the message`},
+		{&amqp.ConfirmError{Exchange: ""}, amqp.ErrNacked, `amqp: exchange "" (the default exchange): broker nacked the message`},
 		{&amqp.ConfirmError{Exchange: "orders", Timeout: 5 * time.Second}, amqp.ErrConfirmTimeout, `amqp: exchange "orders": no publisher confirm within 5s`},
 		{&amqp.ChannelError{Exchange: "orders", Err: notFound}, amqp.ErrExchangeNotFound, `amqp: exchange "orders" does not exist: Exception (404) Reason: "NOT_FOUND - no exchange 'orders' in vhost '/'"`},
 		{&amqp.ReturnedError{Exchange: "orders", RoutingKey: "k", Code: 312, Text: "NO_ROUTE"}, amqp.ErrUnroutable, `amqp: exchange "orders" returned the message with routing key "k": 312 NO_ROUTE`},

@@ -36,7 +36,7 @@
 //	other request errors: 311, 312, 402, 405, 530, 540   *amqp091.Error                       Neutral
 //	mandatory message returned unroutable                *ReturnedError (ErrUnroutable)       Neutral
 //	caller's context cancelled or past its deadline      context.Canceled, DeadlineExceeded   Neutral
-//	wrong broker, manager closed, anything else          ErrWrongBroker, ErrManagerClosed     Neutral
+//	wrong broker, closed, anything else                  ErrWrongBroker, ErrManagerClosed     Neutral
 //
 // A missing exchange is a trap with confirms: the SDK reports the message as nacked
 // with no error, and the broker's 404 arrives only on the channel's close

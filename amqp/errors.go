@@ -29,10 +29,20 @@ var (
 	// ErrManagerClosed is returned by a Manager, and the publishers using it, after
 	// Close.
 	ErrManagerClosed = errors.New("amqp: connection manager closed")
+	// ErrPublisherClosed is returned by Publish after the Publisher's Close.
+	ErrPublisherClosed = errors.New("amqp: publisher closed")
 	// ErrWrongBroker is returned (wrapped, naming the destination) by Publish for a
 	// destination whose broker is not "amqp".
 	ErrWrongBroker = errors.New(`amqp: destination broker is not "amqp"`)
 )
+
+// quote names an exchange in a message; the default exchange's name is empty.
+func quote(exchange string) string {
+	if exchange == "" {
+		return `"" (the default exchange)`
+	}
+	return strconv.Quote(exchange)
+}
 
 // ConfirmError is a message the broker did not confirm: it nacked it, or no confirm
 // came within the confirm timeout. Either way the message may or may not have been
@@ -45,9 +55,9 @@ type ConfirmError struct {
 // Error names the exchange and says what happened.
 func (e *ConfirmError) Error() string {
 	if e.Timeout > 0 {
-		return "amqp: exchange " + strconv.Quote(e.Exchange) + ": no publisher confirm within " + e.Timeout.String()
+		return "amqp: exchange " + quote(e.Exchange) + ": no publisher confirm within " + e.Timeout.String()
 	}
-	return "amqp: exchange " + strconv.Quote(e.Exchange) + ": broker nacked the message"
+	return "amqp: exchange " + quote(e.Exchange) + ": broker nacked the message"
 }
 
 // Is matches ErrConfirmTimeout for a timeout and ErrNacked for a nack.
@@ -71,9 +81,9 @@ type ChannelError struct {
 // Error names the exchange and gives the broker's reason.
 func (e *ChannelError) Error() string {
 	if e.Err.Code == amqp091.NotFound {
-		return "amqp: exchange " + strconv.Quote(e.Exchange) + " does not exist: " + e.Err.Error()
+		return "amqp: exchange " + quote(e.Exchange) + " does not exist: " + e.Err.Error()
 	}
-	return "amqp: publish to exchange " + strconv.Quote(e.Exchange) + ": broker closed the channel: " + e.Err.Error()
+	return "amqp: publish to exchange " + quote(e.Exchange) + ": broker closed the channel: " + e.Err.Error()
 }
 
 // Is matches ErrExchangeNotFound when the reply code is 404.
@@ -95,7 +105,7 @@ type ReturnedError struct {
 
 // Error names the exchange, routing key and reason.
 func (e *ReturnedError) Error() string {
-	return "amqp: exchange " + strconv.Quote(e.Exchange) + " returned the message with routing key " +
+	return "amqp: exchange " + quote(e.Exchange) + " returned the message with routing key " +
 		strconv.Quote(e.RoutingKey) + ": " + strconv.Itoa(int(e.Code)) + " " + e.Text
 }
 

@@ -94,6 +94,13 @@ func TestPublishRejectsOtherBrokersAndChecksOptions(t *testing.T) {
 	if err := pub.Publish(context.Background(), amqp.Destination("orders")); err != nil {
 		t.Fatalf("no messages: %v", err)
 	}
+	if err := pub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = pub.Publish(context.Background(), amqp.Destination("orders"), transport.Message{})
+	if !errors.Is(err, amqp.ErrPublisherClosed) || amqp.Classify(err) != breaker.Neutral {
+		t.Fatalf("after Close: %v", err)
+	}
 	for name, f := range map[string]func() error{
 		"confirm timeout": func() error { _, err := amqp.NewPublisher(m, amqp.WithConfirmTimeout(0)); return err },
 		"idle channels":   func() error { _, err := amqp.NewPublisher(m, amqp.WithMaxIdleChannels(-1)); return err },

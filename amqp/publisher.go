@@ -316,15 +316,17 @@ func publishing(m transport.Message) amqp091.Publishing {
 
 // get takes an idle channel on the current connection, or opens one.
 func (p *Publisher) get(ctx context.Context) (*channel, error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, ErrPublisherClosed
+	}
 	conn, err := p.m.Connection(ctx)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, ErrManagerClosed
-	}
 	for len(p.idle) > 0 {
 		c := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
@@ -366,7 +368,7 @@ func (p *Publisher) put(c *channel, reusable bool) {
 	}
 }
 
-// Close closes the idle channels; later publishes fail with ErrManagerClosed. The
+// Close closes the idle channels; later publishes fail with ErrPublisherClosed. The
 // manager's connection stays open.
 func (p *Publisher) Close() error {
 	p.mu.Lock()
