@@ -1,0 +1,51 @@
+// Package amqp publishes to RabbitMQ through github.com/rabbitmq/amqp091-go with
+// publisher confirms, so that a registry can guard every exchange with its own circuit.
+//
+// Three pieces:
+//
+//   - Manager keeps one connection per broker and dials it again after the broker
+//     closes it. Its dials go through a connection circuit of their own, named
+//     "amqp-connection:<host:port>": once the broker is known to be down, a caller that
+//     needs a connection is rejected at once instead of waiting out a dial. NewManager
+//     starts the manager's one goroutine (the watcher); Close stops it.
+//   - Publisher sends messages on confirm-mode channels taken from a pool (one publish
+//     per channel at a time) and waits for the broker's confirms, bounded by a confirm
+//     timeout the library sets (WithConfirmTimeout). Guard it with
+//     registry.Registry.Guard(pub, amqp.Classify).
+//   - Classify maps what a publish returned to a circuit outcome.
+//
+// # Destinations
+//
+// A destination is "amqp:<exchange>". RabbitMQ's default exchange, whose name is the
+// empty string, is "amqp:amq.default" (DefaultExchange), the name RabbitMQ's
+// management UI gives it; publish to it with the queue's name as the message Key.
+//
+// # Classification
+//
+//	What happened                                        Error                                Outcome
+//	broker acked every message                           nil                                  Success
+//	broker nacked a message                              *ConfirmError (ErrNacked)            Failure
+//	no confirm within the confirm timeout                *ConfirmError (ErrConfirmTimeout)    Failure
+//	connection forced (320): close_connection, stop_app  *ChannelError, *amqp091.Error        Failure
+//	dead connection or channel: 501, 504, 505            *amqp091.Error, amqp091.ErrClosed    Failure
+//	broker out of resources (506), internal error (541)  *amqp091.Error                       Failure
+//	dial refused, reset, timed out, EOF in handshake     *DialError, net errors, 501          Failure
+//	connection circuit open: broker known to be down     *DialError (breaker.ErrOpen)         Failure
+//	exchange missing (404 NOT_FOUND)                     *ChannelError (ErrExchangeNotFound)  Neutral
+//	access refused (403), precondition failed (406)      *ChannelError, *amqp091.Error        Neutral
+//	other request errors: 311, 312, 402, 405, 530, 540   *amqp091.Error                       Neutral
+//	mandatory message returned unroutable                *ReturnedError (ErrUnroutable)       Neutral
+//	caller's context cancelled or past its deadline      context.Canceled, DeadlineExceeded   Neutral
+//	wrong broker, closed, anything else                  ErrWrongBroker, ErrManagerClosed     Neutral
+//
+// A missing exchange is a trap with confirms: the SDK reports the message as nacked
+// with no error, and the broker's 404 arrives only on the channel's close
+// notification. The publisher reads that notification and returns a *ChannelError
+// that names the exchange, so it is classified Neutral, not as a nack.
+//
+// # Goroutines
+//
+// The manager's watcher is the only goroutine this package starts; the SDK runs its
+// own per connection. Manager.Close stops the watcher and closes the connection, after
+// which none of them remains.
+package amqp

@@ -1,0 +1,178 @@
+package amqp
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"syscall"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/brokerguard/brokerguard/breaker"
+)
+
+// Sentinels matched (errors.Is) by the errors this package returns.
+var (
+	// ErrNacked is matched by a *ConfirmError for a message the broker nacked.
+	ErrNacked = errors.New("amqp: broker nacked the message")
+	// ErrConfirmTimeout is matched by a *ConfirmError for a message whose confirm did
+	// not arrive within the publisher's confirm timeout.
+	ErrConfirmTimeout = errors.New("amqp: publisher confirm timed out")
+	// ErrExchangeNotFound is matched by a *ChannelError whose channel the broker closed
+	// with 404 NOT_FOUND: the exchange does not exist.
+	ErrExchangeNotFound = errors.New("amqp: exchange not found")
+	// ErrUnroutable is matched by a *ReturnedError: a mandatory message that no queue
+	// took.
+	ErrUnroutable = errors.New("amqp: message returned unroutable")
+	// ErrManagerClosed is returned by a Manager, and the publishers using it, after
+	// Close.
+	ErrManagerClosed = errors.New("amqp: connection manager closed")
+	// ErrPublisherClosed is returned by Publish after the Publisher's Close.
+	ErrPublisherClosed = errors.New("amqp: publisher closed")
+	// ErrWrongBroker is returned (wrapped, naming the destination) by Publish for a
+	// destination whose broker is not "amqp".
+	ErrWrongBroker = errors.New(`amqp: destination broker is not "amqp"`)
+)
+
+// quote names an exchange in a message; the default exchange's name is empty.
+func quote(exchange string) string {
+	if exchange == "" {
+		return `"" (the default exchange)`
+	}
+	return strconv.Quote(exchange)
+}
+
+// ConfirmError is a message the broker did not confirm: it nacked it, or no confirm
+// came within the confirm timeout. Either way the message may or may not have been
+// routed; publishing it again may duplicate it.
+type ConfirmError struct {
+	Exchange string        // as RabbitMQ names it; "" is the default exchange
+	Timeout  time.Duration // the timeout that passed; zero for a nack
+}
+
+// Error names the exchange and says what happened.
+func (e *ConfirmError) Error() string {
+	if e.Timeout > 0 {
+		return "amqp: exchange " + quote(e.Exchange) + ": no publisher confirm within " + e.Timeout.String()
+	}
+	return "amqp: exchange " + quote(e.Exchange) + ": broker nacked the message"
+}
+
+// Is matches ErrConfirmTimeout for a timeout and ErrNacked for a nack.
+func (e *ConfirmError) Is(target error) bool {
+	if e.Timeout > 0 {
+		return target == ErrConfirmTimeout
+	}
+	return target == ErrNacked
+}
+
+// ChannelError is a publish ended by the broker closing the channel (or the whole
+// connection) under it. With publisher confirms the SDK reports such a message as
+// nacked with no error; the reason arrives only on the channel's close notification,
+// and this error carries it. A missing exchange is the common case: 404 NOT_FOUND,
+// matched by ErrExchangeNotFound.
+type ChannelError struct {
+	Exchange string
+	Err      *amqp091.Error // the broker's reason, with its reply code
+}
+
+// Error names the exchange and gives the broker's reason.
+func (e *ChannelError) Error() string {
+	if e.Err.Code == amqp091.NotFound {
+		return "amqp: exchange " + quote(e.Exchange) + " does not exist: " + e.Err.Error()
+	}
+	return "amqp: publish to exchange " + quote(e.Exchange) + ": broker closed the channel: " + e.Err.Error()
+}
+
+// Is matches ErrExchangeNotFound when the reply code is 404.
+func (e *ChannelError) Is(target error) bool {
+	return target == ErrExchangeNotFound && e.Err.Code == amqp091.NotFound
+}
+
+// Unwrap returns the broker's *amqp091.Error.
+func (e *ChannelError) Unwrap() error { return e.Err }
+
+// ReturnedError is a mandatory message the broker returned because no queue took it.
+// The broker is healthy; the topology is not what the publisher expects.
+type ReturnedError struct {
+	Exchange   string
+	RoutingKey string
+	Code       uint16 // reply code, usually 312 NO_ROUTE
+	Text       string // reply text, e.g. "NO_ROUTE"
+}
+
+// Error names the exchange, routing key and reason.
+func (e *ReturnedError) Error() string {
+	return "amqp: exchange " + quote(e.Exchange) + " returned the message with routing key " +
+		strconv.Quote(e.RoutingKey) + ": " + strconv.Itoa(int(e.Code)) + " " + e.Text
+}
+
+// Is matches ErrUnroutable.
+func (e *ReturnedError) Is(target error) bool { return target == ErrUnroutable }
+
+// DialError is a connection the manager could not open: the dial failed, or the
+// connection circuit rejected it (errors.Is(err, breaker.ErrOpen)) because the broker
+// is known to be down.
+type DialError struct {
+	Addr string // host:port
+	Err  error
+}
+
+// Error names the broker address and the cause.
+func (e *DialError) Error() string { return "amqp: connect to " + e.Addr + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *DialError) Unwrap() error { return e.Err }
+
+// Classify maps an error of this package, or of amqp091-go, to what it says about the
+// broker's health. See the package documentation for the table.
+func Classify(err error) breaker.Outcome {
+	if err == nil {
+		return breaker.Success
+	}
+	if errors.Is(err, ErrUnroutable) {
+		return breaker.Neutral
+	}
+	if ce := (*ConfirmError)(nil); errors.As(err, &ce) {
+		return breaker.Failure
+	}
+	if ae := (*amqp091.Error)(nil); errors.As(err, &ae) {
+		return classifyCode(ae.Code)
+	}
+	if de := (*DialError)(nil); errors.As(err, &de) &&
+		(errors.Is(de.Err, breaker.ErrOpen) || errors.Is(de.Err, breaker.ErrSaturated)) {
+		return breaker.Failure // the connection circuit knows the broker is down
+	}
+	if oe := (*net.OpError)(nil); errors.As(err, &oe) {
+		return breaker.Failure // includes dial timeouts, which also match context.DeadlineExceeded
+	}
+	for _, target := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
+		syscall.EPIPE, io.EOF, io.ErrUnexpectedEOF, net.ErrClosed} {
+		if errors.Is(err, target) {
+			return breaker.Failure
+		}
+	}
+	// What is left, the caller's context.Canceled and context.DeadlineExceeded among
+	// it, says nothing about the broker.
+	return breaker.Neutral
+}
+
+// classifyCode maps an AMQP reply code.
+func classifyCode(code int) breaker.Outcome {
+	switch code {
+	case amqp091.ConnectionForced, // 320: an operator or a shutting-down broker closed the connection
+		amqp091.FrameError,      // 501
+		amqp091.ChannelError,    // 504: includes amqp091.ErrClosed, a dead channel or connection
+		amqp091.UnexpectedFrame, // 505
+		amqp091.ResourceError,   // 506: the broker is out of a resource
+		amqp091.InternalError:   // 541
+		return breaker.Failure
+	}
+	// 311 CONTENT_TOO_LARGE, 312 NO_ROUTE, 402 INVALID_PATH, 403 ACCESS_REFUSED,
+	// 404 NOT_FOUND, 405 RESOURCE_LOCKED, 406 PRECONDITION_FAILED, 530 NOT_ALLOWED,
+	// 540 NOT_IMPLEMENTED and the rest: the request or the configuration is wrong,
+	// not the broker.
+	return breaker.Neutral
+}

@@ -1,0 +1,326 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/brokerguard/brokerguard/breaker"
+)
+
+// Defaults of a Manager.
+const (
+	DefaultDialTimeout = 5 * time.Second
+	DefaultRedialDelay = 500 * time.Millisecond
+)
+
+// DefaultDialPolicy is the connection circuit's policy unless WithDialPolicy says
+// otherwise: three failed dials in a row open it for a second, doubling up to thirty
+// seconds while the broker stays down.
+var DefaultDialPolicy = breaker.Policy{
+	FailureThreshold: 3,
+	BreakDuration:    time.Second,
+	MaxBreakDuration: 30 * time.Second,
+	Jitter:           0.1,
+}
+
+// ManagerOption configures a Manager.
+type ManagerOption func(*Manager) error
+
+// WithConfig sets the amqp091-go connection configuration (credentials, TLS,
+// heartbeat, client properties). Its Dial field, when nil, is set from
+// WithDialTimeout.
+func WithConfig(c amqp091.Config) ManagerOption {
+	return func(m *Manager) error {
+		m.cfg = c
+		return nil
+	}
+}
+
+// WithDialTimeout bounds one dial, TCP connect and AMQP handshake together (default
+// DefaultDialTimeout).
+func WithDialTimeout(d time.Duration) ManagerOption {
+	return func(m *Manager) error {
+		if d <= 0 {
+			return fmt.Errorf("amqp: WithDialTimeout(%v): the timeout must be positive", d)
+		}
+		m.dialTimeout = d
+		return nil
+	}
+}
+
+// WithRedialDelay sets how long the watcher waits after a failed dial before the next
+// one while the connection circuit is still closed (default DefaultRedialDelay). While
+// the circuit is open the watcher waits for its NotBefore instead.
+func WithRedialDelay(d time.Duration) ManagerOption {
+	return func(m *Manager) error {
+		if d <= 0 {
+			return fmt.Errorf("amqp: WithRedialDelay(%v): the delay must be positive", d)
+		}
+		m.redialDelay = d
+		return nil
+	}
+}
+
+// WithDialPolicy sets the connection circuit's policy (default DefaultDialPolicy).
+func WithDialPolicy(p breaker.Policy) ManagerOption {
+	return func(m *Manager) error {
+		m.dialPolicy = p
+		return nil
+	}
+}
+
+// WithDialBreakerOptions passes options (an observer, a clock) to the connection
+// circuit.
+func WithDialBreakerOptions(opts ...breaker.Option) ManagerOption {
+	return func(m *Manager) error {
+		m.breakerOpts = append(m.breakerOpts, opts...)
+		return nil
+	}
+}
+
+// Manager keeps one AMQP connection to one broker for every publisher and consumer of
+// a process, and opens it again after the broker or the network closes it.
+//
+// Dials go through the manager's own connection circuit, named
+// "amqp-connection:<host:port>", separate from the exchange circuits of a registry:
+// once dials have failed often enough the circuit opens, and a caller that needs a
+// connection gets a *DialError matching breaker.ErrOpen at once instead of waiting out
+// a dial per call.
+//
+// NewManager starts one goroutine, the watcher, and Close stops it. The watcher dials
+// the first connection, notices when the connection closes and dials again (after
+// WithRedialDelay, or when the open connection circuit admits a probe), and closes the
+// channels that publishers retire. Callers that need a connection before the watcher
+// has one dial themselves; concurrent dials are merged into one.
+type Manager struct {
+	url, addr   string
+	cfg         amqp091.Config
+	dialTimeout time.Duration
+	redialDelay time.Duration
+	dialPolicy  breaker.Policy
+	breakerOpts []breaker.Option
+	circuit     *breaker.Breaker
+
+	kick    chan struct{} // wakes the watcher to look at the state again; capacity 1
+	done    chan struct{} // closed by Close
+	stopped chan struct{} // closed by the watcher when it returns
+
+	mu      sync.Mutex // guards the fields below
+	closed  bool
+	conn    *amqp091.Connection // nil while there is no usable connection
+	closes  chan *amqp091.Error // conn's close notification
+	dialing *dialCall           // the dial in progress, if any
+	retired []*amqp091.Channel  // channels the watcher is to close
+}
+
+// dialCall is one dial whose result every caller that waited for it shares.
+type dialCall struct {
+	done chan struct{} // closed when conn and err are set
+	conn *amqp091.Connection
+	err  error
+}
+
+// NewManager returns a manager for the broker at url ("amqp://user:pass@host:port/vhost")
+// and starts its watcher, which dials in the background. Close it when done.
+func NewManager(url string, opts ...ManagerOption) (*Manager, error) {
+	uri, err := amqp091.ParseURI(url)
+	if err != nil {
+		return nil, fmt.Errorf("amqp: %w", err)
+	}
+	m := &Manager{
+		url:         url,
+		addr:        net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port)),
+		dialTimeout: DefaultDialTimeout,
+		redialDelay: DefaultRedialDelay,
+		dialPolicy:  DefaultDialPolicy,
+		kick:        make(chan struct{}, 1),
+		done:        make(chan struct{}),
+		stopped:     make(chan struct{}),
+	}
+	for _, o := range opts {
+		if err := o(m); err != nil {
+			return nil, err
+		}
+	}
+	if m.cfg.Dial == nil {
+		m.cfg.Dial = amqp091.DefaultDial(m.dialTimeout)
+	}
+	m.circuit, err = breaker.New("amqp-connection:"+m.addr, m.dialPolicy, m.breakerOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("amqp: connection circuit: %w", err)
+	}
+	go m.watch()
+	return m, nil
+}
+
+// Circuit returns the connection circuit.
+func (m *Manager) Circuit() *breaker.Breaker { return m.circuit }
+
+// Connection returns the open connection, dialing one if there is none. Consumers may
+// open their own channels on it; they must not close the connection. An error is a
+// *DialError, ctx.Err() when ctx ended while a dial was in progress, or
+// ErrManagerClosed. A dial is bounded by the dial timeout, not by ctx.
+func (m *Manager) Connection(ctx context.Context) (*amqp091.Connection, error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, ErrManagerClosed
+	}
+	if m.conn != nil && !m.conn.IsClosed() {
+		c := m.conn
+		m.mu.Unlock()
+		return c, nil
+	}
+	call := m.dialing
+	if call == nil {
+		call = &dialCall{done: make(chan struct{})}
+		m.dialing = call
+		m.mu.Unlock()
+		m.runDial(call)
+	} else {
+		m.mu.Unlock()
+	}
+	select {
+	case <-call.done:
+		return call.conn, call.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// runDial dials through the connection circuit, installs the connection and ends call.
+func (m *Manager) runDial(call *dialCall) {
+	conn, err := m.dial()
+	var stale *amqp091.Connection
+	m.mu.Lock()
+	m.dialing = nil
+	switch {
+	case err != nil:
+	case m.closed:
+		stale, conn, err = conn, nil, ErrManagerClosed
+	default:
+		m.conn, m.closes = conn, conn.NotifyClose(make(chan *amqp091.Error, 1))
+	}
+	m.mu.Unlock()
+	call.conn, call.err = conn, err
+	close(call.done)
+	if stale != nil {
+		_ = stale.Close()
+	}
+	m.wake()
+}
+
+func (m *Manager) dial() (*amqp091.Connection, error) {
+	permit, err := m.circuit.Acquire(context.Background())
+	if err != nil {
+		return nil, &DialError{Addr: m.addr, Err: err}
+	}
+	conn, err := amqp091.DialConfig(m.url, m.cfg)
+	if err != nil {
+		permit.Complete(Classify(err))
+		return nil, &DialError{Addr: m.addr, Err: err}
+	}
+	permit.Complete(breaker.Success)
+	return conn, nil
+}
+
+// wake tells the watcher to look at the state again.
+func (m *Manager) wake() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// retire hands an open channel that must not be used again to the watcher, which
+// closes it: closing waits for the broker's reply, and publishers should not.
+func (m *Manager) retire(ch *amqp091.Channel) {
+	m.mu.Lock()
+	if !m.closed { // otherwise closing the connection closes the channel
+		m.retired = append(m.retired, ch)
+	}
+	m.mu.Unlock()
+	m.wake()
+}
+
+// watch is the manager's one goroutine; see Manager.
+func (m *Manager) watch() {
+	defer close(m.stopped)
+	redial := time.NewTimer(0) // the first dial starts at once
+	defer redial.Stop()
+	for {
+		m.mu.Lock()
+		conn, closes, retired := m.conn, m.closes, m.retired
+		m.retired = nil
+		m.mu.Unlock()
+		for _, ch := range retired {
+			_ = ch.Close()
+		}
+		if conn == nil {
+			closes = nil // a nil channel never fires
+		}
+		select {
+		case <-m.done:
+			return
+		case <-m.kick:
+		case <-closes:
+			m.mu.Lock()
+			if m.conn == conn {
+				m.conn, m.closes = nil, nil
+			}
+			m.mu.Unlock()
+			redial.Reset(0)
+		case <-redial.C:
+			if conn != nil && !conn.IsClosed() {
+				continue
+			}
+			if _, err := m.Connection(context.Background()); err != nil {
+				redial.Reset(m.retryAfter(err))
+			}
+		}
+	}
+}
+
+// retryAfter is how long the watcher waits after a failed dial: until an open
+// circuit's NotBefore, else the redial delay.
+func (m *Manager) retryAfter(err error) time.Duration {
+	if errors.Is(err, ErrManagerClosed) {
+		return time.Hour // Close is about to stop the watcher
+	}
+	if oe := (*breaker.OpenError)(nil); errors.As(err, &oe) {
+		if d := time.Until(oe.NotBefore); d > 0 {
+			return d
+		}
+	}
+	return m.redialDelay
+}
+
+// Close stops the watcher, waiting for a dial it has in progress, and closes the
+// connection, which closes every channel on it. It is safe to call more than once.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	conn := m.conn
+	m.conn, m.closes, m.retired = nil, nil, nil
+	m.mu.Unlock()
+	close(m.done)
+	<-m.stopped
+	if conn == nil {
+		return nil
+	}
+	if err := conn.Close(); err != nil && !errors.Is(err, amqp091.ErrClosed) {
+		return fmt.Errorf("amqp: close connection: %w", err)
+	}
+	return nil
+}

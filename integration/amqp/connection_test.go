@@ -1,0 +1,211 @@
+package amqp_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/brokerguard/brokerguard/amqp"
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// breakLong keeps a circuit that opens in a test open for the rest of it.
+const breakLong = time.Hour
+
+func TestConfirmTimeoutIsFailure(t *testing.T) {
+	p, url := newProxy(t, harness.AMQPURL(t))
+	x := declareExchange(t, url, "fanout", false)
+	s := newSetup(t, url, breaker.Policy{FailureThreshold: 1, BreakDuration: breakLong}, nil, amqp.WithConfirmTimeout(200*time.Millisecond))
+	if err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
+		t.Fatal(err) // the connection and a channel are open before the confirms are held
+	}
+	p.hold()
+	err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{Value: []byte("late")})
+	p.resume()
+	var ce *amqp.ConfirmError
+	if !errors.Is(err, amqp.ErrConfirmTimeout) || !errors.As(err, &ce) || ce.Timeout != 200*time.Millisecond {
+		t.Fatalf("held confirm: %v", err)
+	}
+	if amqp.Classify(err) != breaker.Failure {
+		t.Fatalf("Classify = %v", amqp.Classify(err))
+	}
+	if snap := s.reg.Snapshots()[amqp.Destination(x)]; snap.State != breaker.Open {
+		t.Fatalf("circuit %v after a confirm timeout, want open", snap.State)
+	}
+	// The channel with the late confirm was retired; the next publish takes another.
+	if err := s.raw.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConnectionForcedIsFailureAndManagerRedials(t *testing.T) {
+	url := harness.AMQPURL(t)
+	x := declareExchange(t, url, "fanout", false)
+	before := runtime.NumGoroutine()
+	s := newSetup(t, url, defaultPolicy, nil)
+	if err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := s.m.Connection(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	closeConnection(t, conn)
+	reason := <-closed
+	if reason == nil || reason.Code != amqp091.ConnectionForced || amqp.Classify(reason) != breaker.Failure {
+		t.Fatalf("close reason %v", reason)
+	}
+	// A channel of the dead connection says the same.
+	if _, err := conn.Channel(); !errors.Is(err, amqp091.ErrClosed) || amqp.Classify(err) != breaker.Failure {
+		t.Fatalf("channel on the closed connection: %v", err)
+	}
+	var next *amqp091.Connection
+	waitFor(t, 10*time.Second, "manager redial", func() bool {
+		next, err = s.m.Connection(ctx(t))
+		return err == nil && next != conn
+	})
+	if err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.raw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	goroutinesBack(t, before)
+}
+
+// countingPublisher counts the calls that reach the adapter.
+type countingPublisher struct {
+	transport.Publisher
+	calls int
+}
+
+func (c *countingPublisher) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
+	c.calls++
+	return c.Publisher.Publish(ctx, d, msgs...)
+}
+
+func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops the machine's RabbitMQ application for a few seconds; not run with -short")
+	}
+	url := harness.AMQPURL(t)
+	exchanges := []string{declareExchange(t, url, "fanout", false), declareExchange(t, url, "fanout", false)}
+	before := runtime.NumGoroutine()
+
+	m, err := amqp.NewManager(url,
+		amqp.WithRedialDelay(50*time.Millisecond),
+		amqp.WithDialPolicy(breaker.Policy{FailureThreshold: 2, BreakDuration: 2 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close() // when the test fails before the explicit Close
+	raw, err := amqp.NewPublisher(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counting := &countingPublisher{Publisher: raw}
+	pub := reg.Guard(counting, amqp.Classify)
+	for _, x := range exchanges {
+		if err := pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	harness.StopRabbitApp(t)
+
+	// Every exchange circuit opens on the failures the outage causes.
+	var seenRefused, seenDialOpen bool
+	for _, x := range exchanges {
+		d := amqp.Destination(x)
+		waitFor(t, 10*time.Second, "circuit of "+x+" open", func() bool {
+			err := pub.Publish(ctx(t), d, transport.Message{})
+			if errors.Is(err, breaker.ErrOpen) {
+				var rej *registry.RejectedError
+				if errors.As(err, &rej) {
+					return true
+				}
+				seenDialOpen = true // rejected by the connection circuit, not the exchange's
+			}
+			if err == nil {
+				t.Fatalf("publish to %s succeeded with the broker stopped", x)
+			}
+			if amqp.Classify(err) != breaker.Failure {
+				t.Fatalf("outage error %v classified %v", err, amqp.Classify(err))
+			}
+			seenRefused = seenRefused || errors.Is(err, syscall.ECONNREFUSED)
+			return false
+		})
+		if s := reg.Snapshots()[d]; s.State != breaker.Open {
+			t.Fatalf("circuit of %s is %v", x, s.State)
+		}
+	}
+	// Calls now fail fast: the guard rejects without reaching the adapter.
+	calls := counting.calls
+	for _, x := range exchanges {
+		if err := pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); !errors.Is(err, breaker.ErrOpen) {
+			t.Fatalf("publish to an open circuit: %v", err)
+		}
+	}
+	if counting.calls != calls {
+		t.Fatal("a rejected publish reached the adapter")
+	}
+	// The connection circuit is open too and rejects a dial instead of trying it.
+	waitFor(t, 10*time.Second, "connection circuit open", func() bool {
+		return m.Circuit().State() != breaker.Closed
+	})
+	_, err = m.Connection(ctx(t))
+	var de *amqp.DialError
+	if !errors.Is(err, breaker.ErrOpen) || !errors.As(err, &de) || amqp.Classify(err) != breaker.Failure {
+		t.Fatalf("dial with the connection circuit open: %v", err)
+	}
+	t.Logf("refused dials seen: %v; connection circuit rejections seen by publishes: %v", seenRefused, seenDialOpen)
+	if !seenRefused && !seenDialOpen {
+		t.Fatal("no publish error came from the dead connection")
+	}
+
+	harness.StartRabbitApp(t)
+
+	// The watcher's probe reconnects and closes the connection circuit.
+	waitFor(t, 30*time.Second, "manager reconnected", func() bool {
+		return m.Circuit().State() == breaker.Closed
+	})
+	if _, err := m.Connection(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// One probe closes each exchange circuit.
+	for _, x := range exchanges {
+		d := amqp.Destination(x)
+		if nb := reg.Snapshots()[d].NotBefore; time.Until(nb) > 0 {
+			time.Sleep(time.Until(nb))
+		}
+		if err := pub.Publish(ctx(t), d, transport.Message{}); err != nil {
+			t.Fatalf("probe to %s: %v", x, err)
+		}
+		if s := reg.Snapshots()[d]; s.State != breaker.Closed {
+			t.Fatalf("circuit of %s is %v after one successful probe", x, s.State)
+		}
+	}
+	if err := raw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	goroutinesBack(t, before)
+}
