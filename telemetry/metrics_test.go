@@ -359,3 +359,8 @@ func TestNewErrors(t *testing.T) {
 	var m *telemetry.Metrics
 	m.RecordDispatch(orders, 1, 1, 1, 1) // a nil Metrics is a no-op hook
 }
+
+// The outbox calls its hook through an interface of its own with this method.
+var _ interface {
+	RecordDispatch(d transport.Destination, published, deferred, failed, dead int)
+} = (*telemetry.Metrics)(nil)
