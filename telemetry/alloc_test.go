@@ -15,10 +15,10 @@ import (
 // TestPublishAllocations checks that telemetry adds no allocation to a successful or
 // a rejected guarded publish.
 func TestPublishAllocations(t *testing.T) {
-	ctx, msg := context.Background(), transport.Message{Value: []byte("v")}
+	ctx, msgs := context.Background(), []transport.Message{{Value: []byte("v")}}
 	allocs := func(pub transport.Publisher) float64 {
-		_ = pub.Publish(ctx, orders, msg) // create the circuit and the record
-		return testing.AllocsPerRun(200, func() { _ = pub.Publish(ctx, orders, msg) })
+		_ = pub.Publish(ctx, orders, msgs...) // create the circuit and the record
+		return testing.AllocsPerRun(200, func() { _ = pub.Publish(ctx, orders, msgs...) })
 	}
 	off, _ := guardedPublisher(t, noop, false)
 	on, _ := guardedPublisher(t, noop, true)
