@@ -1,0 +1,237 @@
+package telemetry_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/telemetry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+var errDown = fmt.Errorf("broker down")
+
+// fakePublisher fails the destinations told to fail.
+type fakePublisher struct {
+	mu   sync.Mutex
+	errs map[transport.Destination]error
+}
+
+func (p *fakePublisher) Publish(_ context.Context, d transport.Destination, _ ...transport.Message) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.errs[d]
+}
+
+func (p *fakePublisher) set(d transport.Destination, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.errs == nil {
+		p.errs = map[transport.Destination]error{}
+	}
+	p.errs[d] = err
+}
+
+// env is a registry with a fake clock, a Recorder observing it, Metrics on a
+// ManualReader and an instrumented guarded publisher.
+type env struct {
+	t      *testing.T
+	clock  *fakeclock.Clock
+	reg    *registry.Registry
+	rec    *telemetry.Recorder
+	m      *telemetry.Metrics
+	reader *sdkmetric.ManualReader
+	raw    *fakePublisher
+	pub    transport.Publisher
+}
+
+func newEnv(t *testing.T, p breaker.Policy, regOpts []registry.Option, opts ...telemetry.Option) *env {
+	t.Helper()
+	e := &env{t: t, clock: fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), rec: telemetry.NewRecorder(), raw: &fakePublisher{}}
+	regOpts = append([]registry.Option{registry.WithClock(e.clock), registry.WithObserver(e.rec.ObserveTransition)}, regOpts...)
+	reg, err := registry.New(p, regOpts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.reg = reg
+	e.reader = sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(e.reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	opts = append([]telemetry.Option{telemetry.WithMeterProvider(mp), telemetry.WithRecorder(e.rec)}, opts...)
+	m, err := telemetry.New(reg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	e.m = m
+	e.pub = m.Instrument(reg.Guard(e.raw, nil), nil)
+	return e
+}
+
+// publish sends one message to d and returns the error.
+func (e *env) publish(d transport.Destination) error {
+	return e.pub.Publish(context.Background(), d, transport.Message{Value: []byte("m")})
+}
+
+// instrument describes a collected instrument.
+type instrument struct {
+	kind, unit string
+	described  bool
+}
+
+// collection is one collection, flattened: series key -> value, and name -> instrument.
+type collection struct {
+	series      map[string]float64
+	instruments map[string]instrument
+}
+
+// collect reads the meter's instruments; it fails the test on a collection error.
+func (e *env) collect() collection {
+	e.t.Helper()
+	c, err := collectFrom(e.reader)
+	if err != nil {
+		e.t.Fatalf("collect: %v", err)
+	}
+	return c
+}
+
+func collectFrom(r *sdkmetric.ManualReader) (collection, error) {
+	var rm metricdata.ResourceMetrics
+	err := r.Collect(context.Background(), &rm)
+	c := collection{series: map[string]float64{}, instruments: map[string]instrument{}}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != telemetry.MeterName {
+			continue
+		}
+		for _, m := range sm.Metrics {
+			var kind string
+			add := func(attrs attribute.Set, v float64) { c.series[seriesKey(m.Name, attrs)] = v }
+			switch d := m.Data.(type) {
+			case metricdata.Gauge[int64]:
+				kind = "gauge"
+				for _, p := range d.DataPoints {
+					add(p.Attributes, float64(p.Value))
+				}
+			case metricdata.Gauge[float64]:
+				kind = "gauge"
+				for _, p := range d.DataPoints {
+					add(p.Attributes, p.Value)
+				}
+			case metricdata.Sum[int64]:
+				kind = "sum"
+				if d.IsMonotonic && d.Temporality == metricdata.CumulativeTemporality {
+					kind = "counter"
+				}
+				for _, p := range d.DataPoints {
+					add(p.Attributes, float64(p.Value))
+				}
+			default:
+				kind = fmt.Sprintf("%T", m.Data)
+			}
+			c.instruments[m.Name] = instrument{kind: kind, unit: m.Unit, described: m.Description != ""}
+		}
+	}
+	return c, err
+}
+
+// seriesKey spells a series as name{k=v,...} with the attributes sorted.
+func seriesKey(name string, attrs attribute.Set) string {
+	var kv []string
+	for _, a := range attrs.ToSlice() {
+		kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+	}
+	slices.Sort(kv)
+	return name + "{" + strings.Join(kv, ",") + "}"
+}
+
+// matching returns the series whose key starts with prefix.
+func (c collection) matching(prefix string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range c.series {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// forDest returns the series of destination d (system as the attribute spells it).
+func (c collection) forDest(system, name string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range c.series {
+		if strings.Contains(k, "messaging.destination.name="+name+",") || strings.Contains(k, "messaging.destination.name="+name+"}") {
+			if strings.Contains(k, "messaging.system="+system) {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
+// equalSeries reports a difference between want and got, naming the series.
+func equalSeries(t *testing.T, step string, want, got map[string]float64) {
+	t.Helper()
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if g, ok := got[k]; !ok {
+			t.Errorf("%s: series %s missing, want %v", step, k, want[k])
+		} else if g != want[k] {
+			t.Errorf("%s: %s = %v, want %v", step, k, g, want[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: unexpected series %s = %v", step, k, got[k])
+		}
+	}
+}
+
+// destSeries builds the expected per-destination series of kafka:<name>: the state
+// set from state, and, when counts is non-nil, every counter series.
+func destSeries(system, name string, state breaker.State, counts *counts) map[string]float64 {
+	base := "messaging.destination.name=" + name + ",messaging.system=" + system
+	out := map[string]float64{}
+	for i, s := range []string{"closed", "open", "half-open"} {
+		out["brokerguard.circuit.state{"+base+",state="+s+"}"] = b2f(int(state) == i)
+	}
+	if counts == nil {
+		return out
+	}
+	out["brokerguard.circuit.failures{"+base+"}"] = counts.failures
+	out["brokerguard.circuit.rejections{"+base+"}"] = counts.rejections
+	for _, tr := range []string{"opened", "half_opened", "closed"} {
+		out["brokerguard.circuit.transitions{"+base+",transition="+tr+"}"] = counts.transitions[tr]
+	}
+	for _, o := range []string{"success", "failure", "neutral"} {
+		out["brokerguard.circuit.probes{"+base+",outcome="+o+"}"] = counts.probes[o]
+	}
+	return out
+}
+
+// counts are the expected counter values of one destination.
+type counts struct {
+	failures, rejections float64
+	transitions, probes  map[string]float64
+}
+
+func newCounts() *counts {
+	return &counts{transitions: map[string]float64{}, probes: map[string]float64{}}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
