@@ -27,6 +27,8 @@
 //	brokerguard.circuit.failure_count  gauge  {failure}  sum of the circuits' current failure evidence
 //	brokerguard.circuit.state          gauge  {circuit}  per destination and state: 1 for the current state, 0 for the others
 //	brokerguard.circuit.override       gauge  {circuit}  per destination under an override: 1, with attribute override
+//	brokerguard.circuit.bypassed       counter {call}    per Shadow or FailOpen destination: calls admitted that Enforce
+//	                                                     would have refused; attribute kind: would_reject (Shadow), bypass (FailOpen)
 //
 // brokerguard.circuit.state is a state set: each destination has three series,
 // state="closed", "open" and "half-open", exactly one of which is 1, so an alert can

@@ -81,6 +81,7 @@ type Metrics struct {
 
 	state, override, open, failureCount           metric.Int64ObservableGauge
 	failures, transitions, rejections, probes     metric.Int64ObservableCounter
+	bypassed                                      metric.Int64ObservableCounter
 	outPublished, outDeferred, outFailed, outDead metric.Int64Counter
 	backlog                                       metric.Int64ObservableGauge
 	oldest                                        metric.Float64ObservableGauge
@@ -151,6 +152,8 @@ func (m *Metrics) instruments(meter metric.Meter, backlog BacklogFunc) error {
 		"Publishes the destination's circuit rejected.")
 	m.probes = observed("brokerguard.circuit.probes", "{call}",
 		"Publishes admitted while the destination's circuit was open or half-open, by outcome.")
+	m.bypassed = observed("brokerguard.circuit.bypassed", "{call}",
+		"Calls a Shadow (kind=would_reject) or FailOpen (kind=bypass) circuit admitted although Enforce would have refused them.")
 	m.outPublished = counter("brokerguard.outbox.published", "{message}",
 		"Outbox messages published.")
 	m.outDeferred = counter("brokerguard.outbox.deferred", "{message}",
@@ -163,7 +166,7 @@ func (m *Metrics) instruments(meter metric.Meter, backlog BacklogFunc) error {
 		return fmt.Errorf("telemetry: creating instruments: %w", err)
 	}
 	r, err := meter.RegisterCallback(m.observeCircuits,
-		m.open, m.failureCount, m.state, m.override, m.failures, m.transitions, m.rejections, m.probes)
+		m.open, m.failureCount, m.state, m.override, m.failures, m.transitions, m.rejections, m.probes, m.bypassed)
 	if err != nil {
 		return fmt.Errorf("telemetry: registering the circuit callback: %w", err)
 	}
@@ -212,6 +215,9 @@ func (m *Metrics) observeCircuits(_ context.Context, o metric.Observer) error {
 		}
 		if s.Override == breaker.ForcedOpen || s.Override == breaker.ForcedClosed {
 			o.ObserveInt64(m.override, 1, a.override[s.Override])
+		}
+		if s.Mode == breaker.Shadow || s.Mode == breaker.FailOpen {
+			o.ObserveInt64(m.bypassed, int64(s.Bypassed), a.bypass[s.Mode])
 		}
 		if !rec.active.Load() {
 			continue // no series until something happened to the destination

@@ -212,6 +212,7 @@ const (
 	keyTransition  = attribute.Key("transition")
 	keyOutcome     = attribute.Key("outcome")
 	keyOverride    = attribute.Key("override")
+	keyKind        = attribute.Key("kind")
 )
 
 // messagingSystem maps a transport broker kind to the OpenTelemetry
@@ -234,6 +235,7 @@ type attrSets struct {
 	transition [3]metric.MeasurementOption // plus transition, by the state entered
 	probe      [3]metric.MeasurementOption // plus outcome, by outcomeIndex
 	override   [3]metric.MeasurementOption // plus override, by breaker.Override (0 unused)
+	bypass     [3]metric.MeasurementOption // plus kind, by breaker.Mode (0 unused)
 }
 
 var (
@@ -241,6 +243,7 @@ var (
 	transitionValues = [3]string{"closed", "opened", "half_opened"}
 	outcomeValues    = [3]string{"success", "failure", "neutral"}
 	overrideValues   = [3]string{"", "forced-open", "forced-closed"}
+	bypassValues     = [3]string{"", "would_reject", "bypass"} // Shadow, FailOpen
 )
 
 func newAttrSets(d transport.Destination) *attrSets {
@@ -255,6 +258,7 @@ func newAttrSets(d transport.Destination) *attrSets {
 		a.probe[i] = with(keyOutcome.String(outcomeValues[i]))
 		if i > 0 {
 			a.override[i] = with(keyOverride.String(overrideValues[i]))
+			a.bypass[i] = with(keyKind.String(bypassValues[i]))
 		}
 	}
 	return a
