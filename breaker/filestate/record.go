@@ -60,7 +60,9 @@ var ErrCorrupt = errors.New("filestate: corrupt state record")
 // corruptError says what is wrong with a record; it matches ErrCorrupt.
 type corruptError struct{ reason string }
 
-func (e *corruptError) Error() string        { return "corrupt record: " + e.reason }
+func (e *corruptError) Error() string {
+	return "corrupt record: " + e.reason + " (Store.Clear discards it)"
+}
 func (e *corruptError) Is(target error) bool { return target == ErrCorrupt }
 
 func corrupt(format string, args ...any) error {
@@ -79,7 +81,9 @@ func decodeRecord(data []byte) (*record, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var r record
-	if err := dec.Decode(&r); err != nil {
+	if err := dec.Decode(&r); errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, corrupt("truncated (%v)", err)
+	} else if err != nil {
 		return nil, corrupt("%v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
