@@ -37,11 +37,12 @@ var (
 	_ breaker.Completer = (*Circuit)(nil)
 )
 
-// view is an immutable snapshot of the record and what it decides.
+// view is an immutable snapshot of the record and what it decides. Its times are
+// Store.mono readings, private to this process.
 type view struct {
 	rec      record
-	loadedAt int64 // when it was read or written (store clock, Unix nanoseconds)
-	// rejectUntil and reject: while now < rejectUntil, Acquire returns reject.
+	loadedAt int64 // when it was read or written
+	// rejectUntil and reject: until rejectUntil, Acquire returns reject.
 	rejectUntil int64
 	reject      *breaker.OpenError
 }
@@ -52,10 +53,10 @@ func (c *Circuit) Identity() string { return c.identity }
 // Policy returns the circuit's policy with defaults written out.
 func (c *Circuit) Policy() breaker.Policy { return c.policy }
 
-// fresh reports whether v may decide an Acquire at now. A clock that went backwards
-// makes every view stale rather than fresh forever.
-func (c *Circuit) fresh(v *view, now int64) bool {
-	age := now - v.loadedAt
+// fresh reports whether v may decide an Acquire at m (a mono reading). A fake clock
+// set backwards makes every view stale rather than fresh forever.
+func (c *Circuit) fresh(v *view, m int64) bool {
+	age := m - v.loadedAt
 	return age >= 0 && age < c.store.staleness
 }
 
@@ -70,27 +71,27 @@ func (c *Circuit) Acquire(ctx context.Context) (breaker.Permit, error) {
 	if err := ctx.Err(); err != nil {
 		return breaker.Permit{}, err
 	}
-	now := c.store.now()
-	if v := c.view.Load(); v != nil && c.fresh(v, now) {
+	m := c.store.mono()
+	if v := c.view.Load(); v != nil && c.fresh(v, m) {
 		if v.rec.State == stateClosed {
-			return c.admit(v.rec.Generation, now)
+			return c.admit(v.rec.Generation)
 		}
-		if now < v.rejectUntil {
+		if m < v.rejectUntil {
 			return breaker.Permit{}, v.reject
 		}
 	}
-	return c.acquireSlow(now)
+	return c.acquireSlow()
 }
 
 // admit hands out a closed-state permit of generation gen, after taking an in-flight
 // slot when the policy bounds them. Lease carries the start time when calls are timed.
-func (c *Circuit) admit(gen uint64, now int64) (breaker.Permit, error) {
+func (c *Circuit) admit(gen uint64) (breaker.Permit, error) {
 	if !c.takeSlot() {
 		return breaker.Permit{}, breaker.ErrSaturated
 	}
 	info := breaker.PermitInfo{Generation: gen}
 	if c.policy.SlowCallDuration > 0 {
-		info.Lease = uint64(now)
+		info.Lease = uint64(c.store.mono())
 	}
 	return breaker.NewPermit(c, info), nil
 }
@@ -113,15 +114,16 @@ func (c *Circuit) releaseSlot() {
 	}
 }
 
-func (c *Circuit) acquireSlow(now int64) (breaker.Permit, error) {
+func (c *Circuit) acquireSlow() (breaker.Permit, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	m, now := c.store.mono(), c.store.now()
 	// Another goroutine may have refreshed the view while this one waited.
-	if v := c.view.Load(); v != nil && c.fresh(v, now) {
+	if v := c.view.Load(); v != nil && c.fresh(v, m) {
 		if v.rec.State == stateClosed {
-			return c.admit(v.rec.Generation, now)
+			return c.admit(v.rec.Generation)
 		}
-		if now < v.rejectUntil {
+		if m < v.rejectUntil {
 			return breaker.Permit{}, v.reject
 		}
 	}
@@ -132,11 +134,11 @@ func (c *Circuit) acquireSlow(now int64) (breaker.Permit, error) {
 		return breaker.Permit{}, err
 	}
 	if r != nil {
-		v := c.setView(r, now, 0, nil)
+		v := c.setView(r, m, now, nil)
 		if r.State == stateClosed {
-			return c.admit(r.Generation, now)
+			return c.admit(r.Generation)
 		}
-		if now < v.rejectUntil {
+		if m < v.rejectUntil {
 			return breaker.Permit{}, v.reject
 		}
 	}
@@ -145,10 +147,10 @@ func (c *Circuit) acquireSlow(now int64) (breaker.Permit, error) {
 		permit breaker.Permit
 		reject error
 	)
-	err = c.update(now, func(r *record, created bool) (write bool) {
+	err = c.update(m, now, func(r *record, created bool) (write bool) {
 		switch r.State {
 		case stateClosed:
-			permit, reject = c.admit(r.Generation, now)
+			permit, reject = c.admit(r.Generation)
 			return created
 		case stateOpen:
 			if now < r.OpenUntil { // another process reopened it meanwhile
@@ -191,7 +193,7 @@ func (c *Circuit) acquireSlow(now int64) (breaker.Permit, error) {
 		// Serve one rejection to this process's callers until it runs out (an open
 		// record's view already carries its own).
 		if v := c.view.Load(); v != nil && v.rec.State == stateHalfOpen {
-			c.setView(&v.rec, now, oe.NotBefore.UnixNano(), oe)
+			c.setView(&v.rec, m, now, oe)
 		}
 	}
 	return permit, reject
@@ -201,13 +203,16 @@ func (c *Circuit) openError(notBefore int64) *breaker.OpenError {
 	return &breaker.OpenError{Identity: c.identity, Scope: breaker.SingleHost, NotBefore: time.Unix(0, notBefore)}
 }
 
-// setView stores the view of r read or written at now. For an open record it builds
-// the rejection (reusing the previous view's for the same generation), unless one is
-// given. Requires c.mu held.
-func (c *Circuit) setView(r *record, now, rejectUntil int64, reject *breaker.OpenError) *view {
-	v := &view{rec: *r, loadedAt: now, rejectUntil: rejectUntil, reject: reject}
+// setView stores the view of r read or written at m (mono) and now (wall). A given
+// rejection is served until its NotBefore; an open record's own rejection (reusing
+// the previous view's for the same generation) until its deadline. Requires c.mu held.
+func (c *Circuit) setView(r *record, m, now int64, reject *breaker.OpenError) *view {
+	v := &view{rec: *r, loadedAt: m, reject: reject}
+	if reject != nil {
+		v.rejectUntil = m + (reject.NotBefore.UnixNano() - now)
+	}
 	if reject == nil && r.State == stateOpen {
-		v.rejectUntil = r.OpenUntil
+		v.rejectUntil = m + (r.OpenUntil - now)
 		if old := c.view.Load(); old != nil && old.rec.Generation == r.Generation && old.rec.State == stateOpen && old.reject != nil {
 			v.reject = old.reject
 		} else {
@@ -238,7 +243,7 @@ func (c *Circuit) read() (*record, error) {
 // when fn asks. A missing record is started closed, with created set; it is written
 // only if fn asks. The view is refreshed from whatever the file holds afterwards.
 // Requires c.mu held.
-func (c *Circuit) update(now int64, fn func(r *record, created bool) (write bool)) error {
+func (c *Circuit) update(m, now int64, fn func(r *record, created bool) (write bool)) error {
 	unlock, err := lockFile(c.identity, c.lockPath)
 	if err != nil {
 		c.view.Store(nil)
@@ -258,7 +263,7 @@ func (c *Circuit) update(now int64, fn func(r *record, created bool) (write bool
 		if created {
 			c.view.Store(nil)
 		} else {
-			c.setView(r, now, 0, nil)
+			c.setView(r, m, now, nil)
 		}
 		return nil
 	}
@@ -266,7 +271,7 @@ func (c *Circuit) update(now int64, fn func(r *record, created bool) (write bool
 		c.view.Store(nil)
 		return err
 	}
-	c.setView(r, now, 0, nil)
+	c.setView(r, m, now, nil)
 	return nil
 }
 
@@ -298,7 +303,7 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 		return c.completeProbe(info, o)
 	}
 	if o == breaker.Success && c.policy.SlowCallDuration > 0 {
-		if time.Duration(c.store.now()-int64(info.Lease)) > c.policy.SlowCallDuration {
+		if time.Duration(c.store.mono()-int64(info.Lease)) > c.policy.SlowCallDuration {
 			o = breaker.Failure
 		}
 	}
@@ -321,9 +326,9 @@ func (c *Circuit) completeClosed(gen uint64, failure bool) bool {
 		c.mu.Unlock()
 		return true
 	}
-	now := c.store.now()
+	m, now := c.store.mono(), c.store.now()
 	live := false
-	err := c.update(now, func(r *record, _ bool) bool {
+	err := c.update(m, now, func(r *record, _ bool) bool {
 		if r.State != stateClosed || r.Generation != gen {
 			return false
 		}
@@ -347,9 +352,9 @@ func (c *Circuit) completeClosed(gen uint64, failure bool) bool {
 
 func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome) bool {
 	c.mu.Lock()
-	now := c.store.now()
+	m, now := c.store.mono(), c.store.now()
 	live := false
-	err := c.update(now, func(r *record, _ bool) bool {
+	err := c.update(m, now, func(r *record, _ bool) bool {
 		if r.State != stateHalfOpen || r.Generation != info.Generation {
 			return false
 		}
@@ -423,12 +428,12 @@ func (c *Circuit) breakFor(failedProbes int) int64 {
 // the file cannot be read it returns the last view it had (a closed circuit of
 // generation 0 if none), and Acquire reports the error.
 func (c *Circuit) Snapshot() breaker.Snapshot {
-	now := c.store.now()
+	m, now := c.store.mono(), c.store.now()
 	v := c.view.Load()
-	if v == nil || !c.fresh(v, now) {
+	if v == nil || !c.fresh(v, m) {
 		c.mu.Lock()
 		if r, err := c.read(); err == nil && r != nil {
-			v = c.setView(r, now, 0, nil)
+			v = c.setView(r, m, now, nil)
 		}
 		c.mu.Unlock()
 	}
