@@ -29,7 +29,8 @@
 // the staleness bound (WithMaxStaleness, default 250ms), a closed circuit admits calls
 // and an open one rejects them with no file access; a Success on a circuit with no
 // failures writes nothing. Failures, transitions and probe outcomes are written under
-// the lock. So another process's failures reach this one within the staleness bound.
+// the lock. So another process's failures reach this one within the staleness bound,
+// which is measured on the monotonic clock.
 //
 // Limits: failures are counted consecutively (window mode is refused); MaxInFlight
 // bounds the calls of each process, not of the host; there are no operator overrides;

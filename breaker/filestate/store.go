@@ -80,7 +80,8 @@ func WithErrorHandler(f func(error)) Option {
 
 // Store keeps the circuits of one root directory, shared by the cooperating processes
 // of one host that open the same root. It is safe for concurrent use and holds no open
-// files or goroutines between calls, so it needs no Close.
+// files or goroutines between calls, so it needs no Close. The zero Store is not
+// usable; call Open.
 type Store struct {
 	root      string
 	clock     breaker.Clock // nil: the wall clock
