@@ -1,0 +1,176 @@
+package filestate_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/filestate"
+)
+
+func TestCorruptRecordsFailClosedUntilCleared(t *testing.T) {
+	const id = "kafka:orders"
+	e := newEnv(t)
+	call(t, e.circuit(id, policy), breaker.Failure)
+	valid, err := os.ReadFile(e.statePath(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replace := func(old, new string) []byte {
+		if !strings.Contains(string(valid), old) {
+			t.Fatalf("record %s lacks %s", valid, old)
+		}
+		return []byte(strings.Replace(string(valid), old, new, 1))
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"empty", nil},
+		{"truncated", valid[:len(valid)/2]},
+		{"garbage", []byte("\x00\xffnot json at all")},
+		{"unknown field", replace(`"version":1`, `"version":1,"owner":"someone"`)},
+		{"wrong version", replace(`"version":1`, `"version":2`)},
+		{"missing version", replace(`"version":1,`, ``)},
+		{"another circuit's record", replace(`"identity":"kafka:orders"`, `"identity":"kafka:payments"`)},
+		{"bad fingerprint", replace(`"fingerprint":"`, `"fingerprint":"zz`)},
+		{"unknown state", replace(`"state":"closed"`, `"state":"ajar"`)},
+		{"negative failures", replace(`"failures":1`, `"failures":-1`)},
+		{"failures over the threshold while closed", replace(`"failures":1`, `"failures":3`)},
+		{"open without a deadline", replace(`"state":"closed"`, `"state":"open"`)},
+		{"a second record", append(append([]byte{}, valid...), valid...)},
+		{"a string for a number", replace(`"failures":1`, `"failures":"1"`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(e.statePath(id), tc.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s := e.store()
+			c, err := s.Circuit(id, policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = unavailable(t, c, filestate.ErrCorrupt)
+			var se *filestate.StateError
+			if !errors.As(err, &se) || se.Path != e.statePath(id) || se.Identity != id {
+				t.Fatalf("error %v does not name the file %s and the circuit", err, e.statePath(id))
+			}
+			if !strings.Contains(err.Error(), se.Path) || !strings.Contains(err.Error(), id) {
+				t.Fatalf("message %q does not name the file and the circuit", err)
+			}
+			if err := s.Clear(id); err != nil {
+				t.Fatalf("Clear: %v", err)
+			}
+			call(t, c, breaker.Failure)
+			if snap := wantState(t, c, breaker.Closed); snap.Failures != 1 {
+				t.Fatalf("after Clear: %+v, want a fresh circuit with the new failure", snap)
+			}
+		})
+	}
+}
+
+func TestRootIsCreatedPrivateAndFilesAre0600(t *testing.T) {
+	e := newEnv(t)
+	e.root = filepath.Join(e.root, "nested")
+	call(t, e.circuit("kafka:orders", policy), breaker.Failure)
+	for _, p := range []string{e.root, filepath.Dir(e.root)} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm != 0o700 {
+			t.Errorf("%s has mode %04o, want 0700", p, perm)
+		}
+	}
+	entries, err := os.ReadDir(e.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range entries {
+		names = append(names, de.Name())
+		fi, err := de.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm != 0o600 || !fi.Mode().IsRegular() {
+			t.Errorf("%s has mode %v, want a regular file of mode 0600", de.Name(), fi.Mode())
+		}
+	}
+	state, lock := filepath.Base(e.statePath("kafka:orders")), strings.TrimSuffix(filepath.Base(e.statePath("kafka:orders")), ".json")+".lock"
+	if len(names) != 2 || names[0] != state || names[1] != lock {
+		t.Fatalf("root holds %v, want exactly the state and lock files %s, %s", names, state, lock)
+	}
+}
+
+func TestRootAccessibleToOthersIsRefused(t *testing.T) {
+	for _, mode := range []os.FileMode{0o755, 0o770, 0o701} {
+		root := filepath.Join(t.TempDir(), "circuits")
+		if err := os.Mkdir(root, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(root, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := filestate.Open(root); !errors.Is(err, filestate.ErrNotPrivate) {
+			t.Errorf("Open of a %04o root: %v, want ErrNotPrivate", mode, err)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := filestate.Open(file); err == nil {
+		t.Error("Open of a regular file succeeded")
+	}
+	if _, err := filestate.Open(""); err == nil {
+		t.Error("Open of an empty root succeeded")
+	}
+}
+
+func TestStateFilesThatAreNotPrivateAreRefused(t *testing.T) {
+	const id = "kafka:orders"
+	t.Run("readable by others", func(t *testing.T) {
+		e := newEnv(t)
+		call(t, e.circuit(id, policy), breaker.Success)
+		if err := os.Chmod(e.statePath(id), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		unavailable(t, e.circuit(id, policy), filestate.ErrNotPrivate)
+	})
+	t.Run("lock file writable by others", func(t *testing.T) {
+		e := newEnv(t)
+		c := e.circuit(id, policy)
+		call(t, c, breaker.Success)
+		if err := os.Chmod(strings.TrimSuffix(e.statePath(id), ".json")+".lock", 0o666); err != nil {
+			t.Fatal(err)
+		}
+		// Admission reads without the lock; the first write needs it.
+		if acquire(t, c).Complete(breaker.Failure) {
+			t.Fatal("a failure was recorded through a lock file others can write")
+		}
+	})
+	t.Run("symbolic link", func(t *testing.T) {
+		e := newEnv(t)
+		call(t, e.circuit(id, policy), breaker.Success)
+		elsewhere := filepath.Join(t.TempDir(), "record.json")
+		if err := os.Rename(e.statePath(id), elsewhere); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(elsewhere, e.statePath(id)); err != nil {
+			t.Fatal(err)
+		}
+		unavailable(t, e.circuit(id, policy))
+	})
+	t.Run("directory in its place", func(t *testing.T) {
+		e := newEnv(t)
+		c := e.circuit(id, policy)
+		if err := os.Mkdir(e.statePath(id), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		unavailable(t, c, filestate.ErrNotPrivate)
+	})
+}

@@ -1,0 +1,412 @@
+package filestate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// DefaultMaxStaleness is how old a process-local snapshot of a closed or open circuit
+// may be and still decide an Acquire, unless WithMaxStaleness says otherwise.
+const DefaultMaxStaleness = 250 * time.Millisecond
+
+// MaxIdentityLen is the longest identity, in bytes.
+const MaxIdentityLen = 128
+
+// Option configures a Store.
+type Option func(*Store) error
+
+// WithClock makes the store's circuits read the time from c (tests use a fake clock).
+// The time is written to the state files, so every process sharing a root must use
+// the same clock; the default is the wall clock.
+func WithClock(c breaker.Clock) Option {
+	return func(s *Store) error {
+		if c == nil {
+			return errors.New("filestate: WithClock(nil)")
+		}
+		s.clock = c
+		return nil
+	}
+}
+
+// WithMaxStaleness sets how old a process-local snapshot may be and still admit a
+// call to a closed circuit (or reject one for an open circuit) without reading the
+// state file. 0 reads the file on every Acquire. The default is DefaultMaxStaleness.
+func WithMaxStaleness(d time.Duration) Option {
+	return func(s *Store) error {
+		if d < 0 {
+			return fmt.Errorf("filestate: WithMaxStaleness(%v): must not be negative", d)
+		}
+		s.staleness = int64(d)
+		return nil
+	}
+}
+
+// WithRandom sets the source of jitter: f returns a number in [0, 1) and must be safe
+// for concurrent use. The default is math/rand/v2.Float64.
+func WithRandom(f func() float64) Option {
+	return func(s *Store) error {
+		if f == nil {
+			return errors.New("filestate: WithRandom(nil)")
+		}
+		s.random = f
+		return nil
+	}
+}
+
+// WithErrorHandler is told the errors that Permit.Complete cannot return: a failure or
+// transition that could not be written. It is called outside any lock. After such an
+// error the circuit forgets its snapshot, so the next Acquire reads the file again and
+// fails closed if it still cannot.
+func WithErrorHandler(f func(error)) Option {
+	return func(s *Store) error {
+		s.onError = f
+		return nil
+	}
+}
+
+// Store keeps the circuits of one root directory, shared by the cooperating processes
+// of one host that open the same root. It is safe for concurrent use and holds no open
+// files or goroutines between calls, so it needs no Close. The zero Store is not
+// usable; call Open.
+type Store struct {
+	root      string
+	clock     breaker.Clock // nil: the wall clock
+	epoch     time.Time     // origin of mono
+	staleness int64
+	random    func() float64
+	onError   func(error)
+
+	mu       sync.Mutex
+	circuits map[string]*Circuit // guarded by mu
+}
+
+// Open returns the store rooted at root, creating the directory (and missing parents)
+// with mode 0700. An existing root must be a directory owned by this process's
+// effective user and inaccessible to group and others; Open refuses any other root with
+// an error matching ErrNotPrivate rather than changing its permissions, because a
+// directory others can write lets them forge or delete circuit state.
+func Open(root string, opts ...Option) (*Store, error) {
+	if root == "" {
+		return nil, errors.New("filestate: empty root directory")
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("filestate: root %s: %w", root, err)
+	}
+	s := &Store{root: abs, staleness: int64(DefaultMaxStaleness), random: rand.Float64, circuits: map[string]*Circuit{}}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	if s.clock != nil {
+		s.epoch = s.clock.Now()
+	} else {
+		s.epoch = time.Now()
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("filestate: create root: %w", err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("filestate: root: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("filestate: root %s is not a directory: %w", abs, ErrNotPrivate)
+	}
+	if err := checkPrivate(fi); err != nil {
+		return nil, fmt.Errorf("filestate: root %s %v; want a directory of mode 0700 owned by uid %d: %w", abs, err, os.Geteuid(), ErrNotPrivate)
+	}
+	return s, nil
+}
+
+// Root returns the store's directory as an absolute path.
+func (s *Store) Root() string { return s.root }
+
+// checkPrivate says what is wrong when fi is owned by someone else or grants any
+// permission to group or others.
+func checkPrivate(fi fs.FileInfo) error {
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("has mode %04o, which grants access to group or others", perm)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("is owned by uid %d, not by this process (uid %d)", st.Uid, os.Geteuid())
+	}
+	return nil
+}
+
+// now reads the wall clock as Unix nanoseconds: the time written to the files.
+func (s *Store) now() int64 {
+	if s.clock == nil {
+		return time.Now().UnixNano()
+	}
+	return s.clock.Now().UnixNano()
+}
+
+// mono reads the time since the store opened, for the age of snapshots. With the
+// default clock it is the monotonic reading, which costs half a wall-clock read and
+// ignores clock steps.
+func (s *Store) mono() int64 {
+	if s.clock == nil {
+		return int64(time.Since(s.epoch))
+	}
+	return int64(s.clock.Now().Sub(s.epoch))
+}
+
+// Circuit returns the circuit named identity, governed by p. The same identity gets
+// the same *Circuit for the life of the store; asking for it with a different policy
+// fails with a *PolicyMismatchError.
+//
+// An identity starts with an ASCII letter and holds only ASCII letters, digits, '.',
+// '_', ':' and '-', at most MaxIdentityLen bytes; the state file is named by its
+// SHA-256, so the name itself never reaches the filesystem. Use a fixed name per
+// dependency, not one taken from a request.
+//
+// p must be valid, have Scope breaker.SingleHost, and count consecutive failures:
+// window mode (FailureWindow > 0) is refused, since its time buckets would make every
+// call a file write. MaxInFlight bounds the calls in flight in this process only.
+// Circuit reads no file: the first Acquire does.
+func (s *Store) Circuit(identity string, p breaker.Policy) (*Circuit, error) {
+	if err := validateIdentity(identity); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("filestate: circuit %s: %w", identity, err)
+	}
+	if p.Scope != breaker.SingleHost {
+		return nil, fmt.Errorf("filestate: circuit %s: %w", identity, &breaker.PolicyError{
+			Field: "Scope", Reason: "is " + p.Scope.String() + ", but a file store provides only " + breaker.SingleHost.String(),
+		})
+	}
+	if p.FailureWindow > 0 {
+		return nil, fmt.Errorf("filestate: circuit %s: %w", identity, &breaker.PolicyError{
+			Field: "FailureWindow", Reason: "is set, but a file store counts consecutive failures only; set it to 0",
+		})
+	}
+	fp := p.Fingerprint()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.circuits[identity]; ok {
+		if c.fingerprint != fp {
+			return nil, &PolicyMismatchError{Identity: identity, Stored: c.fingerprint, Policy: fp}
+		}
+		return c, nil
+	}
+	sum := sha256.Sum256([]byte(identity))
+	name := hex.EncodeToString(sum[:])
+	c := &Circuit{
+		store:       s,
+		identity:    identity,
+		policy:      p.Normalized(),
+		fingerprint: fp,
+		name:        name,
+		statePath:   filepath.Join(s.root, name+".json"),
+		lockPath:    filepath.Join(s.root, name+".lock"),
+	}
+	s.circuits[identity] = c
+	return c, nil
+}
+
+// Factory returns a registry factory that makes the store's circuit for each
+// destination, named by its "broker:name" form. Pass it to registry.WithCircuitFactory
+// with breaker.SingleHost. A destination whose form is not a valid identity fails with
+// an error matching ErrInvalidIdentity.
+func (s *Store) Factory() registry.Factory {
+	return func(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
+		c, err := s.Circuit(d.String(), p)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+// Clear removes the state of the circuit named identity, corrupt or not, under its
+// lock: the next Acquire in any process starts a closed circuit with no failures and
+// a new generation. Use it to recover from a corrupt record or to change a circuit's
+// policy on purpose; drain the calls in flight first, since their outcomes are
+// otherwise lost. A circuit this store has handed out forgets its snapshot at once;
+// other processes notice within their staleness bound.
+func (s *Store) Clear(identity string) error {
+	if err := validateIdentity(identity); err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(identity))
+	name := hex.EncodeToString(sum[:])
+	statePath := filepath.Join(s.root, name+".json")
+	s.mu.Lock()
+	c := s.circuits[identity]
+	s.mu.Unlock()
+	if c != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		defer c.view.Store(nil)
+	}
+	unlock, err := lockFile(identity, filepath.Join(s.root, name+".lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := os.Remove(statePath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return &StateError{Identity: identity, Path: statePath, Op: "remove", Err: err}
+	}
+	if err := syncDir(s.root); err != nil {
+		return &StateError{Identity: identity, Path: s.root, Op: "remove", Err: err}
+	}
+	return nil
+}
+
+// validateIdentity enforces the naming rule of Store.Circuit.
+func validateIdentity(id string) error {
+	bad := func(reason string) error {
+		shown := id
+		if len(shown) > MaxIdentityLen {
+			shown = shown[:MaxIdentityLen] + "..."
+		}
+		return fmt.Errorf("%w %q: %s", ErrInvalidIdentity, shown, reason)
+	}
+	switch {
+	case id == "":
+		return bad("empty")
+	case len(id) > MaxIdentityLen:
+		return bad(fmt.Sprintf("%d bytes, more than %d", len(id), MaxIdentityLen))
+	case !isLetter(id[0]):
+		return bad("must start with an ASCII letter")
+	}
+	for i := range len(id) {
+		c := id[i]
+		if !isLetter(c) && (c < '0' || c > '9') && c != '.' && c != '_' && c != ':' && c != '-' {
+			return bad(fmt.Sprintf("byte %d (%q) is not a letter, digit, '.', '_', ':' or '-'", i, c))
+		}
+	}
+	return nil
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// lockFile takes an exclusive flock on path, creating the file with mode 0600, and
+// returns the function that releases it. The lock file is never removed: removing it
+// while others wait on it would let two processes lock two different files. The
+// kernel releases the lock when its holder dies, so a crash leaves nothing locked.
+func lockFile(identity, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, &StateError{Identity: identity, Path: path, Op: "open", Err: err}
+	}
+	if err := checkRegular(f); err != nil {
+		f.Close()
+		return nil, &StateError{Identity: identity, Path: path, Op: "open", Err: err}
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, &StateError{Identity: identity, Path: path, Op: "lock", Err: err}
+	}
+	// Closing the only descriptor of the open file releases the lock.
+	return func() { f.Close() }, nil
+}
+
+// checkRegular refuses a file that is not a private regular file.
+func checkRegular(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: not a regular file (%v)", ErrNotPrivate, fi.Mode().Type())
+	}
+	if err := checkPrivate(fi); err != nil {
+		return fmt.Errorf("%w: %v", ErrNotPrivate, err)
+	}
+	return nil
+}
+
+// readState reads and decodes the record at path. It needs no lock: a record is only
+// ever replaced whole, by rename. A missing file is (nil, nil).
+func readState(identity, path string) (*record, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &StateError{Identity: identity, Path: path, Op: "open", Err: err}
+	}
+	defer f.Close()
+	if err := checkRegular(f); err != nil {
+		return nil, &StateError{Identity: identity, Path: path, Op: "open", Err: err}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
+	if err != nil {
+		return nil, &StateError{Identity: identity, Path: path, Op: "read", Err: err}
+	}
+	r, err := decodeRecord(data)
+	if err != nil {
+		return nil, &StateError{Identity: identity, Path: path, Op: "read", Err: err}
+	}
+	if r.Identity != identity {
+		return nil, &StateError{Identity: identity, Path: path, Op: "read", Err: corrupt("the record belongs to circuit %q", r.Identity)}
+	}
+	return r, nil
+}
+
+// writeState replaces the record at path: a private temporary file in the same
+// directory is written and synced, renamed over the old record, and the directory
+// synced so the rename survives a power loss. Requires the circuit's file lock held.
+func writeState(identity, dir, name, path string, r *record) error {
+	fail := func(p string, err error) error {
+		return &StateError{Identity: identity, Path: p, Op: "write", Err: err}
+	}
+	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*") // mode 0600
+	if err != nil {
+		return fail(dir, err)
+	}
+	_, err = tmp.Write(r.encode())
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fail(tmp.Name(), err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fail(dir, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
