@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -92,6 +93,12 @@ func (s *tableStore) resetFailures(ctx context.Context, id, fingerprint string, 
 // update applies expr to the closed item of id in generation gen (plus the extra
 // condition) and decodes the item written.
 func (s *tableStore) update(ctx context.Context, id, fingerprint string, gen uint64, expr, cond string) (item, error) {
+	values := map[string]types.AttributeValue{
+		":one": num(1), ":gen": unum(gen), ":closed": str("closed"), ":fp": str(fingerprint),
+	}
+	if strings.Contains(expr+cond, ":zero") { // DynamoDB refuses values the expressions do not use
+		values[":zero"] = num(0)
+	}
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        aws.String(s.table),
 		Key:              key(id),
@@ -102,11 +109,8 @@ func (s *tableStore) update(ctx context.Context, id, fingerprint string, gen uin
 			"#k": attrID, "#f": attrFailures, "#v": attrVersion, "#g": attrGeneration,
 			"#s": attrState, "#fp": attrFingerprint,
 		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":one": num(1), ":zero": num(0), ":gen": unum(gen),
-			":closed": str("closed"), ":fp": str(fingerprint),
-		},
-		ReturnValues: types.ReturnValueAllNew,
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if err != nil {
 		return item{}, conflict(err)
