@@ -6,8 +6,10 @@ import (
 	"context"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,14 +96,19 @@ func newClient(endpoint string) (*dynamodb.Client, *calls) {
 	return client, counter
 }
 
-var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+var (
+	unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+	tables     atomic.Int64
+)
 
 // tableFor creates a table for the test on client and returns its name.
 func tableFor(t testing.TB, client *dynamodb.Client) string {
 	t.Helper()
-	table := "circuits-" + strings.Trim(unsafeName.ReplaceAllString(t.Name(), "-"), "-")
-	if len(table) > 200 {
-		table = table[:200]
+	// A fresh table per call, so -count=N and DYNAMODB_ENDPOINT reuse start clean.
+	table := "circuits-" + strconv.FormatInt(tables.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) +
+		"-" + strings.Trim(unsafeName.ReplaceAllString(t.Name(), "-"), "-")
+	if len(table) > 255 {
+		table = table[:255]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
