@@ -563,24 +563,24 @@ func (c *Circuit) install(v *view, authoritative bool) *view {
 // nothing and return false. Each request is bounded by the IO timeout.
 func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) bool {
 	c.release()
-	now := c.now()
 	if info.Probe {
-		return c.completeProbe(info, o, now)
+		return c.completeProbe(info, o, c.now())
 	}
 	v := c.view.Load()
 	if v == nil || v.it.state != breaker.Closed || v.it.gen != info.Generation {
 		return false
 	}
 	if o == breaker.Success && c.policy.SlowCallDuration > 0 &&
-		now.Sub(time.Unix(0, int64(info.Lease))) > c.policy.SlowCallDuration {
+		c.now().Sub(time.Unix(0, int64(info.Lease))) > c.policy.SlowCallDuration {
 		o = breaker.Failure
 	}
 	if !c.counting || o != breaker.Success && o != breaker.Failure {
 		return true
 	}
 	if o == breaker.Success && v.it.failures == 0 {
-		return true // healthy traffic writes nothing
+		return true // healthy traffic reads no clock and writes nothing
 	}
+	now := c.now()
 	if c.backingOff(now) {
 		return false
 	}
