@@ -1,0 +1,74 @@
+// Package dynamo provides circuits of scope SharedDependency: one circuit shared by
+// every replica of a fleet through one item of a DynamoDB table in one region.
+//
+// A replica creates its circuit with New (or, for a registry, Factory) from a
+// *dynamodb.Client, a table made by CreateTable, an explicit identity and a
+// breaker.Policy with Scope SharedDependency. Replicas that use the same table and
+// identity share one state machine; they must use the same policy, which is checked
+// through the fingerprint stored in the item. The local breaker refuses
+// SharedDependency, and this backend refuses every other scope.
+//
+// # Admission
+//
+// Each replica keeps a process-local snapshot of the item. While it shows a closed
+// circuit and is younger than MaxStateStaleness, Acquire admits without any I/O; once
+// it is three quarters stale, one caller reads the item again while the others keep
+// using the snapshot. An OPEN written by one replica therefore reaches the others
+// within MaxStateStaleness, and a healthy replica reads the item about once per
+// 0.75 × MaxStateStaleness whatever its traffic. An open snapshot rejects without I/O
+// until its deadline, which no replica can cut short. Half-open decisions and probe
+// results read and write the item.
+//
+// When the table cannot be reached, a closed snapshot keeps serving until it is
+// stale; after that Acquire fails with an *UnavailableError (errors.Is
+// breaker.ErrUnavailable). There is no fall back to local protection. A failed attempt
+// to reach the table is not repeated within BackendRetryDelay: calls that need the
+// table in between are refused at once, and outcomes that would be written are
+// dropped (Complete returns false).
+//
+// # Evidence and transitions
+//
+// Only consecutive counting is supported (Policy.FailureWindow must be 0). A Failure
+// adds one to the shared count with one conditional UpdateItem (guarded by the
+// generation), so the threshold counts the whole fleet's failures; the update that
+// reaches the threshold is followed by a conditional write of OPEN. A Success resets
+// the count only when this replica's snapshot shows failures, so healthy traffic
+// writes nothing. Every other change (open, half-open, probe lease, probe result,
+// close) is a PutItem of the whole item conditional on its version; a write that loses
+// reads the item and decides again. No multi-item transaction is used.
+//
+// After the open deadline the first replica to write HALF-OPEN holds the first probe
+// lease. At most HalfOpenMaxProbes unexpired leases exist across all replicas; a
+// rejected caller's NotBefore is the later of now+HalfOpenRetryDelay and the earliest
+// lease expiry. A lease that expires (its holder died or hung) may be taken over by
+// any replica. The result of a probe whose lease expired, or of a permit of an older
+// generation, changes nothing and Complete returns false.
+//
+// MaxInFlight is counted per process, not across the fleet. SlowCallDuration is
+// supported. Deadlines are written from each replica's clock, so replicas need
+// clocks that agree to well within BreakDuration and ProbeLease.
+//
+// # Item layout
+//
+// The table's partition key is the string attribute "id". One item per identity:
+//
+//	id             S   the circuit's identity (the key)
+//	ver            N   version, advanced by every write; conditional writes compare it
+//	fp             S   breaker.Policy.Fingerprint of the policy that wrote the item
+//	state          S   "closed", "open" or "half-open"
+//	gen            N   generation, advanced by every transition (starts at 1)
+//	failures       N   closed: the shared consecutive-failure count; otherwise frozen
+//	open_until     N   open: the deadline, Unix nanoseconds (0 otherwise)
+//	failed_probes  N   consecutive failed probes since the circuit last closed
+//	successes      N   half-open: probe successes in this generation
+//	leases         L   half-open: probe leases, each a map of
+//	                     lease    N  the lease id (random, non-zero, unique in the item)
+//	                     owner    S  the replica that took it (WithOwner)
+//	                     expires  N  Unix nanoseconds after which it may be taken over
+//
+// Decoding is strict: a missing attribute, a wrong type, an unknown state or a value
+// out of range gives an *ItemError naming the identity and the attribute, and the
+// circuit refuses calls (fails closed) with an *UnavailableError until the item is
+// repaired or deleted. Attributes not listed are ignored, so an operator may add, for
+// example, a TTL attribute. Deleting the item resets the circuit to closed.
+package dynamo

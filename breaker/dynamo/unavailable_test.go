@@ -1,0 +1,194 @@
+package dynamo
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/brokerguard/brokerguard/breaker"
+)
+
+func TestUnreachableTableServesAFreshClosedSnapshotThenRefuses(t *testing.T) {
+	f := newFleet(t, 1, sharedPolicy())
+	c := f.r[0]
+	mustAcquire(t, c).Complete(breaker.Success)
+	f.st.setDown(errDown)
+	loads := func() int { return f.st.count("load") }
+	base := loads()
+
+	f.clk.Advance(800 * time.Millisecond) // the refresh fails; the snapshot is still fresh
+	mustAcquire(t, c).Complete(breaker.Success)
+	if got := loads() - base; got != 1 {
+		t.Fatalf("%d loads; want 1 refresh attempt", got)
+	}
+	f.clk.Advance(199 * time.Millisecond)
+	for range 10 {
+		mustAcquire(t, c).Complete(breaker.Success)
+	}
+	if got := loads() - base; got != 1 {
+		t.Fatalf("%d loads within BackendRetryDelay; want still 1", got)
+	}
+	f.clk.Advance(time.Millisecond) // stale: refused, and no new attempt before the delay
+	for range 10 {
+		ue := mustUnavailable(t, c)
+		if !errors.Is(ue, errDown) {
+			t.Fatalf("UnavailableError cause = %v; want the table's error", ue.Err)
+		}
+	}
+	if got := loads() - base; got != 1 {
+		t.Fatalf("%d loads; want still 1 within BackendRetryDelay", got)
+	}
+	// After BackendRetryDelay the next call that needs the table tries again.
+	f.clk.Advance(800 * time.Millisecond)
+	mustUnavailable(t, c)
+	if got := loads() - base; got != 2 {
+		t.Fatalf("%d loads after BackendRetryDelay; want 2", got)
+	}
+	f.st.setDown(nil)
+	f.clk.Advance(time.Second)
+	mustAcquire(t, c).Complete(breaker.Success)
+	if s := c.Snapshot(); s.State != breaker.Closed {
+		t.Fatalf("after recovery Snapshot = %+v; want closed", s)
+	}
+}
+
+func TestOutcomesAreDroppedWhileTheTableIsUnreachable(t *testing.T) {
+	f := newFleet(t, 1, sharedPolicy())
+	c := f.r[0]
+	p1, p2 := mustAcquire(t, c), mustAcquire(t, c)
+	f.st.setDown(errDown)
+	if p1.Complete(breaker.Failure) {
+		t.Fatal("Complete(Failure) that could not be written = true; want false")
+	}
+	writes := f.st.count("addFailure")
+	if p2.Complete(breaker.Failure) {
+		t.Fatal("Complete(Failure) within BackendRetryDelay = true; want false")
+	}
+	if got := f.st.count("addFailure"); got != writes {
+		t.Fatalf("a write was attempted within BackendRetryDelay (%d, was %d)", got, writes)
+	}
+}
+
+func TestFingerprintMismatchIsRefused(t *testing.T) {
+	f := newFleet(t, 1, sharedPolicy())
+	mustAcquire(t, f.r[0]).Complete(breaker.Success)
+	other := sharedPolicy()
+	other.FailureThreshold = 5
+	c := f.replica(other)
+	ue := mustUnavailable(t, c)
+	var fe *FingerprintError
+	if !errors.Is(ue, ErrFingerprintMismatch) || !errors.As(ue, &fe) {
+		t.Fatalf("error = %v; want a *FingerprintError", ue)
+	}
+	stored, ours := sharedPolicy().Fingerprint(), other.Fingerprint()
+	if fe.Stored != stored || fe.Ours != ours || fe.Identity != testID {
+		t.Fatalf("FingerprintError = %+v; want stored %s, ours %s", fe, stored, ours)
+	}
+	if msg := ue.Error(); !strings.Contains(msg, stored) || !strings.Contains(msg, ours) || !strings.HasPrefix(msg, "dynamo: ") {
+		t.Fatalf("message %q does not name both fingerprints", msg)
+	}
+	if err := c.Refresh(t.Context()); !errors.Is(err, ErrFingerprintMismatch) {
+		t.Fatalf("Refresh = %v; want the mismatch", err)
+	}
+	if it := f.item(); it.fingerprint != stored {
+		t.Fatalf("the refused replica changed the item's fingerprint to %s", it.fingerprint)
+	}
+}
+
+func TestCorruptItemFailsClosed(t *testing.T) {
+	good := item{id: testID, version: 3, fingerprint: sharedPolicy().Fingerprint(), state: breaker.Closed, gen: 2}
+	tests := []struct {
+		name  string
+		edit  func(map[string]types.AttributeValue)
+		field string
+	}{
+		{"unknown state", func(m map[string]types.AttributeValue) { m[attrState] = str("ajar") }, attrState},
+		{"generation of the wrong type", func(m map[string]types.AttributeValue) { m[attrGeneration] = str("2") }, attrGeneration},
+		{"missing fingerprint", func(m map[string]types.AttributeValue) { delete(m, attrFingerprint) }, attrFingerprint},
+		{"negative failures", func(m map[string]types.AttributeValue) { m[attrFailures] = num(-1) }, attrFailures},
+		{"lease that is not a map", func(m map[string]types.AttributeValue) {
+			m[attrState] = str("half-open")
+			m[attrLeases] = &types.AttributeValueMemberL{Value: []types.AttributeValue{str("x")}}
+		}, "leases[0]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleet(t, 1, sharedPolicy())
+			attrs := good.encode()
+			tt.edit(attrs)
+			f.st.raw(testID, attrs)
+			ue := mustUnavailable(t, f.r[0])
+			var ie *ItemError
+			if !errors.Is(ue, ErrCorruptItem) || !errors.As(ue, &ie) {
+				t.Fatalf("error = %v; want an *ItemError", ue)
+			}
+			if ie.Field != tt.field || ie.Identity != testID {
+				t.Fatalf("ItemError names %q of %q; want %q of %q", ie.Field, ie.Identity, tt.field, testID)
+			}
+			// Repairing the item (here: deleting it) brings the circuit back.
+			f.st.raw(testID, nil)
+			f.clk.Advance(time.Second)
+			mustAcquire(t, f.r[0]).Complete(breaker.Success)
+		})
+	}
+}
+
+func TestNewRefusesWhatItCannotProvide(t *testing.T) {
+	withScope := func(s breaker.Scope) breaker.Policy { p := sharedPolicy(); p.Scope = s; return p }
+	window := sharedPolicy()
+	window.FailureWindow = time.Minute
+	invalid := sharedPolicy()
+	invalid.BreakDuration = 0
+	tests := []struct {
+		name  string
+		p     breaker.Policy
+		field string
+	}{
+		{"local process", withScope(breaker.LocalProcess), "Scope"},
+		{"single host", withScope(breaker.SingleHost), "Scope"},
+		{"window mode", window, "FailureWindow"},
+		{"invalid policy", invalid, "BreakDuration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := newCircuit(newMemStore(), testTable, testID, tt.p)
+			var pe *breaker.PolicyError
+			if !errors.Is(err, breaker.ErrInvalidPolicy) || !errors.As(err, &pe) || pe.Field != tt.field {
+				t.Fatalf("newCircuit = %v; want a *breaker.PolicyError for %s", err, tt.field)
+			}
+			if !strings.HasPrefix(err.Error(), "dynamo: ") {
+				t.Fatalf("error %q does not start with the package name", err)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		name, identity string
+		opts           []Option
+	}{
+		{"zero staleness", testID, []Option{WithMaxStateStaleness(0)}},
+		{"negative retry delay", testID, []Option{WithBackendRetryDelay(-time.Second)}},
+		{"zero I/O timeout", testID, []Option{WithIOTimeout(0)}},
+		{"nil clock", testID, []Option{WithClock(nil)}},
+		{"empty identity", "", nil},
+	} {
+		if _, err := newCircuit(newMemStore(), testTable, tt.identity, sharedPolicy(), tt.opts...); err == nil {
+			t.Errorf("%s: newCircuit succeeded; want an error", tt.name)
+		}
+	}
+	if _, err := New(nil, testTable, testID, sharedPolicy()); err == nil {
+		t.Error("New(nil client) succeeded; want an error")
+	}
+}
+
+func TestDeletedItemStartsClosedAgain(t *testing.T) {
+	f := newFleet(t, 1, sharedPolicy())
+	f.open()
+	f.st.raw(testID, nil)
+	f.clk.Set(t0.Add(time.Minute))
+	mustAcquire(t, f.r[0]).Complete(breaker.Success)
+	if it := f.item(); it.state != breaker.Closed || it.gen != 1 {
+		t.Fatalf("item = %+v; want a new closed item", it)
+	}
+}
