@@ -271,7 +271,7 @@ func (b *Breaker) acquireProbe(ph *phase, now int64) (Permit, error) {
 			earliest = min(earliest, pr.expires)
 		}
 		notBefore := max(now+int64(b.policy.HalfOpenRetryDelay), earliest)
-		return Permit{}, newOpenError(b.identity, b.policy.Scope, b.timeAt(notBefore))
+		return Permit{}, NewOpenError(b.identity, b.policy.Scope, b.timeAt(notBefore))
 	}
 	p, err := b.admit(ph, now, flagProbe)
 	if err == nil {
@@ -425,22 +425,10 @@ func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome) {
 	}
 }
 
-// breakFor returns how long to stay open after failedProbes consecutive failed
-// probes: BreakDuration doubled per failed probe up to MaxBreakDuration, spread by
-// Jitter. Requires b.mu held (the random source need not be safe for concurrent use).
+// breakFor is Policy.BreakAfter in nanoseconds. Requires b.mu held (the random
+// source need not be safe for concurrent use).
 func (b *Breaker) breakFor(failedProbes int) int64 {
-	d := int64(b.policy.BreakDuration)
-	for range failedProbes {
-		if d >= int64(b.policy.MaxBreakDuration)/2 {
-			d = int64(b.policy.MaxBreakDuration)
-			break
-		}
-		d *= 2
-	}
-	if j := b.policy.Jitter; j > 0 {
-		d += int64(float64(d) * j * (2*b.random() - 1))
-	}
-	return max(d, 1)
+	return int64(b.policy.BreakAfter(failedProbes, b.random))
 }
 
 // enter makes to the live phase and queues the transition for the observers.
@@ -468,7 +456,7 @@ func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *p
 func (b *Breaker) openPhase(from *phase, now, deadline int64, o Override) *phase {
 	return &phase{
 		b: b, gen: from.gen + 1, state: Open, override: o, deadline: deadline,
-		reject: newOpenError(b.identity, b.policy.Scope, b.timeAt(deadline)),
+		reject: NewOpenError(b.identity, b.policy.Scope, b.timeAt(deadline)),
 		frozen: b.evidence(from, now),
 	}
 }

@@ -31,7 +31,10 @@ type OpenError struct {
 	msg string // built once per open generation so a rejection allocates nothing
 }
 
-func newOpenError(identity string, scope Scope, notBefore time.Time) *OpenError {
+// NewOpenError returns the rejection of a circuit named identity until notBefore, with
+// its message built once. Backends build one per open generation and return it to
+// every rejected caller, so that a rejection allocates nothing.
+func NewOpenError(identity string, scope Scope, notBefore time.Time) *OpenError {
 	return &OpenError{
 		Identity:  identity,
 		Scope:     scope,
@@ -43,7 +46,7 @@ func newOpenError(identity string, scope Scope, notBefore time.Time) *OpenError 
 // Error reports the circuit and when to come back.
 func (e *OpenError) Error() string {
 	if e.msg == "" {
-		return newOpenError(e.Identity, e.Scope, e.NotBefore).msg
+		return NewOpenError(e.Identity, e.Scope, e.NotBefore).msg
 	}
 	return e.msg
 }

@@ -151,6 +151,26 @@ func (p Policy) Normalized() Policy {
 	return p
 }
 
+// BreakAfter returns how long a circuit stays open after failedProbes consecutive
+// failed probes (0 when it opens from closed): BreakDuration doubled per failed probe
+// up to MaxBreakDuration, then spread by Jitter using random, a source of numbers in
+// [0, 1) called only when Jitter is set. Backends that keep state elsewhere use it so
+// that every scope opens for the same time.
+func (p Policy) BreakAfter(failedProbes int, random func() float64) time.Duration {
+	d, limit := int64(p.BreakDuration), int64(max(p.MaxBreakDuration, p.BreakDuration))
+	for range failedProbes {
+		if d >= limit/2 {
+			d = limit
+			break
+		}
+		d *= 2
+	}
+	if p.Jitter > 0 {
+		d += int64(float64(d) * p.Jitter * (2*random() - 1))
+	}
+	return time.Duration(max(d, 1))
+}
+
 // Fingerprint returns a stable digest of every field that changes behaviour, after
 // normalization. Replicas sharing one circuit compare fingerprints so that they never
 // run one state machine under two policies.

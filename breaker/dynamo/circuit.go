@@ -156,6 +156,9 @@ func newCircuit(st store, table, identity string, p breaker.Policy, opts ...Opti
 	case p.FailureWindow > 0:
 		return nil, fmt.Errorf("dynamo: circuit %q: %w", identity, &breaker.PolicyError{
 			Field: "FailureWindow", Reason: "is set, but breaker/dynamo counts only consecutive failures; set it to 0"})
+	case p.Mode != breaker.Enforce:
+		return nil, fmt.Errorf("dynamo: circuit %q: %w", identity, &breaker.PolicyError{
+			Field: "Mode", Reason: "is " + p.Mode.String() + ", but breaker/dynamo only enforces; roll out with a local circuit first"})
 	case identity == "":
 		return nil, errors.New("dynamo: New: empty identity")
 	case table == "":
@@ -323,9 +326,7 @@ func (c *Circuit) decide(ctx context.Context, v *view, now time.Time) (p breaker
 				earliest = min(earliest, l.expires)
 			}
 			notBefore := max(now.Add(c.policy.HalfOpenRetryDelay).UnixNano(), earliest)
-			return breaker.Permit{}, &breaker.OpenError{
-				Identity: c.identity, Scope: breaker.SharedDependency, NotBefore: time.Unix(0, notBefore),
-			}, false
+			return breaker.Permit{}, breaker.NewOpenError(c.identity, breaker.SharedDependency, time.Unix(0, notBefore)), false
 		}
 		next := it
 		next.leases = live // expired leases are taken over

@@ -141,6 +141,8 @@ func TestNewRefusesWhatItCannotProvide(t *testing.T) {
 	window.FailureWindow = time.Minute
 	invalid := sharedPolicy()
 	invalid.BreakDuration = 0
+	shadow := sharedPolicy()
+	shadow.Mode = breaker.Shadow
 	tests := []struct {
 		name  string
 		p     breaker.Policy
@@ -149,6 +151,7 @@ func TestNewRefusesWhatItCannotProvide(t *testing.T) {
 		{"local process", withScope(breaker.LocalProcess), "Scope"},
 		{"single host", withScope(breaker.SingleHost), "Scope"},
 		{"window mode", window, "FailureWindow"},
+		{"shadow mode", shadow, "Mode"},
 		{"invalid policy", invalid, "BreakDuration"},
 	}
 	for _, tt := range tests {

@@ -200,7 +200,7 @@ func (c *Circuit) acquireSlow() (breaker.Permit, error) {
 }
 
 func (c *Circuit) openError(notBefore int64) *breaker.OpenError {
-	return &breaker.OpenError{Identity: c.identity, Scope: breaker.SingleHost, NotBefore: time.Unix(0, notBefore)}
+	return breaker.NewOpenError(c.identity, breaker.SingleHost, time.Unix(0, notBefore))
 }
 
 // setView stores the view of r read or written at m (mono) and now (wall). A given
@@ -406,21 +406,9 @@ func (c *Circuit) settled(live bool, err error) bool {
 	return live
 }
 
-// breakFor returns how long to stay open after failedProbes consecutive failed probes:
-// BreakDuration doubled per failed probe up to MaxBreakDuration, spread by Jitter.
+// breakFor is Policy.BreakAfter in nanoseconds.
 func (c *Circuit) breakFor(failedProbes int) int64 {
-	d, limit := int64(c.policy.BreakDuration), int64(c.policy.MaxBreakDuration)
-	for range failedProbes {
-		if d >= limit/2 {
-			d = limit
-			break
-		}
-		d *= 2
-	}
-	if j := c.policy.Jitter; j > 0 {
-		d += int64(float64(d) * j * (2*c.store.random() - 1))
-	}
-	return max(d, 1)
+	return int64(c.policy.BreakAfter(failedProbes, c.store.random))
 }
 
 // Snapshot returns the circuit as this process last saw it, reading the state file

@@ -488,6 +488,7 @@ func TestScopesAndModesRefused(t *testing.T) {
 		{"shared scope", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, Scope: breaker.SharedDependency}, "Scope"},
 		{"window mode", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, FailureWindow: time.Minute, Scope: breaker.SingleHost}, "FailureWindow"},
 		{"invalid", breaker.Policy{FailureThreshold: 1, Scope: breaker.SingleHost}, "BreakDuration"},
+		{"fail-open mode", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, Scope: breaker.SingleHost, Mode: breaker.FailOpen}, "Mode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.Circuit("kafka:orders", tc.p)

@@ -197,6 +197,11 @@ func (s *Store) Circuit(identity string, p breaker.Policy) (*Circuit, error) {
 			Field: "FailureWindow", Reason: "is set, but a file store counts consecutive failures only; set it to 0",
 		})
 	}
+	if p.Mode != breaker.Enforce {
+		return nil, fmt.Errorf("filestate: circuit %s: %w", identity, &breaker.PolicyError{
+			Field: "Mode", Reason: "is " + p.Mode.String() + ", but a file store only enforces; roll out with a local circuit first",
+		})
+	}
 	fp := p.Fingerprint()
 	s.mu.Lock()
 	defer s.mu.Unlock()
