@@ -5,6 +5,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -40,7 +41,8 @@ var (
 // *transport.BatchError.
 type kafkaPublisher struct{ w *kafka.Writer }
 
-func newKafkaPublisher(t testing.TB, brokers []string) *kafkaPublisher {
+// newKafkaPublisher returns a publisher the caller closes.
+func newKafkaPublisher(brokers []string) *kafkaPublisher {
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
 		Balancer:     &kafka.Hash{},
@@ -51,9 +53,10 @@ func newKafkaPublisher(t testing.TB, brokers []string) *kafkaPublisher {
 		WriteTimeout: 10 * time.Second,
 		ReadTimeout:  10 * time.Second,
 	}
-	t.Cleanup(func() { _ = w.Close() })
 	return &kafkaPublisher{w: w}
 }
+
+func (p *kafkaPublisher) Close() error { return p.w.Close() }
 
 func (p *kafkaPublisher) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
 	km := make([]kafka.Message, len(msgs))
@@ -104,6 +107,13 @@ func (c *countingPublisher) Publish(ctx context.Context, d transport.Destination
 		c.ids[rowID(m.Headers)]++
 	}
 	return nil
+}
+
+// published returns how many times each row id was published.
+func (c *countingPublisher) published() map[int64]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.ids)
 }
 
 func (c *countingPublisher) callsTo(d transport.Destination) int {
@@ -174,19 +184,24 @@ func newEnv(t testing.TB, clock breaker.Clock) *env {
 
 func newPool(t testing.TB, dsn string, tracer pgx.QueryTracer) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tracer != nil {
-		cfg.ConnConfig.Tracer = tracer
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := openPool(dsn, tracer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// openPool opens a pool on dsn whose statements go to tracer, if any.
+func openPool(dsn string, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if tracer != nil {
+		cfg.ConnConfig.Tracer = tracer
+	}
+	return pgxpool.NewWithConfig(context.Background(), cfg)
 }
 
 // enqueue commits n rows for d in one transaction and returns their ids.
@@ -232,7 +247,9 @@ func (e *env) guarded(t testing.TB, p breaker.Policy, brokers []string) (*regist
 	if err != nil {
 		t.Fatal(err)
 	}
-	counted := newCounting(newKafkaPublisher(t, brokers))
+	kp := newKafkaPublisher(brokers)
+	t.Cleanup(func() { _ = kp.Close() })
+	counted := newCounting(kp)
 	return reg, counted, reg.Guard(counted, nil)
 }
 
