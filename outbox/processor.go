@@ -308,7 +308,7 @@ func (p *Processor) ProcessPending(ctx context.Context) (Report, error) {
 			return rep, ErrLeaseExpired
 		}
 		c, err := p.dispatch(ctx, g.dest, g.recs)
-		if c != (Counts{}) {
+		if c != (Counts{}) || err == nil {
 			cur := rep.ByDestination[g.dest]
 			cur.add(c)
 			rep.ByDestination[g.dest] = cur

@@ -47,7 +47,7 @@ func newKafkaPublisher(brokers []string) *kafkaPublisher {
 		Addr:         kafka.TCP(brokers...),
 		Balancer:     &kafka.Hash{},
 		BatchSize:    1000,
-		BatchTimeout: time.Millisecond,
+		BatchTimeout: 100 * time.Microsecond, // WriteMessages hands a partition its messages at once
 		RequiredAcks: kafka.RequireAll,
 		MaxAttempts:  1,
 		WriteTimeout: 10 * time.Second,
