@@ -13,7 +13,8 @@
 // (lease_owner, lease_until), so any number of them can share the table; a crashed
 // dispatcher's rows are claimable again when their lease ends. Every time decision
 // uses the time the Processor passes in, never the server's clock, so tests can run
-// on a fake clock.
+// on a fake clock; dispatchers sharing a table need clocks that agree to well within
+// the lease.
 package postgres
 
 import (
