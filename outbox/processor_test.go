@@ -1,0 +1,446 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+func TestPublishesEachDestinationInOneCallInEnqueueOrder(t *testing.T) {
+	hooks := &recordingHooks{}
+	f := newFixture(t, policy, outbox.WithHooks(hooks), outbox.WithIDHeader("outbox-id"))
+	a := f.enqueue(t, orders, 3)
+	b := f.enqueue(t, emails, 2)
+
+	rep := f.process(t)
+
+	if rep.Claimed != 5 {
+		t.Fatalf("Claimed = %d, want 5", rep.Claimed)
+	}
+	want := map[transport.Destination]outbox.Counts{orders: {Published: 3}, emails: {Published: 2}}
+	for d, c := range want {
+		if rep.ByDestination[d] != c {
+			t.Errorf("%s: %+v, want %+v", d, rep.ByDestination[d], c)
+		}
+	}
+	if len(f.inner.calls) != 2 {
+		t.Fatalf("%d publish calls, want one per destination: %+v", len(f.inner.calls), f.inner.calls)
+	}
+	for i, call := range f.inner.calls {
+		wantIDs := [][]int64{a, b}[i]
+		if len(call.Msgs) != len(wantIDs) {
+			t.Fatalf("call %d to %s has %d messages, want %d", i, call.Dest, len(call.Msgs), len(wantIDs))
+		}
+		for j, m := range call.Msgs {
+			h := m.Headers[len(m.Headers)-1]
+			if h.Key != "outbox-id" || string(h.Value) != strconv.FormatInt(wantIDs[j], 10) {
+				t.Errorf("call %d message %d: id header %q=%q, want row %d", i, j, h.Key, h.Value, wantIDs[j])
+			}
+		}
+	}
+	for _, id := range append(a, b...) {
+		if r := f.get(t, id); r.Status != outbox.StatusPublished || r.LeaseOwner != "" {
+			t.Errorf("row %d: status %s, lease %q; want published and released", id, r.Status, r.LeaseOwner)
+		}
+	}
+	wantHooks := []hookCall{{Dest: orders, Published: 3}, {Dest: emails, Published: 2}}
+	if len(hooks.calls) != 2 || hooks.calls[0] != wantHooks[0] || hooks.calls[1] != wantHooks[1] {
+		t.Errorf("hooks = %+v, want %+v", hooks.calls, wantHooks)
+	}
+	if n, _, _ := f.store.Backlog(context.Background()); n != 0 {
+		t.Errorf("backlog %d after publishing everything", n)
+	}
+}
+
+func TestOpenCircuitDefersWithoutPublishingOrConsumingAttempts(t *testing.T) {
+	f := newFixture(t, policy)
+	a := f.enqueue(t, orders, 2)
+	b := f.enqueue(t, emails, 1)
+	notBefore := t0.Add(time.Minute)
+	f.forceOpen(t, orders, notBefore)
+
+	rep := f.process(t)
+
+	if f.inner.callsTo(orders) != 0 {
+		t.Fatalf("the publisher was called for %s whose circuit is open", orders)
+	}
+	if got := rep.ByDestination[orders]; got != (outbox.Counts{Deferred: 2}) {
+		t.Errorf("%s: %+v, want 2 deferred", orders, got)
+	}
+	if got := rep.ByDestination[emails]; got != (outbox.Counts{Published: 1}) {
+		t.Errorf("%s: %+v, want 1 published (no head-of-line blocking)", emails, got)
+	}
+	wantVisible := notBefore.Add(5 * time.Second) // jitter: 0.5 of 10s
+	for _, id := range a {
+		r := f.get(t, id)
+		if r.Status != outbox.StatusPending || r.Attempts != 0 || r.Deferrals != 1 ||
+			!r.FirstDeferredAt.Equal(t0) || !r.VisibleAfter.Equal(wantVisible) || r.LeaseOwner != "" {
+			t.Errorf("row %d after deferral: %+v; want pending, attempts 0, deferrals 1, first deferred %v, visible %v, released",
+				id, r, t0, wantVisible)
+		}
+	}
+	if r := f.get(t, b[0]); r.Status != outbox.StatusPublished {
+		t.Errorf("row %d: %s, want published", b[0], r.Status)
+	}
+
+	// Not visible again before NotBefore+jitter: nothing is claimed.
+	f.clock.Set(wantVisible.Add(-time.Millisecond))
+	if rep := f.process(t); rep.Claimed != 0 {
+		t.Fatalf("claimed %d rows before their visible_after", rep.Claimed)
+	}
+
+	// Deferred again later: deferrals grow, first_deferred_at stays, attempts stay 0.
+	f.clock.Set(wantVisible)
+	f.forceOpen(t, orders, wantVisible.Add(time.Hour))
+	f.process(t)
+	for _, id := range a {
+		r := f.get(t, id)
+		if r.Attempts != 0 || r.Deferrals != 2 || !r.FirstDeferredAt.Equal(t0) {
+			t.Errorf("row %d after a second deferral: attempts %d deferrals %d first %v; want 0, 2, %v",
+				id, r.Attempts, r.Deferrals, r.FirstDeferredAt, t0)
+		}
+	}
+}
+
+func TestDeferralExhaustionMakesRowsDead(t *testing.T) {
+	f := newFixture(t, policy, outbox.WithMaxCircuitDeferral(time.Hour))
+	ids := f.enqueue(t, orders, 2)
+	f.forceOpen(t, orders, t0.Add(10*time.Minute))
+
+	var last outbox.Report
+	for rounds := 0; ; rounds++ {
+		if rounds > 10 {
+			t.Fatal("rows still pending after 10 rounds")
+		}
+		last = f.process(t)
+		if r := f.get(t, ids[0]); r.Status != outbox.StatusPending {
+			break
+		}
+		if r := f.get(t, ids[0]); r.Attempts != 0 {
+			t.Fatalf("deferral consumed an attempt: %+v", r)
+		}
+		f.clock.Set(t0.Add(time.Duration(rounds+1) * 50 * time.Minute))
+		f.forceOpen(t, orders, f.clock.Now().Add(10*time.Minute))
+	}
+	if got := last.ByDestination[orders]; got != (outbox.Counts{Dead: 2}) {
+		t.Errorf("last batch: %+v, want 2 dead", got)
+	}
+	for _, id := range ids {
+		r := f.get(t, id)
+		if r.Status != outbox.StatusDead || r.LastError != outbox.ReasonDeferralExhausted || r.Attempts != 0 {
+			t.Errorf("row %d: %+v; want dead with %q and no attempts", id, r, outbox.ReasonDeferralExhausted)
+		}
+		if age := f.clock.Now().Sub(r.FirstDeferredAt); age <= time.Hour {
+			t.Errorf("row %d died %v after its first deferral, not past MaxCircuitDeferral", id, age)
+		}
+	}
+	if f.inner.callsTo(orders) != 0 {
+		t.Error("the publisher was called while the circuit was open")
+	}
+}
+
+var errBroker = errors.New("broker down")
+
+func TestBrokerFailureConsumesAnAttemptAndBacksOff(t *testing.T) {
+	hooks := &recordingHooks{}
+	f := newFixture(t, breaker.Policy{}, outbox.WithHooks(hooks)) // circuits never open here
+	ids := f.enqueue(t, orders, 2)
+	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
+
+	rep := f.process(t)
+
+	if got := rep.ByDestination[orders]; got != (outbox.Counts{Failed: 2}) {
+		t.Errorf("report %+v, want 2 failed", got)
+	}
+	// Backoff: 1s for the first failure, less 0.2*0.5 of it.
+	want := t0.Add(900 * time.Millisecond)
+	for _, id := range ids {
+		r := f.get(t, id)
+		if r.Status != outbox.StatusPending || r.Attempts != 1 || r.Deferrals != 0 ||
+			!r.VisibleAfter.Equal(want) || r.LastError != errBroker.Error() || r.LeaseOwner != "" {
+			t.Errorf("row %d: %+v; want pending, 1 attempt, visible %v, last error %q, released", id, r, want, errBroker)
+		}
+	}
+	if len(hooks.calls) != 1 || hooks.calls[0] != (hookCall{Dest: orders, Failed: 2}) {
+		t.Errorf("hooks %+v", hooks.calls)
+	}
+
+	// The second failure doubles the delay.
+	f.clock.Set(want)
+	f.process(t)
+	if r := f.get(t, ids[0]); r.Attempts != 2 || !r.VisibleAfter.Equal(want.Add(1800*time.Millisecond)) {
+		t.Errorf("after the second failure: attempts %d visible %v; want 2, %v", r.Attempts, r.VisibleAfter, want.Add(1800*time.Millisecond))
+	}
+}
+
+func TestAttemptsExhaustionMakesRowsDead(t *testing.T) {
+	f := newFixture(t, breaker.Policy{}, outbox.WithMaxAttempts(3))
+	id := f.enqueue(t, orders, 1)[0]
+	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
+
+	var reports []outbox.Counts
+	for range 3 {
+		reports = append(reports, f.process(t).ByDestination[orders])
+		f.clock.Advance(time.Hour)
+	}
+	want := []outbox.Counts{{Failed: 1}, {Failed: 1}, {Dead: 1}}
+	for i := range want {
+		if reports[i] != want[i] {
+			t.Errorf("round %d: %+v, want %+v", i+1, reports[i], want[i])
+		}
+	}
+	r := f.get(t, id)
+	if r.Status != outbox.StatusDead || r.Attempts != 3 || r.LastError != errBroker.Error() {
+		t.Errorf("row %+v; want dead after 3 attempts with the broker's error", r)
+	}
+	if rep := f.process(t); rep.Claimed != 0 {
+		t.Errorf("a dead row was claimed again")
+	}
+}
+
+func TestBatchErrorFailsOnlyTheListedMessages(t *testing.T) {
+	f := newFixture(t, policy)
+	ids := f.enqueue(t, orders, 3)
+	f.inner.fn = func(_ context.Context, d transport.Destination, _ []transport.Message) error {
+		return &transport.BatchError{Destination: d, Failed: []transport.MessageError{{Index: 1, Err: errBroker}}}
+	}
+
+	rep := f.process(t)
+
+	if got := rep.ByDestination[orders]; got != (outbox.Counts{Published: 2, Failed: 1}) {
+		t.Errorf("report %+v, want 2 published and 1 failed", got)
+	}
+	for i, want := range []outbox.Status{outbox.StatusPublished, outbox.StatusPending, outbox.StatusPublished} {
+		if r := f.get(t, ids[i]); r.Status != want || (want == outbox.StatusPending) != (r.Attempts == 1) {
+			t.Errorf("row %d: status %s attempts %d; want %s", ids[i], r.Status, r.Attempts, want)
+		}
+	}
+}
+
+func TestBatchErrorWithBadIndexFailsEveryRow(t *testing.T) {
+	f := newFixture(t, breaker.Policy{})
+	f.enqueue(t, orders, 2)
+	f.inner.fn = func(_ context.Context, d transport.Destination, _ []transport.Message) error {
+		return &transport.BatchError{Destination: d, Failed: []transport.MessageError{{Index: 7, Err: errBroker}}}
+	}
+	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Failed: 2}) {
+		t.Errorf("report %+v; an index outside the publish must fail every row", got)
+	}
+}
+
+// A circuit that opens while the batch runs: the snapshot said closed, the guarded
+// publisher rejects. The rows are deferred to the rejection's NotBefore.
+func TestRejectionByGuardedPublisherIsADeferral(t *testing.T) {
+	f := newFixture(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, ProbeLease: 3 * time.Second, HalfOpenRetryDelay: 5 * time.Second})
+	ids := f.enqueue(t, orders, 2)
+	f.forceOpen(t, orders, t0.Add(time.Second))
+	f.clock.Set(t0.Add(2 * time.Second))
+	// The deadline passed: the snapshot shows Open in the past, so the processor tries.
+	// Take the half-open probe first, so the guarded publisher is rejected.
+	c, _ := f.reg.Circuit(orders)
+	probe, err := c.Acquire(context.Background())
+	if err != nil || !probe.Probe() {
+		t.Fatalf("Acquire = %v, probe %v; want the half-open probe", err, probe.Probe())
+	}
+	defer probe.Complete(breaker.Neutral)
+
+	rep := f.process(t)
+
+	if f.inner.callsTo(orders) != 0 {
+		t.Fatal("the inner publisher was called although the guard rejected")
+	}
+	if got := rep.ByDestination[orders]; got != (outbox.Counts{Deferred: 2}) {
+		t.Errorf("report %+v, want 2 deferred", got)
+	}
+	want := t0.Add(2*time.Second + 5*time.Second + 5*time.Second) // now + HalfOpenRetryDelay + jitter
+	for _, id := range ids {
+		if r := f.get(t, id); r.Attempts != 0 || r.Deferrals != 1 || !r.VisibleAfter.Equal(want) {
+			t.Errorf("row %d: %+v; want deferred to %v without an attempt", id, r, want)
+		}
+	}
+}
+
+func TestSaturatedCircuitDefersByTheRejectedDelay(t *testing.T) {
+	f := newFixture(t, breaker.Policy{MaxInFlight: 1}, outbox.WithRejectedDelay(3*time.Second), outbox.WithDeferralJitter(0))
+	id := f.enqueue(t, orders, 1)[0]
+	c, _ := f.reg.Circuit(orders)
+	held, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Complete(breaker.Success)
+
+	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Deferred: 1}) {
+		t.Errorf("report %+v, want 1 deferred", got)
+	}
+	if r := f.get(t, id); r.Attempts != 0 || !r.VisibleAfter.Equal(t0.Add(3*time.Second)) {
+		t.Errorf("row %+v; want visible 3s later with no attempt", r)
+	}
+}
+
+// Failures through the guard open the circuit; the next batch defers without calling
+// the broker.
+func TestFailuresOpenTheCircuitAndLaterBatchesDefer(t *testing.T) {
+	f := newFixture(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	first := f.enqueue(t, orders, 1)[0]
+	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
+	f.process(t)
+	second := f.enqueue(t, orders, 1)[0]
+	f.clock.Advance(time.Second) // first is visible again, the circuit is open for 59s more
+
+	rep := f.process(t)
+
+	if f.inner.callsTo(orders) != 1 {
+		t.Fatalf("%d calls; the open circuit should have spared the broker", f.inner.callsTo(orders))
+	}
+	if got := rep.ByDestination[orders]; got != (outbox.Counts{Deferred: 2}) {
+		t.Errorf("report %+v, want 2 deferred", got)
+	}
+	if r := f.get(t, first); r.Attempts != 1 || r.Deferrals != 1 {
+		t.Errorf("first row %+v: want its one failed attempt and one deferral", r)
+	}
+	if r := f.get(t, second); r.Attempts != 0 || r.Deferrals != 1 {
+		t.Errorf("second row %+v: want no attempt and one deferral", r)
+	}
+}
+
+func TestNoHeadOfLineBlockingByAnOpenDestination(t *testing.T) {
+	f := newFixture(t, policy, outbox.WithBatchSize(10))
+	f.forceOpen(t, orders, t0.Add(time.Hour))
+	f.enqueue(t, orders, 10)
+	f.enqueue(t, emails, 10)
+
+	published := 0
+	for range 3 {
+		published += f.process(t).ByDestination[emails].Published
+	}
+	if published != 10 {
+		t.Errorf("%d of 10 healthy rows published in 3 batches while another destination is open", published)
+	}
+}
+
+func TestCancelledPublishLeavesRowsLeasedUntilReleased(t *testing.T) {
+	f := newFixture(t, policy)
+	ids := f.enqueue(t, orders, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.inner.fn = func(ctx context.Context, _ transport.Destination, _ []transport.Message) error {
+		cancel()
+		return ctx.Err()
+	}
+
+	if _, err := f.proc.ProcessPending(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ProcessPending = %v, want context.Canceled", err)
+	}
+	r := f.get(t, ids[0])
+	if r.Status != outbox.StatusPending || r.Attempts != 0 || r.LeaseOwner != f.proc.Owner() {
+		t.Fatalf("row %+v; want pending, no attempt, still leased", r)
+	}
+	if err := f.store.Release(context.Background(), f.proc.Owner()); err != nil {
+		t.Fatal(err)
+	}
+	f.inner.fn = nil
+	if got := f.process(t).ByDestination[orders]; got.Published != 2 {
+		t.Errorf("after release: %+v, want both published", got)
+	}
+}
+
+func TestLeaseEndingMidBatchStopsBeforeTheNextDestination(t *testing.T) {
+	f := newFixture(t, policy, outbox.WithLease(10*time.Second))
+	f.enqueue(t, orders, 1)
+	f.enqueue(t, emails, 1)
+	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error {
+		f.clock.Advance(11 * time.Second)
+		return nil
+	}
+
+	rep, err := f.proc.ProcessPending(context.Background())
+	if !errors.Is(err, outbox.ErrLeaseExpired) {
+		t.Fatalf("ProcessPending = %v, want ErrLeaseExpired", err)
+	}
+	if f.inner.callsTo(emails) != 0 || rep.ByDestination[orders].Published != 1 {
+		t.Errorf("report %+v, emails calls %d; want orders published and emails untouched", rep, f.inner.callsTo(emails))
+	}
+}
+
+// A dispatcher that stops mid-batch keeps its lease; another dispatcher gets the rows
+// only after the lease ends.
+func TestCrashedDispatchersRowsComeBackAfterTheLease(t *testing.T) {
+	f := newFixture(t, policy, outbox.WithLease(30*time.Second))
+	ids := f.enqueue(t, orders, 3)
+	crashed, err := f.store.Claim(context.Background(), "crashed", t0, 10, 30*time.Second)
+	if err != nil || len(crashed) != 3 {
+		t.Fatalf("Claim = %d rows, %v", len(crashed), err)
+	}
+
+	if rep := f.process(t); rep.Claimed != 0 {
+		t.Fatalf("claimed %d rows another dispatcher leases", rep.Claimed)
+	}
+	f.clock.Advance(30 * time.Second)
+	if got := f.process(t).ByDestination[orders]; got.Published != 3 {
+		t.Fatalf("after the lease: %+v, want 3 published", got)
+	}
+	// The crashed dispatcher's late writes change nothing.
+	if err := f.store.Fail(context.Background(), "crashed", []outbox.Failure{{ID: ids[0], RetryAt: t0, Err: "late"}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.get(t, ids[0]); r.Status != outbox.StatusPublished || r.Attempts != 0 {
+		t.Errorf("a lost lease's write changed the row: %+v", r)
+	}
+}
+
+func TestInvalidProcessorOptions(t *testing.T) {
+	store := outbox.NewMemoryStore(nil)
+	pub := &fakePublisher{}
+	for name, opt := range map[string]outbox.ProcessorOption{
+		"batch":    outbox.WithBatchSize(0),
+		"lease":    outbox.WithLease(-time.Second),
+		"attempts": outbox.WithMaxAttempts(0),
+		"deferral": outbox.WithMaxCircuitDeferral(0),
+		"jitter":   outbox.WithDeferralJitter(-1),
+		"backoff":  outbox.WithBackoff(outbox.Backoff{Initial: time.Second, Max: time.Millisecond, Multiplier: 2}),
+		"owner":    outbox.WithOwner(""),
+		"clock":    outbox.WithClock(nil),
+	} {
+		if _, err := outbox.NewProcessor(store, nil, pub, opt); err == nil {
+			t.Errorf("%s: NewProcessor accepted an invalid option", name)
+		}
+	}
+	if _, err := outbox.NewProcessor(nil, nil, pub); err == nil {
+		t.Error("NewProcessor accepted a nil store")
+	}
+}
+
+// A registry that cannot hand out a circuit (its cap is reached) defers the rows
+// rather than consuming their attempts.
+func TestCircuitUnavailableDefers(t *testing.T) {
+	f := newFixture(t, policy)
+	reg, err := registry.New(policy, registry.WithMaxDestinations(1), registry.WithClock(f.clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Circuit(emails); err != nil {
+		t.Fatal(err)
+	}
+	proc, err := outbox.NewProcessor(f.store, reg, reg.Guard(f.inner, nil), outbox.WithClock(f.clock), outbox.WithDeferralJitter(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := f.enqueue(t, orders, 1)[0]
+	rep, err := proc.ProcessPending(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.ByDestination[orders]; got != (outbox.Counts{Deferred: 1}) {
+		t.Errorf("report %+v, want 1 deferred", got)
+	}
+	if r := f.get(t, id); r.Attempts != 0 || !r.VisibleAfter.Equal(t0.Add(outbox.DefaultRejectedDelay)) {
+		t.Errorf("row %+v; want visible after the rejected delay, no attempt", r)
+	}
+}

@@ -1,0 +1,141 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+func TestParseStatus(t *testing.T) {
+	for _, s := range []outbox.Status{outbox.StatusPending, outbox.StatusPublished, outbox.StatusDead} {
+		if got, err := outbox.ParseStatus(1, string(s)); got != s || err != nil {
+			t.Errorf("ParseStatus(%q) = %q, %v", s, got, err)
+		}
+	}
+	_, err := outbox.ParseStatus(42, "archived")
+	var use *outbox.UnknownStatusError
+	if !errors.Is(err, outbox.ErrUnknownStatus) || !errors.As(err, &use) || use.ID != 42 || use.Status != "archived" {
+		t.Fatalf("ParseStatus(42, archived) = %v; want an UnknownStatusError naming the row", err)
+	}
+	if want := `outbox: row 42 has unknown status "archived"`; err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err, want)
+	}
+}
+
+func TestMemoryEnqueueRejectsInvalidDestinations(t *testing.T) {
+	s := outbox.NewMemoryStore(nil)
+	_, err := s.Enqueue(context.Background(),
+		outbox.Entry{Destination: orders},
+		outbox.Entry{Destination: transport.Destination{Broker: "Kafka", Name: "x"}})
+	if !errors.Is(err, transport.ErrInvalidDestination) {
+		t.Fatalf("Enqueue = %v, want ErrInvalidDestination", err)
+	}
+	if len(s.Records()) != 0 {
+		t.Error("a failed Enqueue added rows")
+	}
+}
+
+// The deferral keeps the later of the row's visible_after and NotBefore.
+func TestMemoryDeferKeepsTheLaterVisibleAfter(t *testing.T) {
+	clock := fakeclock.New(t0)
+	s := outbox.NewMemoryStore(clock)
+	ctx := context.Background()
+	ids, _ := s.Enqueue(ctx, outbox.Entry{Destination: orders}, outbox.Entry{Destination: orders})
+	if _, err := s.Claim(ctx, "me", t0, 10, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	deferred, dead, err := s.Defer(ctx, outbox.Deferral{
+		Owner: "me", IDs: ids[:1], Now: t0, NotBefore: t0.Add(-time.Minute), Jitter: time.Second, MaxDeferral: time.Hour,
+	})
+	if err != nil || deferred != 1 || dead != 0 {
+		t.Fatalf("Defer = %d, %d, %v; want 1 deferred", deferred, dead, err)
+	}
+	if r, _ := s.Get(ids[0]); !r.VisibleAfter.Equal(t0.Add(time.Second)) {
+		t.Errorf("visible_after %v, want the current %v plus jitter", r.VisibleAfter, t0)
+	}
+	// Only the listed rows were touched: the other is still leased, untouched.
+	if r, _ := s.Get(ids[1]); r.Deferrals != 0 || r.LeaseOwner != "me" {
+		t.Errorf("an unlisted row changed: %+v", r)
+	}
+	// Another owner's deferral touches nothing.
+	if deferred, dead, _ := s.Defer(ctx, outbox.Deferral{Owner: "other", IDs: ids, Now: t0, NotBefore: t0, MaxDeferral: time.Hour}); deferred+dead != 0 {
+		t.Errorf("a deferral by a non-owner changed %d rows", deferred+dead)
+	}
+}
+
+func TestMemoryBacklog(t *testing.T) {
+	clock := fakeclock.New(t0)
+	s := outbox.NewMemoryStore(clock)
+	ctx := context.Background()
+	if n, age, err := s.Backlog(ctx); n != 0 || age != 0 || err != nil {
+		t.Fatalf("empty Backlog = %d, %v, %v", n, age, err)
+	}
+	ids, _ := s.Enqueue(ctx, outbox.Entry{Destination: orders})
+	clock.Advance(time.Minute)
+	s.Enqueue(ctx, outbox.Entry{Destination: orders})
+	clock.Advance(time.Minute)
+	if n, age, _ := s.Backlog(ctx); n != 2 || age != 2*time.Minute {
+		t.Errorf("Backlog = %d, %v; want 2 rows, oldest 2m", n, age)
+	}
+	s.Claim(ctx, "me", clock.Now(), 1, time.Minute)
+	s.MarkPublished(ctx, "me", clock.Now(), ids)
+	if n, age, _ := s.Backlog(ctx); n != 1 || age != time.Minute {
+		t.Errorf("Backlog = %d, %v; want 1 row, oldest 1m", n, age)
+	}
+}
+
+func TestMemoryClaimTakesEarliestVisibleFirstAndReturnsByID(t *testing.T) {
+	clock := fakeclock.New(t0)
+	s := outbox.NewMemoryStore(clock)
+	ctx := context.Background()
+	ids, _ := s.Enqueue(ctx, outbox.Entry{Destination: orders}, outbox.Entry{Destination: orders}, outbox.Entry{Destination: orders})
+	// Push row 1 back by a failure.
+	s.Claim(ctx, "me", t0, 1, time.Minute)
+	s.Fail(ctx, "me", []outbox.Failure{{ID: ids[0], RetryAt: t0.Add(time.Second), Err: "x"}})
+	now := t0.Add(time.Second)
+	got, _ := s.Claim(ctx, "me", now, 2, time.Minute)
+	if len(got) != 2 || got[0].ID != ids[1] || got[1].ID != ids[2] {
+		t.Fatalf("claimed %+v; want rows %d and %d (earliest visible)", got, ids[1], ids[2])
+	}
+	if got[0].LeaseOwner != "me" || !got[0].LeaseUntil.Equal(now.Add(time.Minute)) {
+		t.Errorf("lease %q until %v", got[0].LeaseOwner, got[0].LeaseUntil)
+	}
+}
+
+func TestBackoffDelay(t *testing.T) {
+	b := outbox.Backoff{Initial: time.Second, Max: 10 * time.Second, Multiplier: 2, Jitter: 0.5}
+	for _, tc := range []struct {
+		attempt int
+		r       float64
+		want    time.Duration
+	}{
+		{1, 0, time.Second},
+		{2, 0, 2 * time.Second},
+		{4, 0, 8 * time.Second},
+		{5, 0, 10 * time.Second}, // capped
+		{1000, 0, 10 * time.Second},
+		{3, 0.5, 3 * time.Second}, // 4s less a quarter
+		{5, 0.999, 5005 * time.Millisecond},
+		{0, 0, time.Second},
+	} {
+		if got := b.Delay(tc.attempt, tc.r); got != tc.want {
+			t.Errorf("Delay(%d, %v) = %v, want %v", tc.attempt, tc.r, got, tc.want)
+		}
+	}
+	for _, bad := range []outbox.Backoff{
+		{}, {Initial: time.Second, Max: time.Second, Multiplier: 0.5},
+		{Initial: time.Second, Max: time.Second, Multiplier: 1, Jitter: 2},
+	} {
+		if bad.Validate() == nil {
+			t.Errorf("Validate(%+v) = nil", bad)
+		}
+	}
+	if err := outbox.DefaultBackoff.Validate(); err != nil {
+		t.Errorf("DefaultBackoff: %v", err)
+	}
+}
