@@ -349,8 +349,7 @@ func groupByDestination(recs []Record) []group {
 // publish before it tries. It returns defer=true and the circuit's NotBefore when the
 // circuit is open with a deadline still ahead. It only looks (Snapshot): the guarded
 // publisher acquires the permit, so a half-open circuit's probe is taken by a real
-// publish. Rollout modes that publish some destinations through an open circuit
-// belong here.
+// publish.
 func (p *Processor) circuitGate(d transport.Destination, now time.Time) (notBefore time.Time, deferred bool, err error) {
 	if p.circuits == nil {
 		return time.Time{}, false, nil
@@ -360,7 +359,9 @@ func (p *Processor) circuitGate(d transport.Destination, now time.Time) (notBefo
 		return time.Time{}, false, err
 	}
 	s := c.Snapshot()
-	if s.State == breaker.Open && s.NotBefore.After(now) {
+	// Shadow and FailOpen circuits let calls through while open (breaker.Mode), so
+	// their rows are published, not deferred.
+	if s.State == breaker.Open && s.Mode == breaker.Enforce && s.NotBefore.After(now) {
 		return s.NotBefore, true, nil
 	}
 	return time.Time{}, false, nil
