@@ -1,0 +1,89 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/dynamo"
+	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+)
+
+// The recovery herd against one shared circuit: a fleet of replicas, all released at
+// the instant the circuit may half-open, admits exactly HalfOpenMaxProbes probes.
+func TestSharedCircuitHerdAdmitsExactlyMaxProbes(t *testing.T) {
+	const fleet, perReplica, maxProbes = 20, 50, 3
+	endpoint := harness.Dynalite(t)
+	client := dynamodb.New(dynamodb.Options{
+		BaseEndpoint: aws.String(endpoint),
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+	})
+	table := fmt.Sprint("chaos-herd-", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := dynamo.CreateTable(ctx, client, table); err != nil {
+		t.Fatal(err)
+	}
+	clock := fakeclock.New(time.Now())
+	policy := breaker.Policy{FailureThreshold: 1, BreakDuration: 10 * time.Second, HalfOpenMaxProbes: maxProbes,
+		ProbeLease: time.Minute, Scope: breaker.SharedDependency}
+	replicas := make([]*dynamo.Circuit, fleet)
+	for i := range replicas {
+		c, err := dynamo.New(client, table, "kafka:orders", policy, dynamo.WithClock(clock), dynamo.WithOwner("replica-"+strconv.Itoa(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas[i] = c
+	}
+	p, err := replicas[0].Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Complete(breaker.Failure) {
+		t.Fatal("the failure did not count")
+	}
+	clock.Advance(10 * time.Second) // the open deadline, and every snapshot is stale
+
+	var probes, rejected, unavailable atomic.Int64
+	var start sync.WaitGroup
+	start.Add(1)
+	var wg sync.WaitGroup
+	for _, c := range replicas {
+		for range perReplica {
+			wg.Go(func() {
+				start.Wait()
+				p, err := c.Acquire(ctx)
+				switch {
+				case err == nil && p.Probe():
+					probes.Add(1) // held: a second wave of probes would be a herd
+				case err == nil:
+					t.Errorf("%s admitted a call that is not a probe", c.Owner())
+				case errors.Is(err, breaker.ErrOpen):
+					rejected.Add(1)
+				case errors.Is(err, breaker.ErrUnavailable):
+					unavailable.Add(1)
+				default:
+					t.Errorf("%s: %v", c.Owner(), err)
+				}
+			})
+		}
+	}
+	start.Done()
+	wg.Wait()
+	t.Logf("%d goroutines: %d probes, %d rejected, %d could not reach the table", fleet*perReplica, probes.Load(), rejected.Load(), unavailable.Load())
+	if probes.Load() != maxProbes {
+		t.Fatalf("the fleet admitted %d probes, want exactly HalfOpenMaxProbes = %d", probes.Load(), maxProbes)
+	}
+}
