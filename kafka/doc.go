@@ -1,4 +1,4 @@
-// Package kafka guards publishing through a segmentio/kafka-go [kafkago.Writer] with
+// Package kafka guards publishing through a segmentio/kafka-go Writer with
 // one circuit per topic, taken from a [registry.Registry] under the destination
 // "kafka:<topic>".
 //
@@ -10,7 +10,7 @@
 // # Classification
 //
 // [Classify] maps what kafka-go returns to what it says about the broker's health.
-// It looks through wrapping, through [kafkago.WriteErrors] entry by entry (that type
+// It looks through wrapping, through kafka-go's WriteErrors entry by entry (that type
 // has no Unwrap), through [*transport.BatchError] and [*TopicsError]; a multi-message
 // error is a Failure when any of its parts is.
 //
@@ -20,7 +20,7 @@
 //	network: *net.OpError (dial, read, write, i/o timeout),      Failure
 //	  *net.DNSError, io.ErrUnexpectedEOF, io.EOF, ECONNREFUSED,
 //	  ECONNRESET, EPIPE, any error whose Timeout() is true
-//	context.DeadlineExceeded inside a kafka.WriteErrors entry     Failure
+//	context.DeadlineExceeded inside a kafka.WriteErrors entry    Failure
 //	  or a *WriteError (the writer's own WriteTimeout)
 //	broker codes: RequestTimedOut, LeaderNotAvailable,           Failure
 //	  NotLeaderForPartition, BrokerNotAvailable,
@@ -31,14 +31,14 @@
 //	  ThrottlingQuotaExceeded, Unknown (-1, a broker-side error)
 //	bare context.Canceled / context.DeadlineExceeded (kafka-go   Neutral
 //	  returns the caller's context error as is)
-//	message codes: MessageSizeTooLarge (and MessageTooLargeError),  Neutral
+//	message codes: MessageSizeTooLarge, MessageTooLargeError,    Neutral
 //	  InvalidMessage, InvalidMessageSize, RecordListTooLarge,
 //	  InvalidRecord, InvalidTimestamp
 //	configuration codes: UnknownTopicOrPartition, InvalidTopic,  Neutral
 //	  TopicAuthorizationFailed, ClusterAuthorizationFailed,
 //	  InvalidRequiredAcks, UnsupportedVersion, PolicyViolation,
 //	  and every other broker code
-//	io.ErrClosedPipe (writer closed), ErrClosed, errors of this   Neutral
+//	io.ErrClosedPipe (writer closed), ErrClosed, errors of this  Neutral
 //	  package about destinations, *registry.RejectedError,
 //	  anything else
 //

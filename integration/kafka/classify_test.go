@@ -131,41 +131,36 @@ func TestClassifyWriterAndClientErrors(t *testing.T) {
 	}
 	checkPublish(t, e, "dropped connection", breaker.Failure, func() error { drop(); return e.pub.Publish(ctx, e.dest(0), msg(1)) })
 
-	// The caller cancels while the broker holds the request: kafka-go returns the
-	// bare context error.
-	cancelled := func() (context.Context, func()) {
-		cctx, cancel := context.WithCancel(ctx)
-		hangProduce(e.cluster, false, cancel)
-		return cctx, cancel
+	// The caller gives up while the broker holds the request: kafka-go returns the
+	// bare context error. A cancel comes once the broker has the request; a deadline
+	// is shorter than WriteTimeout.
+	for _, tc := range []struct {
+		name string
+		want error
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"caller cancel", context.Canceled, func() (context.Context, context.CancelFunc) {
+			cctx, cancel := context.WithCancel(ctx)
+			hangProduce(e.cluster, false, cancel)
+			return cctx, cancel
+		}},
+		{"caller deadline", context.DeadlineExceeded, func() (context.Context, context.CancelFunc) {
+			hangProduce(e.cluster, false, nil)
+			return context.WithTimeout(ctx, 50*time.Millisecond)
+		}},
+	} {
+		cctx, cancel := tc.ctx()
+		raw = e.w.WriteMessages(cctx, kafkago.Message{Topic: topic, Value: []byte("x")})
+		cancel()
+		if raw != tc.want || kafka.Classify(raw) != breaker.Neutral {
+			t.Errorf("%s: %#v classified %v", tc.name, raw, kafka.Classify(raw))
+		}
+		checkPublish(t, e, tc.name, breaker.Neutral, func() error {
+			cctx, cancel := tc.ctx()
+			defer cancel()
+			return e.pub.Publish(cctx, e.dest(0), msg(1))
+		})
 	}
-	cctx, cancel := cancelled()
-	raw = e.w.WriteMessages(cctx, kafkago.Message{Topic: topic, Value: []byte("x")})
-	cancel()
-	if raw != context.Canceled || kafka.Classify(raw) != breaker.Neutral {
-		t.Errorf("caller cancel: %#v classified %v", raw, kafka.Classify(raw))
-	}
-	checkPublish(t, e, "caller cancel", breaker.Neutral, func() error {
-		cctx, cancel := cancelled()
-		defer cancel()
-		return e.pub.Publish(cctx, e.dest(0), msg(1))
-	})
-
-	// The caller's deadline passes first (it is shorter than WriteTimeout).
-	deadline := func() (context.Context, func()) {
-		hangProduce(e.cluster, false, nil)
-		return context.WithTimeout(ctx, 50*time.Millisecond)
-	}
-	dctx, dcancel := deadline()
-	raw = e.w.WriteMessages(dctx, kafkago.Message{Topic: topic, Value: []byte("x")})
-	dcancel()
-	if raw != context.DeadlineExceeded || kafka.Classify(raw) != breaker.Neutral {
-		t.Errorf("caller deadline: %#v classified %v", raw, kafka.Classify(raw))
-	}
-	checkPublish(t, e, "caller deadline", breaker.Neutral, func() error {
-		dctx, dcancel := deadline()
-		defer dcancel()
-		return e.pub.Publish(dctx, e.dest(0), msg(1))
-	})
 
 	// A message larger than the writer's BatchBytes never leaves the client.
 	huge := make([]byte, 2<<20)

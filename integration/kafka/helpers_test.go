@@ -55,8 +55,14 @@ func topicNames(stems ...string) []string {
 // returns a synchronous guarded writer with the settings the package recommends.
 func newEnv(t testing.TB, policy breaker.Policy, configure func(*env), stems ...string) *env {
 	t.Helper()
+	return newEnvWith(t, policy, configure, nil, stems...)
+}
+
+// newEnvWith is newEnv with options for the kfake cluster.
+func newEnvWith(t testing.TB, policy breaker.Policy, configure func(*env), kopts []kfake.Opt, stems ...string) *env {
+	t.Helper()
 	topics := topicNames(stems...)
-	brokers, cluster := harness.KafkaBrokers(t, kfake.SeedTopics(1, topics...))
+	brokers, cluster := harness.KafkaBrokers(t, append(kopts, kfake.SeedTopics(1, topics...))...)
 	e := &env{t: t, brokers: brokers, cluster: cluster, topics: topics, clock: fakeclock.New(t0)}
 	if cluster == nil {
 		createTopics(t, brokers, topics)
