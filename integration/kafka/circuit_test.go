@@ -1,0 +1,113 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// The broker stops: the topic's circuit opens at the threshold and later calls are
+// rejected without the writer sending or dialing anything. The broker comes back and
+// the break passes: one probe goes through and closes the circuit.
+func TestBrokerStopOpensAndOneProbeCloses(t *testing.T) {
+	var mu sync.Mutex
+	var transitions []string
+	observe := registry.WithObserver(func(_ transport.Destination, tr breaker.Transition) {
+		mu.Lock()
+		defer mu.Unlock()
+		transitions = append(transitions, tr.To.String())
+	})
+	e := newEnv(t, policy, func(e *env) { e.regOpts = append(e.regOpts, observe) }, "orders")
+	e.needKFake()
+	ctx := context.Background()
+	if err := e.pub.Publish(ctx, e.dest(0), msg(0)); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(e.brokers[0])
+	e.cluster.Close()
+
+	for i := range policy.FailureThreshold {
+		err := e.pub.Publish(ctx, e.dest(0), msg(1))
+		if err == nil || errors.Is(err, breaker.ErrOpen) {
+			t.Fatalf("call %d with the broker stopped: %v", i, err)
+		}
+		if want := map[bool]breaker.State{true: breaker.Open}[i == policy.FailureThreshold-1]; e.circuit(0).State != want {
+			t.Fatalf("after %d failures the circuit is %v, want %v", i+1, e.circuit(0).State, want)
+		}
+	}
+
+	e.w.Stats() // Stats resets the writer's counters
+	dials := e.dials.Load()
+	for range 100 {
+		err := e.pub.Publish(ctx, e.dest(0), msg(2))
+		var rej *registry.RejectedError
+		if !errors.Is(err, breaker.ErrOpen) || !errors.As(err, &rej) || rej.Destination != e.dest(0) {
+			t.Fatalf("open circuit: %v", err)
+		}
+	}
+	if s := e.w.Stats(); s.Writes != 0 || s.Messages != 0 || s.Dials != 0 || e.dials.Load() != dials {
+		t.Fatalf("rejected calls reached the writer: %d writes, %d messages, %d dials", s.Writes, s.Messages, e.dials.Load()-dials)
+	}
+
+	p, _ := strconv.Atoi(port)
+	back := harness.KFake(t, kfake.Ports(p), kfake.SeedTopics(1, e.topics...))
+	produced := countProduce(back)
+	if err := e.pub.Publish(ctx, e.dest(0), msg(3)); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("broker back, break not over: %v", err)
+	}
+	e.clock.Advance(policy.BreakDuration)
+	if err := e.pub.Publish(ctx, e.dest(0), msg(4)); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if n := produced.get(e.topics[0]); n != 1 {
+		t.Fatalf("%d produce requests reached the broker, want the one probe", n)
+	}
+	mu.Lock()
+	got := transitions
+	mu.Unlock()
+	if len(got) != 3 || got[0] != "open" || got[1] != "half-open" || got[2] != "closed" {
+		t.Fatalf("transitions %v, want open, half-open, closed", got)
+	}
+	if s := e.circuit(0); s.State != breaker.Closed || s.Failures != 0 {
+		t.Fatalf("after the probe: %+v", s)
+	}
+	if recs := readAll(t, []string{back.ListenAddrs()[0]}, e.topics[0], 1); string(recs[0].Value) != "v4" {
+		t.Fatalf("the probe wrote %q", recs[0].Value)
+	}
+}
+
+// A caller that gives up in the middle of a write leaves the failure count as it was.
+func TestCallerCancelLeavesFailureCount(t *testing.T) {
+	e := newEnv(t, policy, nil, "orders")
+	e.needKFake()
+	ctx := context.Background()
+	answerProduce(e.cluster, 5, false, nil) // LeaderNotAvailable: one failure
+	if err := e.pub.Publish(ctx, e.dest(0), msg(0)); err == nil {
+		t.Fatal("the broker's error was lost")
+	}
+	if n := e.circuit(0).Failures; n != 1 {
+		t.Fatalf("%d failures, want 1", n)
+	}
+	for range policy.FailureThreshold {
+		cctx, cancel := context.WithCancel(ctx)
+		hangProduce(e.cluster, false, cancel) // cancel once the broker holds the request
+		err := e.pub.Publish(cctx, e.dest(0), msg(1))
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled call: %v", err)
+		}
+	}
+	if s := e.circuit(0); s.Failures != 1 || s.State != breaker.Closed {
+		t.Fatalf("after cancelled calls: %d failures, %v; want 1, closed", s.Failures, s.State)
+	}
+}

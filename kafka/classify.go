@@ -1,0 +1,133 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// WriteError is the writer's failure to write messages to Topic: an entry of a
+// kafka.WriteErrors, a synchronous error of WriteMessages other than the caller's
+// context, or the error an asynchronous writer reported. A deadline inside it is the
+// writer's own WriteTimeout, which Classify counts as a Failure.
+type WriteError struct {
+	Topic string
+	Err   error
+}
+
+// Error names the topic and the writer's error.
+func (e *WriteError) Error() string { return "kafka: write to " + e.Topic + ": " + e.Err.Error() }
+
+// Unwrap returns the writer's error.
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Classify maps an error of kafka-go, or of a Publisher, to what it says about the
+// broker's health; the table is in the package documentation.
+func Classify(err error) breaker.Outcome {
+	if err == nil {
+		return breaker.Success
+	}
+	return classify(err, false)
+}
+
+var _ transport.Classifier = Classify
+
+// classify walks err's chain; inWriter says the error came out of the writer's own
+// attempt rather than from the caller's context.
+func classify(err error, inWriter bool) breaker.Outcome {
+	for err != nil {
+		switch e := err.(type) {
+		case kafkago.WriteErrors: // no Unwrap: walk the entries
+			return anyFailure(e, true)
+		case *WriteError:
+			err, inWriter = e.Err, true
+			continue
+		case kafkago.Error:
+			return codeOutcome(e)
+		case kafkago.MessageTooLargeError:
+			return breaker.Neutral
+		case *net.OpError, *net.DNSError:
+			return breaker.Failure
+		case syscall.Errno:
+			switch e {
+			case syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNABORTED,
+				syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH:
+				return breaker.Failure
+			}
+			return breaker.Neutral
+		}
+		switch err {
+		case context.Canceled:
+			return breaker.Neutral
+		case context.DeadlineExceeded:
+			if inWriter {
+				return breaker.Failure
+			}
+			return breaker.Neutral
+		case io.ErrUnexpectedEOF, io.EOF:
+			return breaker.Failure
+		case io.ErrClosedPipe:
+			return breaker.Neutral
+		}
+		if t, ok := err.(interface{ Timeout() bool }); ok && t.Timeout() {
+			return breaker.Failure
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }: // *transport.BatchError, *TopicsError, errors.Join
+			return anyFailure(u.Unwrap(), inWriter)
+		default:
+			return breaker.Neutral
+		}
+	}
+	return breaker.Neutral
+}
+
+// anyFailure is Failure when any of errs is, and Neutral otherwise.
+func anyFailure(errs []error, inWriter bool) breaker.Outcome {
+	for _, e := range errs {
+		if e != nil && classify(e, inWriter) == breaker.Failure {
+			return breaker.Failure
+		}
+	}
+	return breaker.Neutral
+}
+
+// codeOutcome is the table of broker error codes: the unavailability, overload and
+// internal errors of the broker are Failures; every other code is about the message,
+// the topic or the client's configuration.
+func codeOutcome(code kafkago.Error) breaker.Outcome {
+	switch code {
+	case kafkago.Unknown,
+		kafkago.RequestTimedOut,
+		kafkago.LeaderNotAvailable,
+		kafkago.NotLeaderForPartition,
+		kafkago.BrokerNotAvailable,
+		kafkago.ReplicaNotAvailable,
+		kafkago.NetworkException,
+		kafkago.NotEnoughReplicas,
+		kafkago.NotEnoughReplicasAfterAppend,
+		kafkago.NotController,
+		kafkago.KafkaStorageError,
+		kafkago.FencedLeaderEpoch,
+		kafkago.UnknownLeaderEpoch,
+		kafkago.PreferredLeaderNotAvailable,
+		kafkago.EligibleLeadersNotAvailable,
+		kafkago.ThrottlingQuotaExceeded:
+		return breaker.Failure
+	}
+	return breaker.Neutral
+}
+
+// isContextErr reports whether err is the bare error of an ended context.
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,89 @@
+// Package kafka guards publishing through a segmentio/kafka-go Writer with
+// one circuit per topic, taken from a [registry.Registry] under the destination
+// "kafka:<topic>".
+//
+// A [Publisher] wraps one Writer. Publish (the [transport.Publisher] contract) writes
+// to one topic; WriteMessages takes kafka-go messages for many topics, splits them per
+// topic, rejects the topics whose circuit is open without touching the writer, writes
+// the others and returns a [*TopicsError] naming the topics that failed.
+//
+// # Classification
+//
+// [Classify] maps what kafka-go returns to what it says about the broker's health.
+// It looks through wrapping, through kafka-go's WriteErrors entry by entry (that type
+// has no Unwrap), through [*transport.BatchError] and [*TopicsError]; a multi-message
+// error is a Failure when any of its parts is.
+//
+//	Error                                                        Outcome
+//	-----------------------------------------------------------  -------
+//	nil                                                          Success
+//	network: *net.OpError (dial, read, write, i/o timeout),      Failure
+//	  *net.DNSError, io.ErrUnexpectedEOF, io.EOF, ECONNREFUSED,
+//	  ECONNRESET, EPIPE, any error whose Timeout() is true
+//	context.DeadlineExceeded inside a kafka.WriteErrors entry    Failure
+//	  or a *WriteError (the writer's own WriteTimeout)
+//	broker codes: RequestTimedOut, LeaderNotAvailable,           Failure
+//	  NotLeaderForPartition, BrokerNotAvailable,
+//	  ReplicaNotAvailable, NetworkException, NotEnoughReplicas,
+//	  NotEnoughReplicasAfterAppend, NotController,
+//	  KafkaStorageError, FencedLeaderEpoch, UnknownLeaderEpoch,
+//	  PreferredLeaderNotAvailable, EligibleLeadersNotAvailable,
+//	  ThrottlingQuotaExceeded, Unknown (-1, a broker-side error)
+//	bare context.Canceled / context.DeadlineExceeded (kafka-go   Neutral
+//	  returns the caller's context error as is)
+//	message codes: MessageSizeTooLarge, MessageTooLargeError,    Neutral
+//	  InvalidMessage, InvalidMessageSize, RecordListTooLarge,
+//	  InvalidRecord, InvalidTimestamp
+//	configuration codes: UnknownTopicOrPartition, InvalidTopic,  Neutral
+//	  TopicAuthorizationFailed, ClusterAuthorizationFailed,
+//	  InvalidRequiredAcks, UnsupportedVersion, PolicyViolation,
+//	  and every other broker code
+//	io.ErrClosedPipe (writer closed), ErrClosed, errors of this  Neutral
+//	  package about destinations, *registry.RejectedError,
+//	  anything else
+//
+// Independently of Classify, a call whose context has ended completes its permit as
+// Neutral: the caller gave up, which says nothing about the broker.
+//
+// # Writer settings
+//
+// kafka-go's defaults are made for throughput, not for failing fast. Recommended for a
+// guarded writer (see the NewPublisher example):
+//
+//   - RequiredAcks: RequireOne or RequireAll. With the default RequireNone the broker
+//     sends no answer, so its errors never reach the circuit.
+//   - BatchTimeout: a few milliseconds (default 1s). A synchronous write of fewer than
+//     BatchSize messages waits for the batch timeout before anything is sent; or set
+//     BatchSize to the number of messages you write per call (1 for single writes).
+//   - MaxAttempts: 1 to 3 (default 10, with backoff 100ms..1s between attempts). The
+//     circuit is the retry policy; each kafka-go retry against a dead broker costs a
+//     dial or write timeout plus backoff.
+//   - WriteTimeout and ReadTimeout: 2-5s (default 10s); a timeout is a Failure.
+//   - Transport: a *kafkago.Transport of your own with DialTimeout 1-2s (default 5s),
+//     so that its connections can be closed with CloseIdleConnections when you are
+//     done; the Writer does not close a Transport it did not create.
+//
+// # Topics
+//
+// A Writer either has a fixed Topic, and then every message goes there and must not
+// name a topic (Publish accepts only that topic as destination), or has none, and then
+// every message names its topic (Publish sets it from the destination).
+//
+// # Asynchronous writers
+//
+// With Writer.Async, WriteMessages returns once the messages are queued. The Publisher
+// then installs its own Writer.Completion (calling the one that was set before) and
+// completes each call's permit once every message of the call has been reported:
+// Failure when any message failed for a reason Classify counts as Failure, otherwise
+// Success when at least one was written. It uses Message.WriterData to find the call
+// and gives the caller's WriterData back before the previous Completion sees it.
+// Permits of messages still queued when Close gives up are completed as Neutral.
+//
+// # Closing
+//
+// kafka-go's Writer.Close waits for every queued batch, and a batch retries up to
+// MaxAttempts times, so with the broker down it can take minutes. [Publisher.Close]
+// waits at most until its context ends or the close timeout passes
+// ([DefaultCloseTimeout], see [WithCloseTimeout]); the writer's own Close then goes on
+// in a goroutine that ends when kafka-go gives up, which [Publisher.Flushed] reports.
+package kafka
