@@ -93,6 +93,14 @@ func TestRecoveryHerdGetsExactlyOneProbePerBreaker(t *testing.T) {
 			t.Errorf("replica %d admitted %d probes, want exactly 1", i, n)
 		}
 	}
+	record(result{"recovery herd: 10,000 calls on 100 breakers (probes admitted)", replicas * perBreak, sum(probes), 0, 0, 0})
+}
+
+func sum(ns []int) (s int) {
+	for _, n := range ns {
+		s += n
+	}
+	return s
 }
 
 func TestJitterSpreadsTheFleetsProbes(t *testing.T) {

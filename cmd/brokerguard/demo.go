@@ -1,0 +1,623 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	promclient "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/brokerguard/brokerguard/amqp"
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/kafka"
+	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/postgres"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/sqs"
+	"github.com/brokerguard/brokerguard/telemetry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// idHeader carries the outbox row id on every published message, so the broker side
+// can be counted without double-counting at-least-once redeliveries.
+const idHeader = "outbox-id"
+
+// counts is what the dispatcher did for one destination; it implements outbox.Hooks.
+type counts struct {
+	mu    sync.Mutex
+	by    map[transport.Destination]*[4]int64 // published, deferred, failed, dead
+	inner outbox.Hooks                        // telemetry, when --metrics is set
+}
+
+func (c *counts) RecordDispatch(d transport.Destination, published, deferred, failed, dead int) {
+	c.mu.Lock()
+	n := c.by[d]
+	if n == nil {
+		n = new([4]int64)
+		c.by[d] = n
+	}
+	n[0] += int64(published)
+	n[1] += int64(deferred)
+	n[2] += int64(failed)
+	n[3] += int64(dead)
+	c.mu.Unlock()
+	if c.inner != nil {
+		c.inner.RecordDispatch(d, published, deferred, failed, dead)
+	}
+}
+
+func (c *counts) get(d transport.Destination) [4]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := c.by[d]; n != nil {
+		return *n
+	}
+	return [4]int64{}
+}
+
+// router sends each destination to its broker's publisher.
+type router map[string]transport.Publisher
+
+func (r router) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
+	p, ok := r[d.Broker]
+	if !ok {
+		return fmt.Errorf("demo: no publisher for broker %q", d.Broker)
+	}
+	return p.Publish(ctx, d, msgs...)
+}
+
+// store is the outbox store with the two calls the demo makes besides the Store contract.
+type store interface {
+	outbox.Store
+	enqueue(ctx context.Context, entries []outbox.Entry) ([]int64, error)
+	status(ctx context.Context, id int64) (outbox.Status, error)
+}
+
+type memoryStore struct{ *outbox.MemoryStore }
+
+func (m memoryStore) enqueue(ctx context.Context, entries []outbox.Entry) ([]int64, error) {
+	return m.Enqueue(ctx, entries...)
+}
+
+func (m memoryStore) status(_ context.Context, id int64) (outbox.Status, error) {
+	r, ok := m.Get(id)
+	if !ok {
+		return "", fmt.Errorf("demo: row %d is missing", id)
+	}
+	return r.Status, nil
+}
+
+type postgresStore struct {
+	*postgres.Store
+	pool *pgxpool.Pool
+}
+
+func (p postgresStore) enqueue(ctx context.Context, entries []outbox.Entry) (ids []int64, err error) {
+	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		ids, err = p.Enqueue(ctx, postgres.Pgx(tx), entries...)
+		return err
+	})
+	return ids, err
+}
+
+func (p postgresStore) status(ctx context.Context, id int64) (outbox.Status, error) {
+	r, err := p.Get(ctx, id)
+	return r.Status, err
+}
+
+func demo(ctx context.Context, c config, out io.Writer) error {
+	var closers []func()
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+
+	// Kafka: in-process unless told otherwise, with a switch that makes the outage
+	// topic's partitions answer LEADER_NOT_AVAILABLE.
+	var outage atomic.Bool
+	var cluster *kfake.Cluster
+	brokers := splitList(c.kafkaBrokers)
+	if len(brokers) == 0 {
+		var err error
+		cluster, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, c.topics...))
+		if err != nil {
+			return fmt.Errorf("starting the in-process Kafka: %w", err)
+		}
+		closers = append(closers, cluster.Close)
+		brokers = cluster.ListenAddrs()
+		injectOutage(cluster, c.outageTopic, &outage)
+	}
+
+	rec := telemetry.NewRecorder()
+	var transitions []string
+	var tmu sync.Mutex
+	start := time.Now()
+	tl := newTimeline(nil) // lanes are named once the destinations are known
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: c.breakDuration, Jitter: 0.2},
+		registry.WithObserver(rec.ObserveTransition),
+		registry.WithObserver(func(d transport.Destination, t breaker.Transition) {
+			at := time.Since(start)
+			tl.transition(d.String(), change{at: at, state: t.To})
+			tmu.Lock()
+			transitions = append(transitions, fmt.Sprintf("[%5.1fs] %s: %s -> %s (%s)", at.Seconds(), d, t.From, t.To, t.Reason))
+			tmu.Unlock()
+		}))
+	if err != nil {
+		return err
+	}
+
+	w := &kafkago.Writer{
+		Addr: kafkago.TCP(brokers...), RequiredAcks: kafkago.RequireAll, MaxAttempts: 1,
+		BatchTimeout: 2 * time.Millisecond, WriteTimeout: 2 * time.Second,
+	}
+	kpub, err := kafka.NewPublisher(w, reg)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = kpub.Close(cctx)
+	})
+	routes := router{"kafka": kpub}
+	var dests []transport.Destination
+	for _, t := range c.topics {
+		dests = append(dests, transport.Destination{Broker: "kafka", Name: t})
+	}
+	if c.amqpURL != "" {
+		d, pub, closeFn, err := rabbitDestination(ctx, c.amqpURL, reg)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, closeFn)
+		routes["amqp"], dests = pub, append(dests, d)
+	}
+	if c.sqsEndpoint != "" {
+		d, pub, err := sqsDestination(ctx, c.sqsEndpoint, reg)
+		if err != nil {
+			return err
+		}
+		routes["sqs"], dests = pub, append(dests, d)
+	}
+
+	var st store = memoryStore{outbox.NewMemoryStore(nil)}
+	if c.databaseURL != "" {
+		pool, err := pgxpool.New(ctx, c.databaseURL)
+		if err != nil {
+			return fmt.Errorf("--database-url: %w", err)
+		}
+		closers = append(closers, pool.Close)
+		if err := postgres.Migrate(ctx, pool); err != nil {
+			return err
+		}
+		st = postgresStore{postgres.New(pool), pool}
+	}
+
+	hooks := &counts{by: map[transport.Destination]*[4]int64{}}
+	if c.metrics != "" {
+		m, closeFn, err := serveMetrics(c.metrics, reg, rec, st.Backlog, out)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, closeFn)
+		hooks.inner = m
+	}
+
+	proc, err := outbox.NewProcessor(st, reg, routes,
+		outbox.WithHooks(hooks), outbox.WithIDHeader(idHeader), outbox.WithBatchSize(500),
+		outbox.WithPollInterval(20*time.Millisecond), outbox.WithDeferralJitter(c.breakDuration/10),
+		outbox.WithRejectedDelay(c.breakDuration/4),
+		outbox.WithBackoff(outbox.Backoff{Initial: 50 * time.Millisecond, Max: c.breakDuration, Multiplier: 2, Jitter: 0.2}),
+		outbox.WithErrorHandler(func(err error) { fmt.Fprintln(out, "dispatcher:", err) }))
+	if err != nil {
+		return err
+	}
+	dispatchCtx, stopDispatch := context.WithCancel(context.Background())
+	dispatched := make(chan error, 1)
+	go func() { dispatched <- proc.Run(dispatchCtx) }()
+	defer func() { stopDispatch(); <-dispatched }()
+
+	fmt.Fprintf(out, "brokerguard demo: %d destinations, %d msg/s each for %v", len(dests), c.rate, c.duration)
+	if cluster != nil {
+		fmt.Fprintf(out, "; kafka:%s fails from %v for %v", c.outageTopic, c.outageStart, c.outageLength)
+	}
+	fmt.Fprintln(out)
+
+	// Producers enqueue in the outbox; nothing they do depends on the brokers.
+	var mu sync.Mutex
+	enqueued := map[transport.Destination][]int64{}
+	produceCtx, stopProducing := context.WithTimeout(ctx, c.duration)
+	defer stopProducing()
+	var producers sync.WaitGroup
+	for _, d := range dests {
+		producers.Go(func() {
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			n := 0
+			for {
+				select {
+				case <-produceCtx.Done():
+					return
+				case <-tick.C:
+				}
+				batch := make([]outbox.Entry, max(c.rate/20, 1))
+				for i := range batch {
+					n++
+					batch[i] = outbox.Entry{Destination: d, Message: transport.Message{Key: []byte(strconv.Itoa(n % 16)), Value: fmt.Appendf(nil, "%s #%d", d, n)}}
+				}
+				ids, err := st.enqueue(produceCtx, batch)
+				if err != nil {
+					if produceCtx.Err() == nil {
+						fmt.Fprintln(out, "enqueue:", err)
+					}
+					return
+				}
+				mu.Lock()
+				enqueued[d] = append(enqueued[d], ids...)
+				mu.Unlock()
+			}
+		})
+	}
+
+	tl.topics = names(dests)
+	interval := max(c.duration/16, 250*time.Millisecond)
+	shown := 0
+	show := func() {
+		snaps := reg.Snapshots()
+		at := time.Since(start)
+		tmu.Lock()
+		for _, line := range transitions[shown:] {
+			fmt.Fprintln(out, line)
+		}
+		shown = len(transitions)
+		tmu.Unlock()
+		fmt.Fprintf(out, "[%5.1fs]\n", at.Seconds())
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "destination\tstate\tpublished\tdeferrals\tfailed\tpending\t")
+		for _, d := range dests {
+			n := hooks.get(d)
+			mu.Lock()
+			pending := int64(len(enqueued[d])) - n[0] - n[3]
+			mu.Unlock()
+			tl.record(d.String(), sample{at: at, published: n[0]})
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t\n", d, snaps[d].State, n[0], n[1], n[2], pending)
+		}
+		tw.Flush()
+	}
+
+	// The run: the outage switches on and off on schedule while the table refreshes.
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	outageOn, outageOff := time.After(c.outageStart), time.After(c.outageStart+c.outageLength)
+	if cluster == nil {
+		outageOn, outageOff = nil, nil
+	}
+	show()
+	for produceCtx.Err() == nil {
+		select {
+		case <-outageOn:
+			outage.Store(true)
+			fmt.Fprintf(out, "[%5.1fs] outage: kafka:%s answers LEADER_NOT_AVAILABLE\n", time.Since(start).Seconds(), c.outageTopic)
+		case <-outageOff:
+			outage.Store(false)
+			fmt.Fprintf(out, "[%5.1fs] outage over\n", time.Since(start).Seconds())
+		case <-tick.C:
+			show()
+		case <-produceCtx.Done():
+		}
+	}
+	outage.Store(false)
+	producers.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+
+	// Drain: wait until every enqueued row is published or dead.
+	fmt.Fprintln(out, "producers stopped; draining the outbox")
+	drainBy := time.Now().Add(max(10*time.Second, 4*c.breakDuration))
+	for {
+		pending, _, err := st.Backlog(ctx)
+		if err == nil && pending == 0 || time.Now().After(drainBy) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-tick.C:
+			show()
+		case <-ctx.Done():
+		}
+	}
+	show()
+	stopDispatch()
+	if err := <-dispatched; err != nil {
+		return fmt.Errorf("dispatcher: %w", err)
+	}
+	dispatched <- nil // for the deferred receive
+
+	onBroker := map[string]map[string]int{} // topic -> outbox id -> copies
+	if err := countOnBroker(brokers, c.topics, onBroker); err != nil {
+		fmt.Fprintln(out, "counting messages on Kafka:", err)
+	}
+	lost, err := summary(ctx, out, st, dests, enqueued, hooks, onBroker)
+	if err != nil {
+		return err
+	}
+	if c.svg != "" {
+		f, err := os.Create(c.svg)
+		if err != nil {
+			return err
+		}
+		if err := tl.writeSVG(f, "brokerguard demo: circuit state and publish rate per destination"); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "timeline written to", c.svg)
+	}
+	if lost > 0 {
+		return fmt.Errorf("%d messages lost", lost)
+	}
+	return nil
+}
+
+// injectOutage makes kfake answer Produce for topic with LEADER_NOT_AVAILABLE while
+// the switch is on, and serve it normally otherwise.
+func injectOutage(cluster *kfake.Cluster, topic string, on *atomic.Bool) {
+	cluster.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		req := r.(*kmsg.ProduceRequest)
+		if !on.Load() || len(req.Topics) == 0 || req.Topics[0].Topic != topic {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = p.Partition
+				sp.ErrorCode = 5 // LEADER_NOT_AVAILABLE
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+}
+
+// countOnBroker reads every topic from the start and counts the copies of each outbox
+// row id it finds.
+func countOnBroker(brokers, topics []string, into map[string]map[string]int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ends, err := endOffsets(cl, topics)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	read := map[string]int64{}
+	for _, t := range topics {
+		into[t] = map[string]int{}
+	}
+	for total(read) < total(ends) {
+		f := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("read %d of %d records before the deadline", total(read), total(ends))
+		}
+		f.EachRecord(func(r *kgo.Record) {
+			read[r.Topic]++
+			for _, h := range r.Headers {
+				if h.Key == idHeader {
+					into[r.Topic][string(h.Value)]++
+				}
+			}
+		})
+	}
+	return nil
+}
+
+func endOffsets(cl *kgo.Client, topics []string) (map[string]int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	for _, t := range topics {
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = t
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition, p.Timestamp = 0, -1 // the end of the single partition
+		rt.Partitions = append(rt.Partitions, p)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		return nil, err
+	}
+	ends := map[string]int64{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			ends[t.Topic] += p.Offset
+		}
+	}
+	return ends, nil
+}
+
+func total(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// summary prints what happened to every enqueued row and returns how many were lost:
+// neither published nor dead, or published to Kafka but not found there.
+func summary(ctx context.Context, out io.Writer, st store, dests []transport.Destination, enqueued map[transport.Destination][]int64, hooks *counts, onBroker map[string]map[string]int) (int, error) {
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "destination\tenqueued\tpublished\tdead\tdeferrals\tlost\ton broker\tduplicates\t")
+	lostAll, enqAll, pubAll := 0, 0, 0
+	for _, d := range dests {
+		var published, dead, lost, found, dups int
+		copies := onBroker[d.Name]
+		for _, id := range enqueued[d] {
+			s, err := st.status(ctx, id)
+			if err != nil {
+				return 0, err
+			}
+			switch s {
+			case outbox.StatusPublished:
+				published++
+				if d.Broker == "kafka" {
+					n := copies[strconv.FormatInt(id, 10)]
+					if n == 0 {
+						lost++
+					}
+					found += min(n, 1)
+					dups += max(n-1, 0)
+				}
+			case outbox.StatusDead:
+				dead++
+			default:
+				lost++
+			}
+		}
+		broker := "-"
+		if d.Broker == "kafka" {
+			broker = strconv.Itoa(found)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", d, len(enqueued[d]), published, dead, hooks.get(d)[1], lost, broker, dups)
+		lostAll, enqAll, pubAll = lostAll+lost, enqAll+len(enqueued[d]), pubAll+published
+	}
+	tw.Flush()
+	if lostAll == 0 && enqAll == pubAll {
+		fmt.Fprintf(out, "nothing lost: %d enqueued = %d published, every Kafka message found on the broker\n", enqAll, pubAll)
+	} else {
+		fmt.Fprintf(out, "%d enqueued, %d published, %d lost\n", enqAll, pubAll, lostAll)
+	}
+	return lostAll, nil
+}
+
+func rabbitDestination(ctx context.Context, url string, reg *registry.Registry) (transport.Destination, transport.Publisher, func(), error) {
+	m, err := amqp.NewManager(url)
+	if err != nil {
+		return transport.Destination{}, nil, nil, fmt.Errorf("--amqp-url: %w", err)
+	}
+	conn, err := m.Connection(ctx)
+	if err == nil {
+		var ch *amqp091.Channel
+		if ch, err = conn.Channel(); err == nil {
+			err = errors.Join(
+				ch.ExchangeDeclare("brokerguard-demo", "fanout", true, false, false, false, nil),
+				func() error {
+					_, err := ch.QueueDeclare("brokerguard-demo", true, false, false, false, nil)
+					return err
+				}(),
+				ch.QueueBind("brokerguard-demo", "", "brokerguard-demo", false, nil),
+				ch.Close())
+		}
+	}
+	if err != nil {
+		m.Close()
+		return transport.Destination{}, nil, nil, fmt.Errorf("--amqp-url: declaring exchange brokerguard-demo: %w", err)
+	}
+	pub, err := amqp.NewPublisher(m)
+	if err != nil {
+		m.Close()
+		return transport.Destination{}, nil, nil, err
+	}
+	return amqp.Destination("brokerguard-demo"), reg.Guard(pub, amqp.Classify), func() { m.Close() }, nil
+}
+
+func sqsDestination(ctx context.Context, endpoint string, reg *registry.Registry) (transport.Destination, transport.Publisher, error) {
+	client := awssqs.New(awssqs.Options{
+		BaseEndpoint: aws.String(endpoint),
+		Region:       envOr("AWS_REGION", "us-east-1"),
+		Credentials: credentials.NewStaticCredentialsProvider(envOr("AWS_ACCESS_KEY_ID", "test"),
+			envOr("AWS_SECRET_ACCESS_KEY", "test"), os.Getenv("AWS_SESSION_TOKEN")),
+	})
+	if _, err := client.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("brokerguard-demo")}); err != nil {
+		return transport.Destination{}, nil, fmt.Errorf("--sqs-endpoint: creating queue brokerguard-demo: %w", err)
+	}
+	pub, err := sqs.NewPublisher(client, reg)
+	return transport.Destination{Broker: "sqs", Name: "brokerguard-demo"}, pub, err
+}
+
+// serveMetrics exports the registry's and the outbox's metrics on addr for Prometheus.
+func serveMetrics(addr string, reg *registry.Registry, rec *telemetry.Recorder, backlog telemetry.BacklogFunc, out io.Writer) (*telemetry.Metrics, func(), error) {
+	promReg := promclient.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(promReg))
+	if err != nil {
+		return nil, nil, err
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	m, err := telemetry.New(reg, telemetry.WithRecorder(rec), telemetry.WithMeterProvider(mp), telemetry.WithOutboxBacklog(backlog))
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	fmt.Fprintf(out, "metrics on http://%s/metrics\n", ln.Addr())
+	return m, func() {
+		srv.Close()
+		m.Close()
+		mp.Shutdown(context.Background())
+	}, nil
+}
+
+func names(ds []transport.Destination) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.String()
+	}
+	return out
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,405 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/brokerguard/brokerguard/amqp"
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/integration/sqsserver"
+	"github.com/brokerguard/brokerguard/kafka"
+	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/postgres"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/sqs"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+const idHeader = "outbox-id"
+
+// openCalls counts, per destination, broker calls that arrived while the
+// destination's circuit was open. With one dispatcher the calls to a destination are
+// sequential, so the state read when a call arrives is the state that admitted it.
+type openCalls struct {
+	reg   *registry.Registry
+	mu    sync.Mutex
+	calls map[transport.Destination]int
+	open  map[transport.Destination]int
+}
+
+func (o *openCalls) arrived(d transport.Destination) {
+	c, err := o.reg.Circuit(d)
+	if err != nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls[d]++
+	if c.Snapshot().State == breaker.Open {
+		o.open[d]++
+	}
+}
+
+// TestOutagesMidStream dispatches 20,000 rows to four destinations while RabbitMQ is
+// stopped and started, kfake refuses one topic and the SQS server throttles its queue.
+// Every row must end up on its broker, none dead, and no call may reach a broker while
+// its destination's circuit is open (so no attempt is spent on an open circuit).
+func TestOutagesMidStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the outage scenario takes about 15 seconds; it runs without -short")
+	}
+	ctx := context.Background()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	topicA, topicB, exchange, queue := "chaos-a-"+run, "chaos-b-"+run, "chaos-"+run, "chaos-"+run
+	dests := []transport.Destination{
+		{Broker: "kafka", Name: topicA}, {Broker: "kafka", Name: topicB},
+		amqp.Destination(exchange), {Broker: "sqs", Name: queue},
+	}
+
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: 400 * time.Millisecond, Jitter: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := &openCalls{reg: reg, calls: map[transport.Destination]int{}, open: map[transport.Destination]int{}}
+
+	// Kafka (kfake), with a switch that refuses topic B.
+	cluster := harness.KFake(t, kfake.SeedTopics(1, topicA, topicB))
+	var refuseB atomic.Bool
+	cluster.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		req := r.(*kmsg.ProduceRequest)
+		for _, rt := range req.Topics {
+			watch.arrived(transport.Destination{Broker: "kafka", Name: rt.Topic})
+		}
+		if !refuseB.Load() || req.Topics[0].Topic != topicB {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p.Partition, 6 // NOT_LEADER_FOR_PARTITION
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	kpub, err := kafka.NewPublisher(&kafkago.Writer{Addr: kafkago.TCP(cluster.ListenAddrs()...), RequiredAcks: kafkago.RequireAll,
+		MaxAttempts: 1, BatchTimeout: time.Millisecond, WriteTimeout: 2 * time.Second}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kpub.Close(ctx)
+
+	// RabbitMQ: a durable exchange and queue, so stop_app keeps what was confirmed.
+	amqpURL, err := harness.RabbitMQ()
+	harness.Require(t, harness.ServiceRabbitMQ, err)
+	declareRabbit(t, amqpURL, exchange)
+	mgr, err := amqp.NewManager(amqpURL, amqp.WithRedialDelay(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	rawAMQP, err := amqp.NewPublisher(mgr, amqp.WithConfirmTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched := publisherFunc(func(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
+		watch.arrived(d)
+		return rawAMQP.Publish(ctx, d, msgs...)
+	})
+
+	// SQS: the in-process server, with throttling switched on and off.
+	srv, err := sqsserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	sqsClient := awssqs.New(awssqs.Options{BaseEndpoint: aws.String(srv.URL()), Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""), HTTPClient: &http.Client{},
+		RetryMaxAttempts: 1})
+	if _, err := sqsClient.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String(queue)}); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetBatchEntryFault(queue, func(index int, _ string) (sqsserver.Fault, bool) {
+		if index == 0 {
+			watch.arrived(transport.Destination{Broker: "sqs", Name: queue})
+		}
+		return sqsserver.Fault{}, false
+	})
+	spub, err := sqs.NewPublisher(sqsClient, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	pub := routes{"kafka": kpub, "amqp": reg.Guard(watched, amqp.Classify), "sqs": spub}
+
+	// The outbox on PostgreSQL, one dispatcher.
+	pool, err := pgxpool.New(ctx, harness.PostgresSchema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.New(pool)
+	var failedReported atomic.Int64
+	proc, err := outbox.NewProcessor(store, reg, pub, outbox.WithIDHeader(idHeader), outbox.WithBatchSize(250),
+		outbox.WithPollInterval(10*time.Millisecond), outbox.WithMaxAttempts(1000), outbox.WithDeferralJitter(50*time.Millisecond),
+		outbox.WithRejectedDelay(100*time.Millisecond), outbox.WithLease(time.Minute),
+		outbox.WithBackoff(outbox.Backoff{Initial: 20 * time.Millisecond, Max: 300 * time.Millisecond, Multiplier: 2, Jitter: 0.2}),
+		outbox.WithHooks(hookFunc(func(_ transport.Destination, _, _, failed, _ int) { failedReported.Add(int64(failed)) })),
+		outbox.WithErrorHandler(func(err error) { t.Logf("dispatcher: %v", err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- proc.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	// 20,000 rows over eight seconds, so that every fault lands mid-stream.
+	const total = 20_000
+	start := time.Now()
+	var ids []int64
+	var produced sync.WaitGroup
+	produced.Go(func() {
+		for batch := range 80 {
+			entries := make([]outbox.Entry, total/80)
+			for i := range entries {
+				entries[i] = outbox.Entry{Destination: dests[(batch*len(entries)+i)%len(dests)],
+					Message: transport.Message{Key: []byte(strconv.Itoa(i % 8)), Value: fmt.Appendf(nil, "row %d/%d", batch, i)}}
+			}
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				got, err := store.Enqueue(ctx, postgres.Pgx(tx), entries...)
+				ids = append(ids, got...)
+				return err
+			})
+			if err != nil {
+				t.Errorf("enqueue: %v", err)
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // a steady producer, not a bulk load
+		}
+	})
+
+	at := func(d time.Duration) { time.Sleep(time.Until(start.Add(d))) }
+	at(1 * time.Second)
+	refuseB.Store(true)
+	srv.SetFault(queue, sqsserver.ThrottlingException)
+	at(1500 * time.Millisecond)
+	harness.StopRabbitApp(t)
+	at(3500 * time.Millisecond)
+	refuseB.Store(false)
+	srv.ClearFault(queue)
+	at(4500 * time.Millisecond)
+	harness.StartRabbitApp(t)
+	produced.Wait()
+
+	// Drain: every row settles.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		pending, _, err := store.Backlog(ctx)
+		if err == nil && pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows still pending a minute after the producer stopped", pending)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+
+	// Nothing lost, none dead, every attempt a real broker failure.
+	byDest := map[transport.Destination]map[string]bool{}
+	var attempts, deferred int64
+	for _, id := range ids {
+		r, err := store.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != outbox.StatusPublished {
+			t.Fatalf("row %d is %s (%s)", id, r.Status, r.LastError)
+		}
+		if byDest[r.Destination] == nil {
+			byDest[r.Destination] = map[string]bool{}
+		}
+		byDest[r.Destination][strconv.FormatInt(id, 10)] = true
+		attempts += int64(r.Attempts)
+		deferred += int64(r.Deferrals)
+	}
+	if attempts != failedReported.Load() {
+		t.Errorf("rows hold %d attempts but the dispatcher reported %d failed publishes", attempts, failedReported.Load())
+	}
+	watch.mu.Lock()
+	for d, n := range watch.open {
+		t.Errorf("%d calls reached %s while its circuit was open", n, d)
+	}
+	watch.mu.Unlock()
+	if deferred == 0 {
+		t.Error("no row was ever deferred: the outages did not open any circuit")
+	}
+
+	onBroker := map[transport.Destination]map[string]int{}
+	onBroker[dests[0]] = kafkaIDs(t, cluster, topicA)
+	onBroker[dests[1]] = kafkaIDs(t, cluster, topicB)
+	onBroker[dests[2]] = rabbitIDs(t, amqpURL, exchange, len(byDest[dests[2]]))
+	onBroker[dests[3]] = sqsIDs(srv, queue)
+	var delivered, duplicates int
+	for _, d := range dests {
+		for id := range byDest[d] {
+			n := onBroker[d][id]
+			if n == 0 {
+				t.Errorf("%s: row %s was marked published but is not on the broker", d, id)
+			}
+			delivered += min(n, 1)
+			duplicates += max(n-1, 0)
+		}
+	}
+	t.Logf("%d deferrals, %d attempts (every one a real broker failure)", deferred, attempts)
+	record(result{"outages mid-stream: 2 Kafka topics, RabbitMQ, SQS", len(ids), delivered, duplicates, len(ids) - delivered, elapsed})
+	if len(ids) != total || delivered != total {
+		t.Fatalf("%d rows enqueued, %d delivered; want %d and %d", len(ids), delivered, total, total)
+	}
+}
+
+// routes sends each destination to its broker's publisher.
+type routes map[string]transport.Publisher
+
+func (r routes) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
+	return r[d.Broker].Publish(ctx, d, msgs...)
+}
+
+type hookFunc func(d transport.Destination, published, deferred, failed, dead int)
+
+func (f hookFunc) RecordDispatch(d transport.Destination, published, deferred, failed, dead int) {
+	f(d, published, deferred, failed, dead)
+}
+
+func declareRabbit(t *testing.T, url, name string) {
+	t.Helper()
+	conn, err := amqp091.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare(name, "fanout", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(name, "", name, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := amqp091.Dial(url)
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		if ch, err := conn.Channel(); err == nil {
+			ch.QueueDelete(name, false, false, false)
+			ch.ExchangeDelete(name, false, false)
+		}
+	})
+}
+
+// rabbitIDs drains the queue and counts the copies of each outbox id.
+func rabbitIDs(t *testing.T, url, queue string, want int) map[string]int {
+	t.Helper()
+	conn, err := amqp091.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int{}
+	for {
+		m, ok, err := ch.Get(queue, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return ids
+		}
+		switch v := m.Headers[idHeader].(type) { // the adapter sends header values as bytes
+		case []byte:
+			ids[string(v)]++
+		case string:
+			ids[v]++
+		}
+	}
+}
+
+// kafkaIDs reads a topic from the start and counts the copies of each outbox id.
+func kafkaIDs(t *testing.T, cluster *kfake.Cluster, topic string) map[string]int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ids := map[string]int{}
+	idle := 0
+	for idle < 3 { // three empty fetches in a row: the topic is read
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		f := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		f.EachRecord(func(r *kgo.Record) {
+			n++
+			for _, h := range r.Headers {
+				if h.Key == idHeader {
+					ids[string(h.Value)]++
+				}
+			}
+		})
+		if n == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
+	}
+	return ids
+}
+
+func sqsIDs(srv *sqsserver.Server, queue string) map[string]int {
+	ids := map[string]int{}
+	for _, m := range srv.Messages(queue) {
+		if a, ok := m.Attributes[idHeader]; ok {
+			ids[a.StringValue]++
+		}
+	}
+	return ids
+}
