@@ -12,7 +12,6 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -322,30 +321,16 @@ func (p *Publisher) groupByTopic(msgs []kafkago.Message) (string, []topicGroup, 
 // write writes one topic's messages under the topic's circuit, completing the permit
 // exactly once on every path (for an asynchronous writer, when the writer reports).
 func (p *Publisher) write(ctx context.Context, d transport.Destination, msgs []kafkago.Message) error {
-	c, err := p.reg.Circuit(d)
-	if err != nil {
-		return err
-	}
-	permit, err := c.Acquire(ctx)
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil && err == ctxErr {
+	if p.async != nil {
+		permit, err := p.reg.Acquire(ctx, d)
+		if err != nil {
 			return err
 		}
-		return &registry.RejectedError{Destination: d, Err: err}
-	}
-	if p.async != nil {
 		return p.async.write(ctx, p, permit, d, msgs)
 	}
-	completed := false
-	defer func() {
-		if !completed { // the writer panicked: the call says nothing about the broker
-			permit.Complete(breaker.Neutral)
-		}
-	}()
-	err = p.writeErr(d, p.w.WriteMessages(ctx, msgs...))
-	completed = true
-	permit.Complete(registry.Outcome(ctx, err, len(msgs), p.classify))
-	return err
+	return p.reg.Call(ctx, d, len(msgs), p.classify, func(ctx context.Context) error {
+		return p.writeErr(d, p.w.WriteMessages(ctx, msgs...))
+	})
 }
 
 // writeErr turns what the writer returned into the Publisher's errors: per-message

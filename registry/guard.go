@@ -33,7 +33,7 @@ func (e *RejectedError) Unwrap() error { return e.Err }
 // is otherwise a Success. A nil classify treats every error as a Failure.
 func (r *Registry) Guard(pub transport.Publisher, classify transport.Classifier) transport.Publisher {
 	if classify == nil {
-		classify = func(error) breaker.Outcome { return breaker.Failure }
+		classify = failAll
 	}
 	return &guarded{r: r, pub: pub, classify: classify}
 }
@@ -45,28 +45,57 @@ type guarded struct {
 }
 
 func (g *guarded) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
-	e, err := g.r.entry(d)
+	return g.r.Call(ctx, d, len(msgs), g.classify, func(ctx context.Context) error {
+		return g.pub.Publish(ctx, d, msgs...)
+	})
+}
+
+// Acquire takes a permit from destination d's circuit for one call, or returns the
+// error a guarded publisher returns instead of calling: the registry's own (an invalid
+// destination, the cap), the caller's context error, or the circuit's refusal as a
+// *RejectedError. Publishers that complete permits themselves (asynchronous writers)
+// use it with Outcome; the others use Call.
+func (r *Registry) Acquire(ctx context.Context, d transport.Destination) (breaker.Permit, error) {
+	e, err := r.entry(d)
 	if err != nil {
-		return err
+		return breaker.Permit{}, err
 	}
 	permit, err := e.circuit.Acquire(ctx)
 	if err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
-			return err
+			return breaker.Permit{}, err
 		}
-		return &RejectedError{Destination: d, Err: err}
+		return breaker.Permit{}, &RejectedError{Destination: d, Err: err}
+	}
+	return permit, nil
+}
+
+// Call makes one call of n messages to d under its circuit, as Guard does: when
+// Acquire refuses, call does not run and Call returns Acquire's error; otherwise the
+// permit is completed exactly once, with Outcome(ctx, err, n, classify) for what call
+// returned, or Neutral when call panics (the panic goes on). A nil classify treats
+// every error as a Failure. Adapters that guard their own SDK calls use it.
+func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, classify transport.Classifier, call func(context.Context) error) error {
+	permit, err := r.Acquire(ctx, d)
+	if err != nil {
+		return err
 	}
 	completed := false
 	defer func() {
-		if !completed { // pub panicked: the call says nothing about the broker
+		if !completed { // call panicked: that says nothing about the broker
 			permit.Complete(breaker.Neutral)
 		}
 	}()
-	err = g.pub.Publish(ctx, d, msgs...)
+	err = call(ctx)
 	completed = true
-	permit.Complete(Outcome(ctx, err, len(msgs), g.classify))
+	if classify == nil {
+		classify = failAll
+	}
+	permit.Complete(Outcome(ctx, err, n, classify))
 	return err
 }
+
+func failAll(error) breaker.Outcome { return breaker.Failure }
 
 // Outcome is the rule Guard applies to a publish of n messages that returned err; it
 // is exported for publishers that complete permits themselves (asynchronous writers).

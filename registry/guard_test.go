@@ -202,3 +202,28 @@ func TestGuardWithRolloutModes(t *testing.T) {
 		t.Fatal("the failing publisher's error was lost")
 	}
 }
+
+// Call is Guard's rule for adapters that guard their own SDK calls.
+func TestCallCompletesOnceAndRefusesWithoutCalling(t *testing.T) {
+	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, MaxInFlight: 1}))
+	ctx := context.Background()
+	if err := r.Call(ctx, orders, 1, nil, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Call(ctx, orders, 1, nil, func(context.Context) error { return errBroker }); err != errBroker {
+		t.Fatalf("Call returned %v, want the call's own error", err)
+	}
+	ran := false
+	err := r.Call(ctx, orders, 1, nil, func(context.Context) error { ran = true; return nil })
+	var rej *registry.RejectedError
+	if ran || !errors.As(err, &rej) || !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("open circuit: ran %v, err %v", ran, err)
+	}
+	if s := r.Snapshots()[orders]; s.InFlight != 0 {
+		t.Fatalf("in flight %d", s.InFlight)
+	}
+	p, err := r.Acquire(ctx, refunds)
+	if err != nil || !p.Complete(breaker.Success) {
+		t.Fatalf("Acquire: %v", err)
+	}
+}

@@ -13,7 +13,6 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -143,8 +142,7 @@ func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs .
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
-	circuit, err := p.reg.Circuit(q.dest)
-	if err != nil {
+	if _, err := p.reg.Circuit(q.dest); err != nil { // refuse a bad queue before building entries
 		return err
 	}
 	entries := make([]types.SendMessageBatchRequestEntry, len(msgs))
@@ -158,7 +156,7 @@ func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs .
 	for start := 0; start < len(entries); {
 		end := chunkEnd(sizes, start, p.maxBytes)
 		chunk := entries[start:end]
-		entryFailures, admitted, whole := p.guarded(ctx, circuit, &q, chunk)
+		entryFailures, admitted, whole := p.guarded(ctx, &q, chunk)
 		switch {
 		case whole == nil:
 			for _, f := range entryFailures {
@@ -182,35 +180,21 @@ func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs .
 	return &transport.BatchError{Destination: q.dest, Failed: failed}
 }
 
-// guarded sends one request under a permit of circuit. It returns the failed
+// guarded sends one request under a permit of the queue's circuit. It returns the failed
 // entries by index in chunk, or the error that failed the whole request;
 // admitted is false when the circuit (or the ended context) refused it.
-func (p *Publisher) guarded(ctx context.Context, circuit breaker.Circuit, q *queue, chunk []types.SendMessageBatchRequestEntry) (failed []transport.MessageError, admitted bool, whole error) {
-	permit, err := circuit.Acquire(ctx)
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil && err == ctxErr {
-			return nil, false, err
+func (p *Publisher) guarded(ctx context.Context, q *queue, chunk []types.SendMessageBatchRequestEntry) (failed []transport.MessageError, admitted bool, whole error) {
+	err := p.reg.Call(ctx, q.dest, len(chunk), Classify, func(ctx context.Context) error {
+		admitted = true
+		failed, whole = p.send(ctx, q, chunk)
+		if whole == nil && len(failed) > 0 {
+			return &transport.BatchError{Destination: q.dest, Failed: failed}
 		}
-		return nil, false, &registry.RejectedError{Destination: q.dest, Err: err}
+		return whole
+	})
+	if !admitted {
+		return nil, false, err
 	}
-	done := false
-	defer func() {
-		if !done { // the client panicked: that says nothing about SQS
-			permit.Complete(breaker.Neutral)
-		}
-	}()
-	failed, whole = p.send(ctx, q, chunk)
-	done = true
-	var outcome breaker.Outcome
-	switch {
-	case whole != nil:
-		outcome = registry.Outcome(ctx, whole, len(chunk), Classify)
-	case len(failed) > 0:
-		outcome = registry.Outcome(ctx, &transport.BatchError{Destination: q.dest, Failed: failed}, len(chunk), Classify)
-	default:
-		outcome = breaker.Success
-	}
-	permit.Complete(outcome)
 	return failed, true, whole
 }
 
