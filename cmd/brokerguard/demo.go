@@ -32,6 +32,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/amqp"
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/kfakeproduce"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
@@ -394,19 +395,7 @@ func injectOutage(cluster *kfake.Cluster, topic string, on *atomic.Bool) {
 		if !on.Load() || len(req.Topics) == 0 || req.Topics[0].Topic != topic {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, p := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = p.Partition
-				sp.ErrorCode = 5 // LEADER_NOT_AVAILABLE
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return kfakeproduce.Failed(req, kfakeproduce.LeaderNotAvailable), nil, true
 	})
 }
 

@@ -13,11 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
-	"github.com/brokerguard/brokerguard/integration/harness"
 	"github.com/brokerguard/brokerguard/integration/sqsserver"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
@@ -64,15 +62,7 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("outbox rows: malformed destination and unknown status on PostgreSQL", func(t *testing.T) {
 		ctx := context.Background()
-		pool, err := pgxpool.New(ctx, harness.PostgresSchema(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
-		if err := postgres.Migrate(ctx, pool); err != nil {
-			t.Fatal(err)
-		}
-		store := postgres.New(pool)
+		store, pool, _ := outboxOnPostgres(t)
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -88,16 +88,7 @@ func TestDispatcherCrashes(t *testing.T) {
 	ctx := context.Background()
 	topics := []string{"crash-a", "crash-b"}
 	cluster := harness.KFake(t, kfake.SeedTopics(1, topics...))
-	dsn := harness.PostgresSchema(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	store := postgres.New(pool)
+	store, pool, dsn := outboxOnPostgres(t)
 	const total = 6000
 	var ids []int64
 	entries := make([]outbox.Entry, total)

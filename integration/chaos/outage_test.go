@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -25,6 +24,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/integration/harness"
 	"github.com/brokerguard/brokerguard/integration/sqsserver"
+	"github.com/brokerguard/brokerguard/internal/kfakeproduce"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
@@ -92,18 +92,7 @@ func TestOutagesMidStream(t *testing.T) {
 		if !refuseB.Load() || req.Topics[0].Topic != topicB {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, p := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = p.Partition, 6 // NOT_LEADER_FOR_PARTITION
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return kfakeproduce.Failed(req, kfakeproduce.NotLeaderForPartition), nil, true
 	})
 	kpub, err := kafka.NewPublisher(&kafkago.Writer{Addr: kafkago.TCP(cluster.ListenAddrs()...), RequiredAcks: kafkago.RequireAll,
 		MaxAttempts: 1, BatchTimeout: time.Millisecond, WriteTimeout: 2 * time.Second}, reg)
@@ -156,15 +145,7 @@ func TestOutagesMidStream(t *testing.T) {
 	pub := routes{"kafka": kpub, "amqp": reg.Guard(watched, amqp.Classify), "sqs": spub}
 
 	// The outbox on PostgreSQL, one dispatcher.
-	pool, err := pgxpool.New(ctx, harness.PostgresSchema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	store := postgres.New(pool)
+	store, pool, _ := outboxOnPostgres(t)
 	var failedReported atomic.Int64
 	proc, err := outbox.NewProcessor(store, reg, pub, outbox.WithIDHeader(idHeader), outbox.WithBatchSize(250),
 		outbox.WithPollInterval(10*time.Millisecond), outbox.WithMaxAttempts(1000), outbox.WithDeferralJitter(50*time.Millisecond),
@@ -265,7 +246,7 @@ func TestOutagesMidStream(t *testing.T) {
 	onBroker := map[transport.Destination]map[string]int{}
 	onBroker[dests[0]] = kafkaIDs(t, cluster, topicA)
 	onBroker[dests[1]] = kafkaIDs(t, cluster, topicB)
-	onBroker[dests[2]] = rabbitIDs(t, amqpURL, exchange, len(byDest[dests[2]]))
+	onBroker[dests[2]] = rabbitIDs(t, amqpURL, exchange)
 	onBroker[dests[3]] = sqsIDs(srv, queue)
 	var delivered, duplicates int
 	for _, d := range dests {
@@ -298,17 +279,26 @@ func (f hookFunc) RecordDispatch(d transport.Destination, published, deferred, f
 	f(d, published, deferred, failed, dead)
 }
 
-func declareRabbit(t *testing.T, url, name string) {
+// rabbitChannel opens a connection and a channel to url, closed when the test ends.
+func rabbitChannel(t *testing.T, url string) *amqp091.Channel {
 	t.Helper()
 	conn, err := amqp091.Dial(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ch
+}
+
+// declareRabbit declares a durable fanout exchange and a durable queue bound to it,
+// both named name, and deletes them when the test ends.
+func declareRabbit(t *testing.T, url, name string) {
+	t.Helper()
+	ch := rabbitChannel(t, url)
 	if err := ch.ExchangeDeclare(name, "fanout", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -319,30 +309,20 @@ func declareRabbit(t *testing.T, url, name string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		conn, err := amqp091.Dial(url)
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		if ch, err := conn.Channel(); err == nil {
-			ch.QueueDelete(name, false, false, false)
-			ch.ExchangeDelete(name, false, false)
+		if conn, err := amqp091.Dial(url); err == nil { // the broker was restarted since
+			defer conn.Close()
+			if ch, err := conn.Channel(); err == nil {
+				ch.QueueDelete(name, false, false, false)
+				ch.ExchangeDelete(name, false, false)
+			}
 		}
 	})
 }
 
 // rabbitIDs drains the queue and counts the copies of each outbox id.
-func rabbitIDs(t *testing.T, url, queue string, want int) map[string]int {
+func rabbitIDs(t *testing.T, url, queue string) map[string]int {
 	t.Helper()
-	conn, err := amqp091.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := rabbitChannel(t, url)
 	ids := map[string]int{}
 	for {
 		m, ok, err := ch.Get(queue, true)

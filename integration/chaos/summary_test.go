@@ -1,12 +1,35 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sync"
+	"testing"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/outbox/postgres"
 )
+
+// outboxOnPostgres returns a migrated outbox in a schema of the test's own, its DSN
+// and the pool behind the store.
+func outboxOnPostgres(t *testing.T) (*postgres.Store, *pgxpool.Pool, string) {
+	t.Helper()
+	dsn := harness.PostgresSchema(t)
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := postgres.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	return postgres.New(pool), pool, dsn
+}
 
 // result is one scenario's line in the summary the suite prints at the end.
 type result struct {
