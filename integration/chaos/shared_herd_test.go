@@ -41,7 +41,8 @@ func TestSharedCircuitHerdAdmitsExactlyMaxProbes(t *testing.T) {
 		ProbeLease: time.Minute, Scope: breaker.SharedDependency}
 	replicas := make([]*dynamo.Circuit, fleet)
 	for i := range replicas {
-		c, err := dynamo.New(client, table, "kafka:orders", policy, dynamo.WithClock(clock), dynamo.WithOwner("replica-"+strconv.Itoa(i)))
+		c, err := dynamo.New(client, table, "kafka:orders", policy, dynamo.WithClock(clock),
+			dynamo.WithOwner("replica-"+strconv.Itoa(i)), dynamo.WithIOTimeout(15*time.Second)) // a loaded machine must not starve the probe writes
 		if err != nil {
 			t.Fatal(err)
 		}
