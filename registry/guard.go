@@ -62,12 +62,18 @@ func (r *Registry) Acquire(ctx context.Context, d transport.Destination) (breake
 	}
 	permit, err := e.circuit.Acquire(ctx)
 	if err != nil {
-		if ctx.Err() != nil && err == ctx.Err() {
-			return breaker.Permit{}, err
-		}
-		return breaker.Permit{}, &RejectedError{Destination: d, Err: err}
+		return breaker.Permit{}, refusal(ctx, d, err)
 	}
 	return permit, nil
+}
+
+// refusal is what a guarded call returns when the circuit refused: the caller's own
+// context error as it is, anything else as a *RejectedError.
+func refusal(ctx context.Context, d transport.Destination, err error) error {
+	if ctx.Err() != nil && err == ctx.Err() {
+		return err
+	}
+	return &RejectedError{Destination: d, Err: err}
 }
 
 // Call makes one call of n messages to d under its circuit, as Guard does: when
@@ -76,9 +82,14 @@ func (r *Registry) Acquire(ctx context.Context, d transport.Destination) (breake
 // returned, or Neutral when call panics (the panic goes on). A nil classify treats
 // every error as a Failure. Adapters that guard their own SDK calls use it.
 func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, classify transport.Classifier, call func(context.Context) error) error {
-	permit, err := r.Acquire(ctx, d)
+	// Acquire's steps, inline: this is every guarded publish's path.
+	e, err := r.entry(d)
 	if err != nil {
 		return err
+	}
+	permit, err := e.circuit.Acquire(ctx)
+	if err != nil {
+		return refusal(ctx, d, err)
 	}
 	completed := false
 	defer func() {
