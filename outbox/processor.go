@@ -390,7 +390,13 @@ func (p *Processor) dispatch(ctx context.Context, d transport.Destination, recs 
 		}
 	}
 	pubErr := p.pub.Publish(ctx, d, msgs...)
-	if pubErr != nil && ctx.Err() != nil {
+	var (
+		be *transport.BatchError
+		oe *breaker.OpenError
+	)
+	partial := errors.As(pubErr, &be) && validIndexes(be, len(recs))
+	cancelled := pubErr != nil && ctx.Err() != nil
+	if cancelled && !partial {
 		// The publish may or may not have reached the broker; leave the rows leased so
 		// that they are published again (at least once) rather than counted as failed.
 		return Counts{}, ctx.Err()
@@ -400,14 +406,10 @@ func (p *Processor) dispatch(ctx context.Context, d transport.Destination, recs 
 	defer cancel()
 	now = p.now()
 
-	var (
-		be *transport.BatchError
-		oe *breaker.OpenError
-	)
 	switch {
 	case pubErr == nil:
 		return p.publish(wctx, recs, now)
-	case errors.As(pubErr, &be) && validIndexes(be, len(recs)):
+	case partial:
 		failed := map[int]error{}
 		for _, f := range be.Failed {
 			failed[f.Index] = f.Err
@@ -424,6 +426,11 @@ func (p *Processor) dispatch(ctx context.Context, d transport.Destination, recs 
 		c, err := p.publish(wctx, ok, now)
 		if err != nil {
 			return c, err
+		}
+		if cancelled {
+			// The rest may have failed only because ctx ended: leave them leased, as
+			// above, rather than consume an attempt.
+			return c, ctx.Err()
 		}
 		c2, err := p.failEach(wctx, bad, now, errs)
 		c.add(c2)

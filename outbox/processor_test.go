@@ -444,3 +444,33 @@ func TestCircuitUnavailableDefers(t *testing.T) {
 		t.Errorf("row %+v; want visible after the rejected delay, no attempt", r)
 	}
 }
+
+// A publish cut short by the caller's ctx after some messages went out: those are
+// recorded as published (or they would be sent again), the others stay leased with no
+// attempt consumed, since they failed only because ctx ended.
+func TestCancelledPartialPublishRecordsWhatWentOut(t *testing.T) {
+	f := newFixture(t, policy)
+	ids := f.enqueue(t, orders, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.inner.fn = func(ctx context.Context, d transport.Destination, _ []transport.Message) error {
+		cancel()
+		return &transport.BatchError{Destination: d, Failed: []transport.MessageError{{Index: 1, Err: ctx.Err()}}}
+	}
+
+	rep, err := f.proc.ProcessPending(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("ProcessPending = %v, want context.Canceled", err)
+	}
+	if got := rep.ByDestination[orders]; got != (outbox.Counts{Published: 2}) {
+		t.Errorf("report %+v, want the 2 messages that went out published", got)
+	}
+	for i, want := range []outbox.Status{outbox.StatusPublished, outbox.StatusPending, outbox.StatusPublished} {
+		r := f.get(t, ids[i])
+		if r.Status != want || r.Attempts != 0 {
+			t.Errorf("row %d: status %s attempts %d; want %s and no attempt", ids[i], r.Status, r.Attempts, want)
+		}
+	}
+	if r := f.get(t, ids[1]); r.LeaseOwner != f.proc.Owner() {
+		t.Errorf("the unsent row %+v is not left leased for Release", r)
+	}
+}
