@@ -41,9 +41,11 @@ func (b Backoff) Delay(attempt int, r float64) time.Duration {
 	if attempt < 1 {
 		attempt = 1
 	}
-	d := float64(b.Initial) * math.Pow(b.Multiplier, float64(attempt-1))
-	if d > float64(b.Max) || math.IsInf(d, 1) || math.IsNaN(d) {
-		d = float64(b.Max)
+	// Cap in Durations, not floats: float64(b.Max) may round up past the largest
+	// Duration, which does not convert back. (A NaN or infinite d also takes the cap.)
+	d := b.Max
+	if f := float64(b.Initial) * math.Pow(b.Multiplier, float64(attempt-1)); f < float64(b.Max) {
+		d = time.Duration(f)
 	}
-	return time.Duration(d - d*b.Jitter*r)
+	return d - time.Duration(float64(d)*b.Jitter*r)
 }

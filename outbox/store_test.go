@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -126,6 +127,12 @@ func TestBackoffDelay(t *testing.T) {
 		if got := b.Delay(tc.attempt, tc.r); got != tc.want {
 			t.Errorf("Delay(%d, %v) = %v, want %v", tc.attempt, tc.r, got, tc.want)
 		}
+	}
+	// A cap at the largest Duration: the float delay rounds up to 2^63, which does not
+	// convert back to a Duration; the delay must stay the cap, not wrap negative.
+	huge := outbox.Backoff{Initial: time.Second, Max: math.MaxInt64, Multiplier: 2}
+	if got := huge.Delay(40, 0); got != math.MaxInt64 {
+		t.Errorf("Delay(40, 0) with Max MaxInt64 = %v, want the cap", got)
 	}
 	for _, bad := range []outbox.Backoff{
 		{}, {Initial: time.Second, Max: time.Second, Multiplier: 0.5},
