@@ -214,9 +214,12 @@ func positive[T int | time.Duration](name string, v T, set func(*Processor)) Pro
 
 // Processor dispatches outbox rows: it claims a batch, groups it by destination,
 // defers the rows of destinations whose circuit is open (consuming no attempt) and
-// publishes the others through the guarded publisher. It is safe for concurrent use,
-// though one Run per Processor is the usual shape; run several Processors (or
-// processes) to share a table.
+// publishes the others through the guarded publisher. ProcessPending may be called
+// from several goroutines at once, but nothing else may use the Processor while Run
+// runs: when Run returns it releases every row leased under the Processor's owner,
+// which would hand rows another call is still publishing to other dispatchers within
+// their lease. To share a table, run several Processors (or processes), each with its
+// own owner.
 type Processor struct {
 	store    Store
 	circuits Circuits
