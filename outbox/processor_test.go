@@ -474,3 +474,41 @@ func TestCancelledPartialPublishRecordsWhatWentOut(t *testing.T) {
 		t.Errorf("the unsent row %+v is not left leased for Release", r)
 	}
 }
+
+// markFailingStore loses its connection on MarkPublished.
+type markFailingStore struct{ *outbox.MemoryStore }
+
+func (markFailingStore) MarkPublished(context.Context, string, time.Time, []int64) error {
+	return errStore
+}
+
+// A publish the broker took whose MarkPublished failed: the rows are neither failed
+// nor lost; they stay leased, with no attempt, and go out again once released.
+func TestMarkPublishedFailureLeavesRowsLeasedNotFailed(t *testing.T) {
+	f := newFixture(t, policy)
+	ids := f.enqueue(t, orders, 2)
+	proc, err := outbox.NewProcessor(markFailingStore{f.store}, f.reg, f.reg.Guard(f.inner, nil),
+		outbox.WithClock(f.clock), outbox.WithOwner("flaky-db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := proc.ProcessPending(context.Background())
+	if !errors.Is(err, errStore) {
+		t.Fatalf("ProcessPending = %v, want the store's error", err)
+	}
+	if rep.Total() != (outbox.Counts{}) {
+		t.Errorf("report %+v, want nothing counted", rep.Total())
+	}
+	for _, id := range ids {
+		if r := f.get(t, id); r.Status != outbox.StatusPending || r.Attempts != 0 || r.LeaseOwner != "flaky-db" {
+			t.Fatalf("row %+v; want pending, no attempt, still leased", r)
+		}
+	}
+	if err := f.store.Release(context.Background(), "flaky-db"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Published: 2}) {
+		t.Errorf("after release: %+v, want both published again", got)
+	}
+}
