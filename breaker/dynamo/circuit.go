@@ -94,6 +94,7 @@ type Circuit struct {
 	refreshAfter time.Duration
 
 	view     atomic.Pointer[view] // the last state read or written; nil before the first
+	writes   atomic.Uint64        // views installed from this process's writes, so far
 	inFlight atomic.Int64         // admitted, uncompleted permits; counted only when MaxInFlight > 0
 
 	mu      sync.Mutex // guards the fields below
@@ -386,7 +387,7 @@ func (c *Circuit) write(ctx context.Context, prev, next item, now time.Time) (*v
 		return nil, err
 	}
 	v := c.newView(next, now)
-	c.install(v, false)
+	c.install(v, 0, false)
 	return v, nil
 }
 
@@ -506,6 +507,7 @@ func (c *Circuit) refresh(ctx context.Context, soft bool) (*view, error) {
 // fingerprint and makes it the snapshot.
 func (c *Circuit) load(ctx context.Context, at time.Time) (*view, error) {
 	for range maxAttempts {
+		writes := c.writes.Load()
 		it, err := c.st.load(ctx, c.identity)
 		if errors.Is(err, errNotFound) {
 			it = item{id: c.identity, version: 1, fingerprint: c.fingerprint, state: breaker.Closed, gen: 1}
@@ -519,7 +521,7 @@ func (c *Circuit) load(ctx context.Context, at time.Time) (*view, error) {
 		if it.fingerprint != c.fingerprint {
 			return nil, c.unavailable(&FingerprintError{Identity: c.identity, Stored: it.fingerprint, Ours: c.fingerprint})
 		}
-		return c.install(c.newView(it, at), true), nil
+		return c.install(c.newView(it, at), writes, true), nil
 	}
 	return nil, c.unavailable(errContention)
 }
@@ -536,13 +538,18 @@ func (c *Circuit) newView(it item, at time.Time) *view {
 	return v
 }
 
-// install makes v the snapshot. A write's result does not
-// replace a newer version; a load's result (authoritative) always does, so that an
-// item deleted and created again is picked up.
-func (c *Circuit) install(v *view, authoritative bool) *view {
+// install makes v the snapshot and returns the snapshot in force. A write's result
+// does not replace a newer version. A read's result replaces a newer version only when
+// this process wrote nothing since the read began (writes is the count then): the
+// item was deleted and created again. Otherwise the read is older than this process's
+// own write, and installing it would undo, for example, the OPEN it just wrote.
+func (c *Circuit) install(v *view, writes uint64, read bool) *view {
+	if !read {
+		c.writes.Add(1)
+	}
 	for {
 		cur := c.view.Load()
-		if !authoritative && cur != nil && cur.it.version > v.it.version {
+		if cur != nil && cur.it.version > v.it.version && (!read || c.writes.Load() != writes) {
 			return cur
 		}
 		if c.view.CompareAndSwap(cur, v) {
@@ -604,7 +611,7 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 		_ = c.ioFailed(ctx, err)
 		return false
 	}
-	if nv := c.install(c.newView(it, now), false); nv.tripped && nv.it.version == it.version {
+	if nv := c.install(c.newView(it, now), 0, false); nv.tripped && nv.it.version == it.version {
 		if _, err := c.trip(ctx, it, now); err != nil && !errors.Is(err, errConflict) {
 			_ = c.ioFailed(ctx, err)
 		}

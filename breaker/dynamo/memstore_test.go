@@ -18,6 +18,10 @@ type memStore struct {
 	items map[string]map[string]types.AttributeValue
 	down  error          // when set, every request fails with it
 	calls map[string]int // requests by method, successful or not
+	// afterRead, when set, runs once in the next load after the item was read and
+	// before it is returned (without the store's lock), so a test can change the
+	// table under a read in flight.
+	afterRead func()
 }
 
 var errDown = errors.New("memstore: table unreachable")
@@ -82,11 +86,17 @@ func (m *memStore) begin(ctx context.Context, method string) error {
 
 func (m *memStore) load(ctx context.Context, id string) (item, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if err := m.begin(ctx, "load"); err != nil {
+		m.mu.Unlock()
 		return item{}, err
 	}
 	attrs, ok := m.items[id]
+	hook := m.afterRead
+	m.afterRead = nil
+	m.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	if !ok {
 		return item{}, errNotFound
 	}
