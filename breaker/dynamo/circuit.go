@@ -303,6 +303,9 @@ func (c *Circuit) decide(ctx context.Context, v *view, now time.Time) (p breaker
 		}
 		// The shared count reached the threshold but nobody wrote OPEN (a replica
 		// failed between the two writes): this caller does.
+		if err := c.backoff(now); err != nil {
+			return breaker.Permit{}, err, false
+		}
 		next, err := c.trip(ctx, it, now)
 		switch {
 		case errors.Is(err, errConflict):
@@ -349,6 +352,9 @@ func liveLeases(leases []lease, now int64) []lease {
 // takeLease writes next (the half-open item prev becomes) with a new probe lease of
 // this replica, and hands out the probe.
 func (c *Circuit) takeLease(ctx context.Context, prev, next item, now time.Time) (breaker.Permit, error, bool) {
+	if err := c.backoff(now); err != nil {
+		return breaker.Permit{}, err, false
+	}
 	if !c.reserve() {
 		return breaker.Permit{}, breaker.ErrSaturated, false
 	}
@@ -404,11 +410,15 @@ func (c *Circuit) ioFailed(ctx context.Context, err error) error {
 	return err
 }
 
-// backingOff reports whether a failure to reach the table is too recent to try again.
-func (c *Circuit) backingOff(now time.Time) bool {
+// backoff returns the last failure to reach the table while it is too recent to try
+// again (within BackendRetryDelay), else nil.
+func (c *Circuit) backoff(now time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.lastErr != nil && now.Before(c.retryAt)
+	if c.lastErr != nil && now.Before(c.retryAt) {
+		return c.lastErr
+	}
+	return nil
 }
 
 // breakFor returns how long to stay open after failedProbes consecutive failed
@@ -589,7 +599,7 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 		return true // healthy traffic reads no clock and writes nothing
 	}
 	now := c.now()
-	if c.backingOff(now) {
+	if c.backoff(now) != nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ioTimeout)
@@ -620,7 +630,7 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 }
 
 func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome, now time.Time) bool {
-	if c.backingOff(now) {
+	if c.backoff(now) != nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ioTimeout)

@@ -195,3 +195,33 @@ func TestDeletedItemStartsClosedAgain(t *testing.T) {
 		t.Fatalf("item = %+v; want a new closed item", it)
 	}
 }
+
+func TestNoWriteIsTriedWithinBackendRetryDelay(t *testing.T) {
+	// A snapshot that stays fresh past the open deadline: the next Acquire must write
+	// HALF-OPEN, and the table is down.
+	f := newFleet(t, 1, sharedPolicy(), WithMaxStateStaleness(time.Minute))
+	c := f.r[0]
+	f.clk.Set(f.open())
+	f.st.setDown(errDown)
+	puts := func() int { return f.st.count("put") }
+	mustUnavailable(t, c)
+	base := puts()
+	for range 10 {
+		if ue := mustUnavailable(t, c); !errors.Is(ue, errDown) {
+			t.Fatalf("UnavailableError cause = %v; want the table's error", ue.Err)
+		}
+	}
+	if got := puts() - base; got != 0 {
+		t.Fatalf("%d writes tried within BackendRetryDelay of a failed one; want 0", got)
+	}
+	f.clk.Advance(time.Second)
+	mustUnavailable(t, c)
+	if got := puts() - base; got != 1 {
+		t.Fatalf("%d writes after BackendRetryDelay; want 1", got)
+	}
+	f.st.setDown(nil)
+	f.clk.Advance(time.Second)
+	if p := mustAcquire(t, c); !p.Probe() || !p.Complete(breaker.Success) {
+		t.Fatal("after recovery: want a probe whose success closes the circuit")
+	}
+}
