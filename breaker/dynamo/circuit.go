@@ -543,7 +543,7 @@ func (c *Circuit) newView(it item, at time.Time) *view {
 		tripped: c.counting && it.state == breaker.Closed && it.failures >= int64(c.policy.FailureThreshold),
 	}
 	if it.state == breaker.Open {
-		v.reject = &breaker.OpenError{Identity: c.identity, Scope: breaker.SharedDependency, NotBefore: time.Unix(0, it.openUntil)}
+		v.reject = breaker.NewOpenError(c.identity, breaker.SharedDependency, time.Unix(0, it.openUntil))
 	}
 	return v
 }

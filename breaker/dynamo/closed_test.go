@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -287,4 +288,21 @@ func TestReadInFlightDoesNotUndoANewerWrite(t *testing.T) {
 		t.Fatalf("Snapshot after a read older than this replica's own OPEN = %+v; want open", s)
 	}
 	mustReject(t, c)
+}
+
+func TestOpenRejectionAllocatesNothing(t *testing.T) {
+	f := newFleet(t, 1, sharedPolicy())
+	f.open()
+	c, ctx := f.r[0], context.Background()
+	var msg string
+	allocs := testing.AllocsPerRun(100, func() {
+		_, err := c.Acquire(ctx)
+		msg = err.Error() // callers log it: one message per open generation
+	})
+	if allocs != 0 {
+		t.Fatalf("a rejection by an open snapshot (and its message) allocated %v times; want 0", allocs)
+	}
+	if !strings.Contains(msg, testID) {
+		t.Fatalf("rejection message %q does not name the circuit", msg)
+	}
 }
