@@ -421,22 +421,9 @@ func (c *Circuit) backoff(now time.Time) error {
 	return nil
 }
 
-// breakFor returns how long to stay open after failedProbes consecutive failed
-// probes: BreakDuration doubled per failed probe up to MaxBreakDuration, spread by
-// Jitter.
+// breakFor is Policy.BreakAfter in nanoseconds.
 func (c *Circuit) breakFor(failedProbes int64) int64 {
-	d := int64(c.policy.BreakDuration)
-	for range failedProbes {
-		if d >= int64(c.policy.MaxBreakDuration)/2 {
-			d = int64(c.policy.MaxBreakDuration)
-			break
-		}
-		d *= 2
-	}
-	if j := c.policy.Jitter; j > 0 {
-		d += int64(float64(d) * j * (2*c.cfg.random() - 1))
-	}
-	return max(d, 1)
+	return int64(c.policy.BreakAfter(int(failedProbes), c.cfg.random))
 }
 
 // admit hands out a permit of the closed generation gen.
