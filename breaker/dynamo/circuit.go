@@ -397,12 +397,20 @@ func (c *Circuit) write(ctx context.Context, prev, next item, now time.Time) (*v
 	return v, nil
 }
 
-// ioFailed turns a failed request into the caller's error. A failure of the table
-// (not of the caller's context) starts the BackendRetryDelay.
+// ioFailed turns a failed request made for a caller whose context is ctx into the
+// caller's error. A failure of the table (not of the caller's context) starts the
+// BackendRetryDelay.
 func (c *Circuit) ioFailed(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
+	return c.tableFailed(err)
+}
+
+// tableFailed records the failure of a request that only the I/O timeout bounds, so
+// that it failed by the table's fault (a timeout included), and starts the
+// BackendRetryDelay.
+func (c *Circuit) tableFailed(err error) error {
 	err = c.unavailable(err)
 	c.mu.Lock()
 	c.lastErr, c.retryAt = err, c.now().Add(c.cfg.retryDelay)
@@ -605,12 +613,12 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 		nv, err := c.refresh(ctx, false)
 		return err == nil && nv.it.state == breaker.Closed && nv.it.gen == info.Generation
 	case err != nil:
-		_ = c.ioFailed(ctx, err)
+		_ = c.tableFailed(err)
 		return false
 	}
 	if nv := c.install(c.newView(it, now), 0, false); nv.tripped && nv.it.version == it.version {
 		if _, err := c.trip(ctx, it, now); err != nil && !errors.Is(err, errConflict) {
-			_ = c.ioFailed(ctx, err)
+			_ = c.tableFailed(err)
 		}
 	}
 	return true
@@ -632,7 +640,7 @@ func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome, now 
 	} else {
 		var err error
 		if it, err = c.st.load(ctx, c.identity); err != nil {
-			_ = c.ioFailed(ctx, err)
+			_ = c.tableFailed(err)
 			return false
 		}
 	}
@@ -667,11 +675,11 @@ func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome, now 
 			return true
 		}
 		if !errors.Is(err, errConflict) {
-			_ = c.ioFailed(ctx, err)
+			_ = c.tableFailed(err)
 			return false
 		}
 		if it, err = c.st.load(ctx, c.identity); err != nil {
-			_ = c.ioFailed(ctx, err)
+			_ = c.tableFailed(err)
 			return false
 		}
 	}

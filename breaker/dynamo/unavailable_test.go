@@ -225,3 +225,22 @@ func TestNoWriteIsTriedWithinBackendRetryDelay(t *testing.T) {
 		t.Fatal("after recovery: want a probe whose success closes the circuit")
 	}
 }
+
+func TestATableThatTimesOutStartsTheRetryDelay(t *testing.T) {
+	// Complete bounds its writes with the I/O timeout; a table that does not answer
+	// within it has failed, just like one that refuses.
+	f := newFleet(t, 1, sharedPolicy(), WithIOTimeout(time.Millisecond))
+	c := f.r[0]
+	p1, p2 := mustAcquire(t, c), mustAcquire(t, c)
+	f.st.setHang(true)
+	if p1.Complete(breaker.Failure) {
+		t.Fatal("Complete(Failure) that timed out = true; want false")
+	}
+	writes := f.st.count("addFailure")
+	if p2.Complete(breaker.Failure) {
+		t.Fatal("Complete(Failure) within BackendRetryDelay = true; want false")
+	}
+	if got := f.st.count("addFailure"); got != writes {
+		t.Fatalf("a write was attempted within BackendRetryDelay of a timeout (%d, was %d)", got, writes)
+	}
+}
