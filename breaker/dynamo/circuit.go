@@ -52,9 +52,12 @@ func WithMaxStateStaleness(d time.Duration) Option { return func(c *config) { c.
 // need the table are refused at once.
 func WithBackendRetryDelay(d time.Duration) Option { return func(c *config) { c.retryDelay = d } }
 
-// WithIOTimeout bounds each DynamoDB request the circuit makes on its own behalf: the
-// shared refresh of the snapshot and the writes made by Permit.Complete (default two
-// seconds). Requests made for an Acquire are also bounded by the caller's context.
+// WithIOTimeout bounds each DynamoDB request the circuit makes (default two seconds).
+// Writes made for an Acquire are also bounded by the caller's context. A read of the
+// item serves every caller waiting for it, so it is bounded by this timeout alone:
+// the caller that makes it waits for it whatever its context (also when it only
+// refreshes a closed snapshot that is three quarters stale), while the callers that
+// join it stop waiting when their context ends.
 func WithIOTimeout(d time.Duration) Option { return func(c *config) { c.ioTimeout = d } }
 
 // WithClock makes the circuit read time from clk (tests use a fake clock). Every
