@@ -55,19 +55,31 @@ func TestUnreachableTableServesAFreshClosedSnapshotThenRefuses(t *testing.T) {
 }
 
 func TestOutcomesAreDroppedWhileTheTableIsUnreachable(t *testing.T) {
-	f := newFleet(t, 1, sharedPolicy())
-	c := f.r[0]
-	p1, p2 := mustAcquire(t, c), mustAcquire(t, c)
-	f.st.setDown(errDown)
-	if p1.Complete(breaker.Failure) {
-		t.Fatal("Complete(Failure) that could not be written = true; want false")
-	}
-	writes := f.st.count("addFailure")
-	if p2.Complete(breaker.Failure) {
-		t.Fatal("Complete(Failure) within BackendRetryDelay = true; want false")
-	}
-	if got := f.st.count("addFailure"); got != writes {
-		t.Fatalf("a write was attempted within BackendRetryDelay (%d, was %d)", got, writes)
+	for _, fault := range []struct {
+		name  string
+		apply func(*memStore)
+	}{
+		{"refused", func(m *memStore) { m.setDown(errDown) }},
+		// Complete bounds its writes with the I/O timeout; a table that does not
+		// answer within it has failed just as one that refuses.
+		{"timed out", func(m *memStore) { m.setHang(true) }},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			f := newFleet(t, 1, sharedPolicy(), WithIOTimeout(time.Millisecond))
+			c := f.r[0]
+			p1, p2 := mustAcquire(t, c), mustAcquire(t, c)
+			fault.apply(f.st)
+			if p1.Complete(breaker.Failure) {
+				t.Fatal("Complete(Failure) that could not be written = true; want false")
+			}
+			writes := f.st.count("addFailure")
+			if p2.Complete(breaker.Failure) {
+				t.Fatal("Complete(Failure) within BackendRetryDelay = true; want false")
+			}
+			if got := f.st.count("addFailure"); got != writes {
+				t.Fatalf("a write was attempted within BackendRetryDelay (%d, was %d)", got, writes)
+			}
+		})
 	}
 }
 
@@ -223,24 +235,5 @@ func TestNoWriteIsTriedWithinBackendRetryDelay(t *testing.T) {
 	f.clk.Advance(time.Second)
 	if p := mustAcquire(t, c); !p.Probe() || !p.Complete(breaker.Success) {
 		t.Fatal("after recovery: want a probe whose success closes the circuit")
-	}
-}
-
-func TestATableThatTimesOutStartsTheRetryDelay(t *testing.T) {
-	// Complete bounds its writes with the I/O timeout; a table that does not answer
-	// within it has failed, just like one that refuses.
-	f := newFleet(t, 1, sharedPolicy(), WithIOTimeout(time.Millisecond))
-	c := f.r[0]
-	p1, p2 := mustAcquire(t, c), mustAcquire(t, c)
-	f.st.setHang(true)
-	if p1.Complete(breaker.Failure) {
-		t.Fatal("Complete(Failure) that timed out = true; want false")
-	}
-	writes := f.st.count("addFailure")
-	if p2.Complete(breaker.Failure) {
-		t.Fatal("Complete(Failure) within BackendRetryDelay = true; want false")
-	}
-	if got := f.st.count("addFailure"); got != writes {
-		t.Fatalf("a write was attempted within BackendRetryDelay of a timeout (%d, was %d)", got, writes)
 	}
 }
