@@ -52,9 +52,12 @@ func WithMaxStateStaleness(d time.Duration) Option { return func(c *config) { c.
 // need the table are refused at once.
 func WithBackendRetryDelay(d time.Duration) Option { return func(c *config) { c.retryDelay = d } }
 
-// WithIOTimeout bounds each DynamoDB request the circuit makes on its own behalf: the
-// shared refresh of the snapshot and the writes made by Permit.Complete (default two
-// seconds). Requests made for an Acquire are also bounded by the caller's context.
+// WithIOTimeout bounds each DynamoDB request the circuit makes (default two seconds).
+// Writes made for an Acquire are also bounded by the caller's context. A read of the
+// item serves every caller waiting for it, so it is bounded by this timeout alone:
+// the caller that makes it waits for it whatever its context (also when it only
+// refreshes a closed snapshot that is three quarters stale), while the callers that
+// join it stop waiting when their context ends.
 func WithIOTimeout(d time.Duration) Option { return func(c *config) { c.ioTimeout = d } }
 
 // WithClock makes the circuit read time from clk (tests use a fake clock). Every
@@ -94,6 +97,7 @@ type Circuit struct {
 	refreshAfter time.Duration
 
 	view     atomic.Pointer[view] // the last state read or written; nil before the first
+	writes   atomic.Uint64        // views installed from this process's writes, so far
 	inFlight atomic.Int64         // admitted, uncompleted permits; counted only when MaxInFlight > 0
 
 	mu      sync.Mutex // guards the fields below
@@ -302,6 +306,9 @@ func (c *Circuit) decide(ctx context.Context, v *view, now time.Time) (p breaker
 		}
 		// The shared count reached the threshold but nobody wrote OPEN (a replica
 		// failed between the two writes): this caller does.
+		if err := c.backoff(now); err != nil {
+			return breaker.Permit{}, err, false
+		}
 		next, err := c.trip(ctx, it, now)
 		switch {
 		case errors.Is(err, errConflict):
@@ -348,6 +355,9 @@ func liveLeases(leases []lease, now int64) []lease {
 // takeLease writes next (the half-open item prev becomes) with a new probe lease of
 // this replica, and hands out the probe.
 func (c *Circuit) takeLease(ctx context.Context, prev, next item, now time.Time) (breaker.Permit, error, bool) {
+	if err := c.backoff(now); err != nil {
+		return breaker.Permit{}, err, false
+	}
 	if !c.reserve() {
 		return breaker.Permit{}, breaker.ErrSaturated, false
 	}
@@ -386,16 +396,24 @@ func (c *Circuit) write(ctx context.Context, prev, next item, now time.Time) (*v
 		return nil, err
 	}
 	v := c.newView(next, now)
-	c.install(v, false)
+	c.install(v, 0, false)
 	return v, nil
 }
 
-// ioFailed turns a failed request into the caller's error. A failure of the table
-// (not of the caller's context) starts the BackendRetryDelay.
+// ioFailed turns a failed request made for a caller whose context is ctx into the
+// caller's error. A failure of the table (not of the caller's context) starts the
+// BackendRetryDelay.
 func (c *Circuit) ioFailed(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
+	return c.tableFailed(err)
+}
+
+// tableFailed records the failure of a request that only the I/O timeout bounds, so
+// that it failed by the table's fault (a timeout included), and starts the
+// BackendRetryDelay.
+func (c *Circuit) tableFailed(err error) error {
 	err = c.unavailable(err)
 	c.mu.Lock()
 	c.lastErr, c.retryAt = err, c.now().Add(c.cfg.retryDelay)
@@ -403,29 +421,20 @@ func (c *Circuit) ioFailed(ctx context.Context, err error) error {
 	return err
 }
 
-// backingOff reports whether a failure to reach the table is too recent to try again.
-func (c *Circuit) backingOff(now time.Time) bool {
+// backoff returns the last failure to reach the table while it is too recent to try
+// again (within BackendRetryDelay), else nil.
+func (c *Circuit) backoff(now time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.lastErr != nil && now.Before(c.retryAt)
+	if c.lastErr != nil && now.Before(c.retryAt) {
+		return c.lastErr
+	}
+	return nil
 }
 
-// breakFor returns how long to stay open after failedProbes consecutive failed
-// probes: BreakDuration doubled per failed probe up to MaxBreakDuration, spread by
-// Jitter.
+// breakFor is Policy.BreakAfter in nanoseconds.
 func (c *Circuit) breakFor(failedProbes int64) int64 {
-	d := int64(c.policy.BreakDuration)
-	for range failedProbes {
-		if d >= int64(c.policy.MaxBreakDuration)/2 {
-			d = int64(c.policy.MaxBreakDuration)
-			break
-		}
-		d *= 2
-	}
-	if j := c.policy.Jitter; j > 0 {
-		d += int64(float64(d) * j * (2*c.cfg.random() - 1))
-	}
-	return max(d, 1)
+	return int64(c.policy.BreakAfter(int(failedProbes), c.cfg.random))
 }
 
 // admit hands out a permit of the closed generation gen.
@@ -506,6 +515,7 @@ func (c *Circuit) refresh(ctx context.Context, soft bool) (*view, error) {
 // fingerprint and makes it the snapshot.
 func (c *Circuit) load(ctx context.Context, at time.Time) (*view, error) {
 	for range maxAttempts {
+		writes := c.writes.Load()
 		it, err := c.st.load(ctx, c.identity)
 		if errors.Is(err, errNotFound) {
 			it = item{id: c.identity, version: 1, fingerprint: c.fingerprint, state: breaker.Closed, gen: 1}
@@ -519,7 +529,7 @@ func (c *Circuit) load(ctx context.Context, at time.Time) (*view, error) {
 		if it.fingerprint != c.fingerprint {
 			return nil, c.unavailable(&FingerprintError{Identity: c.identity, Stored: it.fingerprint, Ours: c.fingerprint})
 		}
-		return c.install(c.newView(it, at), true), nil
+		return c.install(c.newView(it, at), writes, true), nil
 	}
 	return nil, c.unavailable(errContention)
 }
@@ -531,18 +541,23 @@ func (c *Circuit) newView(it item, at time.Time) *view {
 		tripped: c.counting && it.state == breaker.Closed && it.failures >= int64(c.policy.FailureThreshold),
 	}
 	if it.state == breaker.Open {
-		v.reject = &breaker.OpenError{Identity: c.identity, Scope: breaker.SharedDependency, NotBefore: time.Unix(0, it.openUntil)}
+		v.reject = breaker.NewOpenError(c.identity, breaker.SharedDependency, time.Unix(0, it.openUntil))
 	}
 	return v
 }
 
-// install makes v the snapshot. A write's result does not
-// replace a newer version; a load's result (authoritative) always does, so that an
-// item deleted and created again is picked up.
-func (c *Circuit) install(v *view, authoritative bool) *view {
+// install makes v the snapshot and returns the snapshot in force. A write's result
+// does not replace a newer version. A read's result replaces a newer version only when
+// this process wrote nothing since the read began (writes is the count then): the
+// item was deleted and created again. Otherwise the read is older than this process's
+// own write, and installing it would undo, for example, the OPEN it just wrote.
+func (c *Circuit) install(v *view, writes uint64, read bool) *view {
+	if !read {
+		c.writes.Add(1)
+	}
 	for {
 		cur := c.view.Load()
-		if !authoritative && cur != nil && cur.it.version > v.it.version {
+		if cur != nil && cur.it.version > v.it.version && (!read || c.writes.Load() != writes) {
 			return cur
 		}
 		if c.view.CompareAndSwap(cur, v) {
@@ -582,7 +597,7 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 		return true // healthy traffic reads no clock and writes nothing
 	}
 	now := c.now()
-	if c.backingOff(now) {
+	if c.backoff(now) != nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ioTimeout)
@@ -601,19 +616,19 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 		nv, err := c.refresh(ctx, false)
 		return err == nil && nv.it.state == breaker.Closed && nv.it.gen == info.Generation
 	case err != nil:
-		_ = c.ioFailed(ctx, err)
+		_ = c.tableFailed(err)
 		return false
 	}
-	if nv := c.install(c.newView(it, now), false); nv.tripped && nv.it.version == it.version {
+	if nv := c.install(c.newView(it, now), 0, false); nv.tripped && nv.it.version == it.version {
 		if _, err := c.trip(ctx, it, now); err != nil && !errors.Is(err, errConflict) {
-			_ = c.ioFailed(ctx, err)
+			_ = c.tableFailed(err)
 		}
 	}
 	return true
 }
 
 func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome, now time.Time) bool {
-	if c.backingOff(now) {
+	if c.backoff(now) != nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ioTimeout)
@@ -628,7 +643,7 @@ func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome, now 
 	} else {
 		var err error
 		if it, err = c.st.load(ctx, c.identity); err != nil {
-			_ = c.ioFailed(ctx, err)
+			_ = c.tableFailed(err)
 			return false
 		}
 	}
@@ -663,11 +678,11 @@ func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome, now 
 			return true
 		}
 		if !errors.Is(err, errConflict) {
-			_ = c.ioFailed(ctx, err)
+			_ = c.tableFailed(err)
 			return false
 		}
 		if it, err = c.st.load(ctx, c.identity); err != nil {
-			_ = c.ioFailed(ctx, err)
+			_ = c.tableFailed(err)
 			return false
 		}
 	}

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -260,5 +261,48 @@ func TestCompletingTwiceCountsOnce(t *testing.T) {
 	}
 	if got := f.item().failures; got != 1 {
 		t.Fatalf("shared count = %d; want 1", got)
+	}
+}
+
+func TestReadInFlightDoesNotUndoANewerWrite(t *testing.T) {
+	f := newFleet(t, 1, sharedPolicy())
+	c := f.r[0]
+	fail(t, c, 2)
+	last := mustAcquire(t, c)
+	// The snapshot is three quarters stale, so the next Acquire refreshes it. While
+	// that read is in flight, the third failure completes and this replica opens the
+	// shared circuit: the read returns the item as it was before.
+	f.clk.Advance(750 * time.Millisecond)
+	f.st.afterRead = func() {
+		if !last.Complete(breaker.Failure) {
+			t.Error("Complete(Failure) = false; want true")
+		}
+	}
+	if p, err := c.Acquire(context.Background()); err == nil {
+		p.Complete(breaker.Neutral)
+	}
+	if it := f.item(); it.state != breaker.Open {
+		t.Fatalf("stored state = %v; want open", it.state)
+	}
+	if s := c.Snapshot(); s.State != breaker.Open {
+		t.Fatalf("Snapshot after a read older than this replica's own OPEN = %+v; want open", s)
+	}
+	mustReject(t, c)
+}
+
+func TestOpenRejectionAllocatesNothing(t *testing.T) {
+	f := newFleet(t, 1, sharedPolicy())
+	f.open()
+	c, ctx := f.r[0], context.Background()
+	var msg string
+	allocs := testing.AllocsPerRun(100, func() {
+		_, err := c.Acquire(ctx)
+		msg = err.Error() // callers log it: one message per open generation
+	})
+	if allocs != 0 {
+		t.Fatalf("a rejection by an open snapshot (and its message) allocated %v times; want 0", allocs)
+	}
+	if !strings.Contains(msg, testID) {
+		t.Fatalf("rejection message %q does not name the circuit", msg)
 	}
 }

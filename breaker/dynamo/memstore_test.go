@@ -17,7 +17,12 @@ type memStore struct {
 	mu    sync.Mutex
 	items map[string]map[string]types.AttributeValue
 	down  error          // when set, every request fails with it
+	hang  bool           // when set, every request waits for its context to end
 	calls map[string]int // requests by method, successful or not
+	// afterRead, when set, runs once in the next load after the item was read and
+	// before it is returned (without the store's lock), so a test can change the
+	// table under a read in flight.
+	afterRead func()
 }
 
 var errDown = errors.New("memstore: table unreachable")
@@ -72,8 +77,23 @@ func (m *memStore) get(id string) (item, error) {
 	return decodeItem(id, attrs)
 }
 
+// setHang makes every request wait until its context ends, as with a table that
+// does not answer.
+func (m *memStore) setHang(hang bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hang = hang
+}
+
+// begin counts a request and returns the error it fails with. Requires m.mu held; a
+// hanging store releases it while the request waits.
 func (m *memStore) begin(ctx context.Context, method string) error {
 	m.calls[method]++
+	if m.hang {
+		m.mu.Unlock()
+		<-ctx.Done()
+		m.mu.Lock()
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -82,11 +102,17 @@ func (m *memStore) begin(ctx context.Context, method string) error {
 
 func (m *memStore) load(ctx context.Context, id string) (item, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if err := m.begin(ctx, "load"); err != nil {
+		m.mu.Unlock()
 		return item{}, err
 	}
 	attrs, ok := m.items[id]
+	hook := m.afterRead
+	m.afterRead = nil
+	m.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	if !ok {
 		return item{}, errNotFound
 	}

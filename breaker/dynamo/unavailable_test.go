@@ -55,19 +55,31 @@ func TestUnreachableTableServesAFreshClosedSnapshotThenRefuses(t *testing.T) {
 }
 
 func TestOutcomesAreDroppedWhileTheTableIsUnreachable(t *testing.T) {
-	f := newFleet(t, 1, sharedPolicy())
-	c := f.r[0]
-	p1, p2 := mustAcquire(t, c), mustAcquire(t, c)
-	f.st.setDown(errDown)
-	if p1.Complete(breaker.Failure) {
-		t.Fatal("Complete(Failure) that could not be written = true; want false")
-	}
-	writes := f.st.count("addFailure")
-	if p2.Complete(breaker.Failure) {
-		t.Fatal("Complete(Failure) within BackendRetryDelay = true; want false")
-	}
-	if got := f.st.count("addFailure"); got != writes {
-		t.Fatalf("a write was attempted within BackendRetryDelay (%d, was %d)", got, writes)
+	for _, fault := range []struct {
+		name  string
+		apply func(*memStore)
+	}{
+		{"refused", func(m *memStore) { m.setDown(errDown) }},
+		// Complete bounds its writes with the I/O timeout; a table that does not
+		// answer within it has failed just as one that refuses.
+		{"timed out", func(m *memStore) { m.setHang(true) }},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			f := newFleet(t, 1, sharedPolicy(), WithIOTimeout(time.Millisecond))
+			c := f.r[0]
+			p1, p2 := mustAcquire(t, c), mustAcquire(t, c)
+			fault.apply(f.st)
+			if p1.Complete(breaker.Failure) {
+				t.Fatal("Complete(Failure) that could not be written = true; want false")
+			}
+			writes := f.st.count("addFailure")
+			if p2.Complete(breaker.Failure) {
+				t.Fatal("Complete(Failure) within BackendRetryDelay = true; want false")
+			}
+			if got := f.st.count("addFailure"); got != writes {
+				t.Fatalf("a write was attempted within BackendRetryDelay (%d, was %d)", got, writes)
+			}
+		})
 	}
 }
 
@@ -193,5 +205,35 @@ func TestDeletedItemStartsClosedAgain(t *testing.T) {
 	mustAcquire(t, f.r[0]).Complete(breaker.Success)
 	if it := f.item(); it.state != breaker.Closed || it.gen != 1 {
 		t.Fatalf("item = %+v; want a new closed item", it)
+	}
+}
+
+func TestNoWriteIsTriedWithinBackendRetryDelay(t *testing.T) {
+	// A snapshot that stays fresh past the open deadline: the next Acquire must write
+	// HALF-OPEN, and the table is down.
+	f := newFleet(t, 1, sharedPolicy(), WithMaxStateStaleness(time.Minute))
+	c := f.r[0]
+	f.clk.Set(f.open())
+	f.st.setDown(errDown)
+	puts := func() int { return f.st.count("put") }
+	mustUnavailable(t, c)
+	base := puts()
+	for range 10 {
+		if ue := mustUnavailable(t, c); !errors.Is(ue, errDown) {
+			t.Fatalf("UnavailableError cause = %v; want the table's error", ue.Err)
+		}
+	}
+	if got := puts() - base; got != 0 {
+		t.Fatalf("%d writes tried within BackendRetryDelay of a failed one; want 0", got)
+	}
+	f.clk.Advance(time.Second)
+	mustUnavailable(t, c)
+	if got := puts() - base; got != 1 {
+		t.Fatalf("%d writes after BackendRetryDelay; want 1", got)
+	}
+	f.st.setDown(nil)
+	f.clk.Advance(time.Second)
+	if p := mustAcquire(t, c); !p.Probe() || !p.Complete(breaker.Success) {
+		t.Fatal("after recovery: want a probe whose success closes the circuit")
 	}
 }
