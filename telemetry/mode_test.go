@@ -39,3 +39,40 @@ func TestBypassedCallsAreCountedByKind(t *testing.T) {
 		t.Fatalf("instrument %+v", inst)
 	}
 }
+
+// The calls a Shadow or FailOpen circuit admits while it is open are bypasses, not
+// probes: only an enforcing circuit's admitted calls count as probes.
+func TestBypassesAreNotCountedAsProbes(t *testing.T) {
+	failing := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour}
+	shadow, failOpen := failing, failing
+	shadow.Mode, failOpen.Mode = breaker.Shadow, breaker.FailOpen
+	e := newEnv(t, failing, []registry.Option{
+		registry.WithOverride("kafka:shadowed", shadow),
+		registry.WithOverride("amqp:audit", failOpen),
+	})
+	shadowed := transport.Destination{Broker: "kafka", Name: "shadowed"}
+	audit := transport.Destination{Broker: "amqp", Name: "audit"}
+	for _, d := range []transport.Destination{shadowed, audit} {
+		e.raw.set(d, errDown)
+		for range 3 { // the first call opens the circuit; the next two are bypasses
+			e.publish(d)
+		}
+	}
+	c := e.collect()
+	for _, s := range []string{
+		"brokerguard.circuit.probes{messaging.destination.name=shadowed,messaging.system=kafka,outcome=failure}",
+		"brokerguard.circuit.probes{messaging.destination.name=audit,messaging.system=rabbitmq,outcome=failure}",
+	} {
+		if got, ok := c.series[s]; !ok || got != 0 {
+			t.Errorf("%s = %v (present %v), want 0: no probe was admitted", s, got, ok)
+		}
+	}
+	for _, s := range []string{
+		"brokerguard.circuit.bypassed{kind=would_reject,messaging.destination.name=shadowed,messaging.system=kafka}",
+		"brokerguard.circuit.bypassed{kind=bypass,messaging.destination.name=audit,messaging.system=rabbitmq}",
+	} {
+		if got := c.series[s]; got != 2 {
+			t.Errorf("%s = %v, want 2", s, got)
+		}
+	}
+}
