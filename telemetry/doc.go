@@ -41,7 +41,7 @@
 //	brokerguard.circuit.transitions  {transition}  attribute transition: opened, half_opened, closed (by the state entered)
 //	brokerguard.circuit.failures     {failure}     publishes whose outcome was Failure (Instrument)
 //	brokerguard.circuit.rejections   {call}        publishes the circuit rejected (Instrument)
-//	brokerguard.circuit.probes       {call}        attribute outcome: success, failure, neutral (Instrument)
+//	brokerguard.circuit.probes       {call}        attribute outcome: success, failure, neutral (Instrument; Enforce circuits only)
 //
 // A destination's counter series appear once something was counted for it, all at
 // once (zeros included), so that rates start from a known value.

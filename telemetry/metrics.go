@@ -151,7 +151,7 @@ func (m *Metrics) instruments(meter metric.Meter, backlog BacklogFunc) error {
 	m.rejections = observed("brokerguard.circuit.rejections", "{call}",
 		"Publishes the destination's circuit rejected.")
 	m.probes = observed("brokerguard.circuit.probes", "{call}",
-		"Publishes admitted while the destination's circuit was open or half-open, by outcome.")
+		"Publishes an enforcing circuit admitted while it was open or half-open, by outcome.")
 	m.bypassed = observed("brokerguard.circuit.bypassed", "{call}",
 		"Calls a Shadow (kind=would_reject) or FailOpen (kind=bypass) circuit admitted although Enforce would have refused them.")
 	m.outPublished = counter("brokerguard.outbox.published", "{message}",

@@ -10,7 +10,8 @@ import (
 )
 
 // Rollout modes show in telemetry: what Shadow would have rejected and what FailOpen
-// let through, per destination; an enforcing circuit has no such series.
+// let through, per destination; an enforcing circuit has no such series. Those calls
+// are bypasses, not probes: no probe was admitted, so none is counted.
 func TestBypassedCallsAreCountedByKind(t *testing.T) {
 	failing := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour}
 	shadow, failOpen := failing, failing
@@ -35,6 +36,12 @@ func TestBypassedCallsAreCountedByKind(t *testing.T) {
 		"brokerguard.circuit.bypassed{kind=would_reject,messaging.destination.name=shadowed,messaging.system=kafka}": 2,
 		"brokerguard.circuit.bypassed{kind=bypass,messaging.destination.name=audit,messaging.system=rabbitmq}":       2,
 	}, got)
+	probes := e.collect().matching("brokerguard.circuit.probes")
+	for _, d := range []string{"messaging.destination.name=shadowed,messaging.system=kafka", "messaging.destination.name=audit,messaging.system=rabbitmq"} {
+		if got := probes["brokerguard.circuit.probes{"+d+",outcome=failure}"]; got != 0 {
+			t.Errorf("%s: %v failed probes, want 0", d, got)
+		}
+	}
 	if inst := e.collect().instruments["brokerguard.circuit.bypassed"]; inst.kind != "counter" || inst.unit != "{call}" || !inst.described {
 		t.Fatalf("instrument %+v", inst)
 	}

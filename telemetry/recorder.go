@@ -98,10 +98,9 @@ func (rec *record) setState(r *Recorder, s breaker.State) {
 	}
 }
 
-// publish counts one instrumented publish to d that returned err. pre is the state
-// the transitions reported before the call; a call admitted while it was open or
-// half-open was a probe.
-func (r *Recorder) publish(ctx context.Context, d transport.Destination, pre breaker.State, err error, n int, classify transport.Classifier) {
+// publish counts one instrumented publish to d that returned err; probe says whether
+// the call, if admitted, was a probe.
+func (r *Recorder) publish(ctx context.Context, d transport.Destination, probe bool, err error, n int, classify transport.Classifier) {
 	if err != nil {
 		if _, ok := errors.AsType[*registry.RejectedError](err); ok {
 			rec := r.get(d)
@@ -114,7 +113,6 @@ func (r *Recorder) publish(ctx context.Context, d transport.Destination, pre bre
 		}
 	}
 	o := registry.Outcome(ctx, err, n, classify)
-	probe := pre != breaker.Closed
 	if o != breaker.Failure && !probe {
 		return
 	}
@@ -171,19 +169,22 @@ func (r *Recorder) prune(live map[transport.Destination]breaker.Snapshot) {
 // A call is counted as a probe when the transitions observed before it left the
 // circuit open or half-open, so probes are counted only when the Recorder observes
 // the registry's transitions (WithRecorder), and a call racing a transition may be
-// counted on either side of it. A successful publish to a closed circuit costs one
-// atomic load and allocates nothing.
+// counted on either side of it. Only circuits in breaker.Enforce mode count probes:
+// a Shadow or FailOpen circuit admits every call while open, and those calls are
+// bypasses (brokerguard.circuit.bypassed), not probes. A successful publish to a
+// closed circuit costs one atomic load and allocates nothing.
 func (m *Metrics) Instrument(pub transport.Publisher, classify transport.Classifier) transport.Publisher {
 	if classify == nil {
 		classify = everyErrorFails
 	}
-	return &instrumented{rec: m.rec, pub: pub, classify: classify}
+	return &instrumented{rec: m.rec, reg: m.reg, pub: pub, classify: classify}
 }
 
 func everyErrorFails(error) breaker.Outcome { return breaker.Failure }
 
 type instrumented struct {
 	rec      *Recorder
+	reg      *registry.Registry
 	pub      transport.Publisher
 	classify transport.Classifier
 }
@@ -197,9 +198,12 @@ func (p *instrumented) Publish(ctx context.Context, d transport.Destination, msg
 			pre = breaker.State(rec.state.Load())
 		}
 	}
+	// Under Enforce an open or half-open circuit admits only probes; the other modes
+	// admit bypasses too, which the probe counter must not take for probes.
+	probe := pre != breaker.Closed && p.reg.Policy(d).Mode == breaker.Enforce
 	err := p.pub.Publish(ctx, d, msgs...)
-	if err != nil || pre != breaker.Closed {
-		p.rec.publish(ctx, d, pre, err, len(msgs), p.classify)
+	if err != nil || probe {
+		p.rec.publish(ctx, d, probe, err, len(msgs), p.classify)
 	}
 	return err
 }

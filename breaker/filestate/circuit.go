@@ -147,7 +147,9 @@ func (c *Circuit) acquireSlow() (breaker.Permit, error) {
 		permit breaker.Permit
 		reject error
 	)
-	err = c.update(m, now, func(r *record, created bool) (write bool) {
+	// The decision uses the time read once the lock is held: waiting for another
+	// process must not make a lease or a break look longer than it is.
+	lm, lnow, err := c.update(func(r *record, created bool, now int64) (write bool) {
 		switch r.State {
 		case stateClosed:
 			permit, reject = c.admit(r.Generation)
@@ -193,7 +195,7 @@ func (c *Circuit) acquireSlow() (breaker.Permit, error) {
 		// Serve one rejection to this process's callers until it runs out (an open
 		// record's view already carries its own).
 		if v := c.view.Load(); v != nil && v.rec.State == stateHalfOpen {
-			c.setView(&v.rec, m, now, oe)
+			c.setView(&v.rec, lm, lnow, oe)
 		}
 	}
 	return permit, reject
@@ -240,39 +242,43 @@ func (c *Circuit) read() (*record, error) {
 }
 
 // update runs fn on the current record under the file lock and writes the record back
-// when fn asks. A missing record is started closed, with created set; it is written
-// only if fn asks. The view is refreshed from whatever the file holds afterwards.
-// Requires c.mu held.
-func (c *Circuit) update(m, now int64, fn func(r *record, created bool) (write bool)) error {
+// when fn asks. The clock is read once the lock is held, so that a wait for it never
+// lets fn decide on an earlier time (a probe whose lease ran out meanwhile would
+// count); fn gets that wall time, and update returns the mono and wall readings the
+// view was stored with. A missing record is started closed, with created set; it is
+// written only if fn asks. The view is refreshed from whatever the file holds
+// afterwards. Requires c.mu held.
+func (c *Circuit) update(fn func(r *record, created bool, now int64) (write bool)) (m, now int64, err error) {
 	unlock, err := lockFile(c.identity, c.lockPath)
 	if err != nil {
 		c.view.Store(nil)
-		return err
+		return 0, 0, err
 	}
 	defer unlock()
+	m, now = c.store.mono(), c.store.now()
 	r, err := c.read()
 	if err != nil {
 		c.view.Store(nil)
-		return err
+		return m, now, err
 	}
 	created := r == nil
 	if created {
 		r = c.newRecord(now)
 	}
-	if !fn(r, created) {
+	if !fn(r, created, now) {
 		if created {
 			c.view.Store(nil)
 		} else {
 			c.setView(r, m, now, nil)
 		}
-		return nil
+		return m, now, nil
 	}
 	if err := writeState(c.identity, c.store.root, c.name, c.statePath, r); err != nil {
 		c.view.Store(nil)
-		return err
+		return m, now, err
 	}
 	c.setView(r, m, now, nil)
-	return nil
+	return m, now, nil
 }
 
 // newRecord starts a closed circuit. Its first generation is read from the clock, so
@@ -326,9 +332,8 @@ func (c *Circuit) completeClosed(gen uint64, failure bool) bool {
 		c.mu.Unlock()
 		return true
 	}
-	m, now := c.store.mono(), c.store.now()
 	live := false
-	err := c.update(m, now, func(r *record, _ bool) bool {
+	_, _, err := c.update(func(r *record, _ bool, now int64) bool {
 		if r.State != stateClosed || r.Generation != gen {
 			return false
 		}
@@ -352,9 +357,8 @@ func (c *Circuit) completeClosed(gen uint64, failure bool) bool {
 
 func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome) bool {
 	c.mu.Lock()
-	m, now := c.store.mono(), c.store.now()
 	live := false
-	err := c.update(m, now, func(r *record, _ bool) bool {
+	_, _, err := c.update(func(r *record, _ bool, now int64) bool {
 		if r.State != stateHalfOpen || r.Generation != info.Generation {
 			return false
 		}
