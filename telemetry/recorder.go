@@ -166,6 +166,12 @@ func (r *Recorder) prune(live map[transport.Destination]breaker.Snapshot) {
 //
 //	pub := m.Instrument(reg.Guard(raw, classify), classify)
 //
+// Adapters that guard their own calls (kafka.Publisher, sqs.Publisher) are wrapped the
+// same way, with their Classify. Give such a publisher destinations by name (an SQS
+// queue name, not its URL) so that the counters' series are those of the circuits. A
+// publish split into several guarded calls that the circuit refused partway through
+// counts as one rejection.
+//
 // A call is counted as a probe when the transitions observed before it left the
 // circuit open or half-open, so probes are counted only when the Recorder observes
 // the registry's transitions (WithRecorder), and a call racing a transition may be
