@@ -209,3 +209,43 @@ func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 	}
 	goroutinesBack(t, before)
 }
+
+// The broker stops answering (the proxy holds what it sends) after a publish has
+// timed out and left a channel for the watcher to close: Manager.Close still returns,
+// bounded by the dial timeout rather than by heartbeats (off here) or the broker.
+func TestManagerCloseIsBoundedWhileTheBrokerHangs(t *testing.T) {
+	direct := harness.AMQPURL(t)
+	x := declareExchange(t, direct, "fanout", false)
+	p, url := newProxy(t, direct)
+	m, err := amqp.NewManager(url+"?heartbeat=0", amqp.WithDialTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := amqp.NewPublisher(m, amqp.WithConfirmTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
+		t.Fatal(err)
+	}
+	p.hold()
+	defer p.resume()
+	if err := raw.Publish(ctx(t), amqp.Destination(x), transport.Message{}); !errors.Is(err, amqp.ErrConfirmTimeout) {
+		t.Fatalf("held confirm: %v", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil && !errors.Is(err, amqp091.ErrClosed) {
+			t.Logf("Close: %v", err) // the broker never confirmed the close: said, not hidden
+		}
+	case <-time.After(10 * time.Second):
+		p.resume() // let the blocked Close finish before the test ends
+		<-closed
+		t.Fatal("Manager.Close blocked for 10s on a broker that does not answer")
+	}
+	if _, err := m.Connection(ctx(t)); !errors.Is(err, amqp.ErrManagerClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
