@@ -13,6 +13,7 @@ import (
 	"github.com/brokerguard/brokerguard/amqp"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -115,7 +116,11 @@ func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 500 * time.Millisecond})
+	// The exchange circuits run on a fake clock: an open one stays open however slow
+	// the machine is, until the test moves the clock past its break.
+	clock := fakeclock.New(time.Now())
+	exchangePolicy := breaker.Policy{FailureThreshold: 2, BreakDuration: 500 * time.Millisecond}
+	reg, err := registry.New(exchangePolicy, registry.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,11 +194,9 @@ func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One probe closes each exchange circuit.
+	clock.Advance(exchangePolicy.BreakDuration)
 	for _, x := range exchanges {
 		d := amqp.Destination(x)
-		if nb := reg.Snapshots()[d].NotBefore; time.Until(nb) > 0 {
-			time.Sleep(time.Until(nb))
-		}
 		if err := pub.Publish(ctx(t), d, transport.Message{}); err != nil {
 			t.Fatalf("probe to %s: %v", x, err)
 		}
