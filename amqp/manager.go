@@ -302,8 +302,11 @@ func (m *Manager) retryAfter(err error) time.Duration {
 	return m.redialDelay
 }
 
-// Close stops the watcher, waiting for a dial it has in progress, and closes the
-// connection, which closes every channel on it. It is safe to call more than once.
+// Close closes the connection, which closes every channel on it, and stops the
+// watcher, waiting for a dial it has in progress. It waits at most the dial timeout
+// for the broker to confirm the close: a broker that does not answer cannot hold it
+// (or the watcher, closing a retired channel) longer. It is safe to call more than
+// once.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -314,12 +317,16 @@ func (m *Manager) Close() error {
 	conn := m.conn
 	m.conn, m.closes, m.retired = nil, nil, nil
 	m.mu.Unlock()
+	var err error
+	if conn != nil { // first: it ends the watcher's wait for a retired channel's close
+		err = conn.CloseDeadline(time.Now().Add(m.dialTimeout))
+		if errors.Is(err, amqp091.ErrClosed) {
+			err = nil
+		}
+	}
 	close(m.done)
 	<-m.stopped
-	if conn == nil {
-		return nil
-	}
-	if err := conn.Close(); err != nil && !errors.Is(err, amqp091.ErrClosed) {
+	if err != nil {
 		return fmt.Errorf("amqp: close connection: %w", err)
 	}
 	return nil

@@ -53,20 +53,33 @@ func (t *tracker) write(ctx context.Context, p *Publisher, permit breaker.Permit
 	t.mu.Lock()
 	t.pending[c] = struct{}{}
 	t.mu.Unlock()
+	returned := false
+	defer func() {
+		if !returned { // the writer panicked (a Balancer, say) before queueing: Neutral
+			t.forget(c, breaker.Neutral)
+		}
+	}()
 	err := p.writeErr(d, p.w.WriteMessages(ctx, queued...))
+	returned = true
 	if err == nil {
 		return nil
 	}
 	// An asynchronous writer fails only before it queues anything (metadata, a
 	// message too large, a closed writer): no Completion will come for this call.
+	t.forget(c, registry.Outcome(ctx, err, len(msgs), t.classify))
+	return err
+}
+
+// forget drops a call for which no Completion will come and completes its permit
+// with o, unless Close has given it up already.
+func (t *tracker) forget(c *call, o breaker.Outcome) {
 	t.mu.Lock()
 	_, live := t.pending[c]
 	delete(t.pending, c)
 	t.mu.Unlock()
 	if live {
-		permit.Complete(registry.Outcome(ctx, err, len(msgs), t.classify))
+		c.permit.Complete(o)
 	}
-	return err
 }
 
 // completion is the writer's Completion: it is called once per written (or failed)

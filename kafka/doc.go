@@ -77,7 +77,8 @@
 // Failure when any message failed for a reason Classify counts as Failure, otherwise
 // Success when at least one was written. It uses Message.WriterData to find the call
 // and gives the caller's WriterData back before the previous Completion sees it.
-// Permits of messages still queued when Close gives up are completed as Neutral.
+// Permits of messages still queued when Close gives up are completed as Neutral, and
+// so is the permit of a write during which the writer panicked (the panic goes on).
 //
 // # Closing
 //

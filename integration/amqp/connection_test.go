@@ -13,6 +13,7 @@ import (
 	"github.com/brokerguard/brokerguard/amqp"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -115,7 +116,11 @@ func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 500 * time.Millisecond})
+	// The exchange circuits run on a fake clock: an open one stays open however slow
+	// the machine is, until the test moves the clock past its break.
+	clock := fakeclock.New(time.Now())
+	exchangePolicy := breaker.Policy{FailureThreshold: 2, BreakDuration: 500 * time.Millisecond}
+	reg, err := registry.New(exchangePolicy, registry.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,11 +194,9 @@ func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One probe closes each exchange circuit.
+	clock.Advance(exchangePolicy.BreakDuration)
 	for _, x := range exchanges {
 		d := amqp.Destination(x)
-		if nb := reg.Snapshots()[d].NotBefore; time.Until(nb) > 0 {
-			time.Sleep(time.Until(nb))
-		}
 		if err := pub.Publish(ctx(t), d, transport.Message{}); err != nil {
 			t.Fatalf("probe to %s: %v", x, err)
 		}
@@ -208,4 +211,44 @@ func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 		t.Fatal(err)
 	}
 	goroutinesBack(t, before)
+}
+
+// The broker stops answering (the proxy holds what it sends) after a publish has
+// timed out and left a channel for the watcher to close: Manager.Close still returns,
+// bounded by the dial timeout rather than by heartbeats (off here) or the broker.
+func TestManagerCloseIsBoundedWhileTheBrokerHangs(t *testing.T) {
+	direct := harness.AMQPURL(t)
+	x := declareExchange(t, direct, "fanout", false)
+	p, url := newProxy(t, direct)
+	m, err := amqp.NewManager(url+"?heartbeat=0", amqp.WithDialTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := amqp.NewPublisher(m, amqp.WithConfirmTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
+		t.Fatal(err)
+	}
+	p.hold()
+	defer p.resume()
+	if err := raw.Publish(ctx(t), amqp.Destination(x), transport.Message{}); !errors.Is(err, amqp.ErrConfirmTimeout) {
+		t.Fatalf("held confirm: %v", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil && !errors.Is(err, amqp091.ErrClosed) {
+			t.Logf("Close: %v", err) // the broker never confirmed the close: said, not hidden
+		}
+	case <-time.After(10 * time.Second):
+		p.resume() // let the blocked Close finish before the test ends
+		<-closed
+		t.Fatal("Manager.Close blocked for 10s on a broker that does not answer")
+	}
+	if _, err := m.Connection(ctx(t)); !errors.Is(err, amqp.ErrManagerClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
 }

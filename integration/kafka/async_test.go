@@ -180,3 +180,43 @@ func TestAsyncCloseWithBrokerDownIsBounded(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// panicBalancer panics the first time the writer asks it for a partition.
+type panicBalancer struct{ armed bool }
+
+func (b *panicBalancer) Balance(_ kafkago.Message, partitions ...int) int {
+	if b.armed {
+		b.armed = false
+		panic("balancer: boom")
+	}
+	return partitions[0]
+}
+
+// A writer that panics while taking an asynchronous write (here the application's
+// Balancer) completes that call's permit as Neutral; the panic goes on to the caller.
+func TestAsyncPanicCompletesThePermit(t *testing.T) {
+	bal := &panicBalancer{}
+	e, seen := asyncEnv(t, func(w *kafkago.Writer) { w.Balancer = bal })
+	bal.armed = true
+	func() {
+		defer func() {
+			if r := recover(); r != "balancer: boom" {
+				t.Fatalf("recovered %v, want the balancer's panic", r)
+			}
+		}()
+		_ = e.pub.Publish(context.Background(), e.dest(0), msg(0))
+		t.Fatal("the panic was swallowed")
+	}()
+	if s := e.circuit(0); s.InFlight != 0 || s.Failures != 0 {
+		t.Fatalf("after the panic: %d permits in flight, %d failures; want 0, 0", s.InFlight, s.Failures)
+	}
+	if err := e.pub.Publish(context.Background(), e.dest(0), msg(1)); err != nil {
+		t.Fatal(err)
+	}
+	seen.wait(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.pub.Close(ctx); err != nil {
+		t.Fatalf("Close after the panic: %v", err) // nothing of the panicked call is pending
+	}
+}
