@@ -59,7 +59,7 @@ func (t *tracker) write(ctx context.Context, p *Publisher, permit breaker.Permit
 			t.forget(c, breaker.Neutral)
 		}
 	}()
-	err := p.writeErr(d, p.w.WriteMessages(ctx, queued...))
+	err := p.writeErr(ctx, d, p.w.WriteMessages(ctx, queued...))
 	returned = true
 	if err == nil {
 		return nil

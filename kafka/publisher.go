@@ -329,14 +329,14 @@ func (p *Publisher) write(ctx context.Context, d transport.Destination, msgs []k
 		return p.async.write(ctx, p, permit, d, msgs)
 	}
 	return p.reg.Call(ctx, d, len(msgs), p.classify, func(ctx context.Context) error {
-		return p.writeErr(d, p.w.WriteMessages(ctx, msgs...))
+		return p.writeErr(ctx, d, p.w.WriteMessages(ctx, msgs...))
 	})
 }
 
 // writeErr turns what the writer returned into the Publisher's errors: per-message
-// failures become a *transport.BatchError of *WriteError, the caller's context error
-// stays as it is, and any other error becomes a *WriteError.
-func (p *Publisher) writeErr(d transport.Destination, err error) error {
+// failures become a *transport.BatchError of *WriteError, a context error stays as it
+// is when the caller's context has ended, and any other error becomes a *WriteError.
+func (p *Publisher) writeErr(ctx context.Context, d transport.Destination, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -350,9 +350,11 @@ func (p *Publisher) writeErr(d transport.Destination, err error) error {
 		}
 		return be
 	}
-	if isContextErr(err) {
+	if isContextErr(err) && ctx.Err() != nil { // the caller's own: stays as it is, Neutral
 		return err
 	}
+	// Anything else, a bare deadline included (a custom Transport's timeout while the
+	// caller still waits), is the writer's: a Failure.
 	return &WriteError{Topic: d.Name, Err: err}
 }
 
