@@ -249,15 +249,22 @@ func (p *Publisher) wait(ctx context.Context, timer *time.Timer, c *channel, dc 
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
+	// The broker sends a return before the confirm, so it is here already. Take it
+	// even when the message was nacked, so that it is never reported for the next
+	// publish on this channel nor blocks the connection's reader.
+	var returned *ReturnedError
+	select {
+	case r, ok := <-c.returns:
+		if ok {
+			returned = &ReturnedError{Exchange: exchange, RoutingKey: r.RoutingKey, Code: r.ReplyCode, Text: r.ReplyText}
+		}
+	default:
+	}
 	if !dc.Acked() {
 		return true, &ConfirmError{Exchange: exchange}
 	}
-	select { // the broker sends a return before the confirm, so it is here already
-	case r, ok := <-c.returns:
-		if ok {
-			return true, &ReturnedError{Exchange: exchange, RoutingKey: r.RoutingKey, Code: r.ReplyCode, Text: r.ReplyText}
-		}
-	default:
+	if returned != nil {
+		return true, returned
 	}
 	return true, nil
 }
