@@ -231,12 +231,26 @@ func (p *Publisher) WriteMessages(ctx context.Context, msgs ...kafkago.Message) 
 			writeGroup(i)
 		}
 	} else {
+		// Each further topic is written in a goroutine of its own; a panic there is
+		// carried to the caller, as it would be for a single topic, instead of
+		// crashing the process (the topic's permit is already completed Neutral).
 		var wg sync.WaitGroup
+		var panicked atomic.Pointer[any]
 		for i := 1; i < len(groups); i++ {
-			wg.Go(func() { writeGroup(i) })
+			wg.Go(func() {
+				defer func() {
+					if r := recover(); r != nil {
+						panicked.CompareAndSwap(nil, &r)
+					}
+				}()
+				writeGroup(i)
+			})
 		}
 		writeGroup(0)
 		wg.Wait()
+		if r := panicked.Load(); r != nil {
+			panic(*r)
+		}
 	}
 	var te *TopicsError
 	for i, err := range errs {

@@ -220,3 +220,37 @@ func TestAsyncPanicCompletesThePermit(t *testing.T) {
 		t.Fatalf("Close after the panic: %v", err) // nothing of the panicked call is pending
 	}
 }
+
+// topicPanicBalancer panics for the messages of one topic, every time.
+type topicPanicBalancer struct{ topic string }
+
+func (b topicPanicBalancer) Balance(m kafkago.Message, partitions ...int) int {
+	if m.Topic == b.topic {
+		panic("balancer: boom on " + b.topic)
+	}
+	return partitions[0]
+}
+
+// A synchronous write to several topics writes the further topics in goroutines of
+// their own; a panic in one of them reaches the caller (it does not crash the process),
+// and every permit of the call is completed.
+func TestMultiTopicPanicReachesTheCaller(t *testing.T) {
+	e := newEnv(t, breaker.Policy{FailureThreshold: 3, BreakDuration: time.Second, MaxInFlight: 4}, nil, "calm", "boom")
+	e.w.Balancer = topicPanicBalancer{topic: e.topics[1]}
+	func() {
+		defer func() {
+			if r := recover(); r != "balancer: boom on "+e.topics[1] {
+				t.Fatalf("recovered %v, want the balancer's panic", r)
+			}
+		}()
+		_ = e.pub.WriteMessages(context.Background(),
+			kafkago.Message{Topic: e.topics[0], Value: []byte("a")},
+			kafkago.Message{Topic: e.topics[1], Value: []byte("b")})
+		t.Fatal("the panic was swallowed")
+	}()
+	for i := range 2 {
+		if s := e.circuit(i); s.InFlight != 0 || s.Failures != 0 {
+			t.Fatalf("%s after the panic: %d in flight, %d failures; want 0, 0", e.topics[i], s.InFlight, s.Failures)
+		}
+	}
+}
