@@ -26,6 +26,7 @@
 //	broker acked every message                           nil                                  Success
 //	broker nacked a message                              *ConfirmError (ErrNacked)            Failure
 //	no confirm within the confirm timeout                *ConfirmError (ErrConfirmTimeout)    Failure
+//	no channel opened within the confirm timeout         ErrChannelTimeout                    Failure
 //	connection forced (320): close_connection, stop_app  *ChannelError, *amqp091.Error        Failure
 //	dead connection or channel: 501, 504, 505            *amqp091.Error, amqp091.ErrClosed    Failure
 //	broker out of resources (506), internal error (541)  *amqp091.Error                       Failure

@@ -20,6 +20,9 @@ var (
 	// ErrConfirmTimeout is matched by a *ConfirmError for a message whose confirm did
 	// not arrive within the publisher's confirm timeout.
 	ErrConfirmTimeout = errors.New("amqp: publisher confirm timed out")
+	// ErrChannelTimeout is returned when opening a confirm-mode channel took longer
+	// than the confirm timeout: the broker is not answering.
+	ErrChannelTimeout = errors.New("amqp: opening a confirm-mode channel timed out")
 	// ErrExchangeNotFound is matched by a *ChannelError whose channel the broker closed
 	// with 404 NOT_FOUND: the exchange does not exist.
 	ErrExchangeNotFound = errors.New("amqp: exchange not found")
@@ -135,7 +138,7 @@ func Classify(err error) breaker.Outcome {
 	if errors.Is(err, ErrUnroutable) {
 		return breaker.Neutral
 	}
-	if ce := (*ConfirmError)(nil); errors.As(err, &ce) {
+	if ce := (*ConfirmError)(nil); errors.As(err, &ce) || errors.Is(err, ErrChannelTimeout) {
 		return breaker.Failure
 	}
 	if ae := (*amqp091.Error)(nil); errors.As(err, &ae) {

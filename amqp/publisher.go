@@ -344,6 +344,38 @@ func (p *Publisher) get(ctx context.Context) (*channel, error) {
 		// Its connection is gone, and the channel with it.
 	}
 	p.mu.Unlock()
+	// Opening a channel and entering confirm mode are broker round trips that amqp091
+	// does not bound: a broker that stops answering would hold the publish until
+	// heartbeats give up. Wait no longer than the confirm timeout or the caller; the
+	// opening goes on until the broker answers or the connection dies, and a channel
+	// that comes too late is retired, never used.
+	opened := make(chan openResult, 1)
+	go func() { c, err := p.open(conn); opened <- openResult{c, err} }()
+	timer := time.NewTimer(p.confirmTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-opened:
+		return r.c, r.err
+	case <-timer.C:
+		err = fmt.Errorf("%w after %v", ErrChannelTimeout, p.confirmTimeout)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	go func() {
+		if r := <-opened; r.c != nil {
+			p.m.retire(r.c.ch)
+		}
+	}()
+	return nil, err
+}
+
+type openResult struct {
+	c   *channel
+	err error
+}
+
+// open opens a channel on conn and puts it in confirm mode.
+func (p *Publisher) open(conn *amqp091.Connection) (*channel, error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("amqp: open channel: %w", err)

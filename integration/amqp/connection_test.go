@@ -252,3 +252,34 @@ func TestManagerCloseIsBoundedWhileTheBrokerHangs(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// A broker that stops answering cannot hold a publish that needs a new channel: the
+// opening is bounded by the confirm timeout and counts as a Failure.
+func TestOpeningAChannelIsBoundedWhileTheBrokerHangs(t *testing.T) {
+	direct := harness.AMQPURL(t)
+	x := declareExchange(t, direct, "fanout", false)
+	p, url := newProxy(t, direct)
+	m, err := amqp.NewManager(url+"?heartbeat=0", amqp.WithDialTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.resume(); m.Close() }()
+	raw, err := amqp.NewPublisher(m, amqp.WithConfirmTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Connection(ctx(t)); err != nil { // connected, no channel yet
+		t.Fatal(err)
+	}
+	p.hold()
+	done := make(chan error, 1)
+	go func() { done <- raw.Publish(ctx(t), amqp.Destination(x), transport.Message{}) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, amqp.ErrChannelTimeout) || amqp.Classify(err) != breaker.Failure {
+			t.Fatalf("publish needing a channel from a silent broker: %v (%v); want ErrChannelTimeout, Failure", err, amqp.Classify(err))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a publish needing a new channel waited 10s on a broker that does not answer")
+	}
+}
