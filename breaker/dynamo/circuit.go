@@ -518,7 +518,11 @@ func (c *Circuit) load(ctx context.Context, at time.Time) (*view, error) {
 		writes := c.writes.Load()
 		it, err := c.st.load(ctx, c.identity)
 		if errors.Is(err, errNotFound) {
-			it = item{id: c.identity, version: 1, fingerprint: c.fingerprint, state: breaker.Closed, gen: 1}
+			// Version and generation start at the clock, not at 1, so that an item an
+			// operator deleted and that is created again can never match a snapshot
+			// or a permit from before the deletion.
+			start := uint64(at.UnixNano())
+			it = item{id: c.identity, version: start, fingerprint: c.fingerprint, state: breaker.Closed, gen: start}
 			if err = c.st.put(ctx, it, 0); errors.Is(err, errConflict) {
 				continue // another replica created it first
 			}

@@ -35,8 +35,8 @@ func TestClosedAdmissionDoesNoIOWhileFresh(t *testing.T) {
 	if got, loads := f.st.count()-base, f.st.count("load"); got != 1 || loads != 2 {
 		t.Fatalf("calls after the snapshot aged made %d requests (%d loads in all); want exactly 1 refresh", got, loads)
 	}
-	if s := c.Snapshot(); s.State != breaker.Closed || s.Generation != 1 || s.Scope != breaker.SharedDependency || s.Identity != testID {
-		t.Fatalf("Snapshot = %+v; want closed generation 1 of %q, shared", s, testID)
+	if s := c.Snapshot(); s.State != breaker.Closed || s.Generation != gen0 || s.Scope != breaker.SharedDependency || s.Identity != testID {
+		t.Fatalf("Snapshot = %+v; want closed generation %d of %q, shared", s, gen0, testID)
 	}
 }
 
@@ -52,8 +52,8 @@ func TestFailuresFromReplicasOpenTheSharedCircuit(t *testing.T) {
 		}
 	}
 	it := f.item()
-	if it.state != breaker.Open || it.gen != 2 || it.failures != 3 {
-		t.Fatalf("item after three failures on three replicas = %+v; want open, generation 2, 3 failures", it)
+	if it.state != breaker.Open || it.gen != gen0+1 || it.failures != 3 {
+		t.Fatalf("item after three failures on three replicas = %+v; want open, generation %d, 3 failures", it, gen0+1)
 	}
 	deadline := time.Unix(0, it.openUntil)
 	if want := t0.Add(10 * time.Second); !deadline.Equal(want) {

@@ -53,10 +53,12 @@
 // The table's partition key is the string attribute "id". One item per identity:
 //
 //	id             S   the circuit's identity (the key)
-//	ver            N   version, advanced by every write; conditional writes compare it
+//	ver            N   version, advanced by every write; conditional writes compare it (starts
+//	                   at the creation time in Unix nanoseconds, like gen)
 //	fp             S   breaker.Policy.Fingerprint of the policy that wrote the item
 //	state          S   "closed", "open" or "half-open"
-//	gen            N   generation, advanced by every transition (starts at 1)
+//	gen            N   generation, advanced by every transition (starts at the creation
+//	                   time in Unix nanoseconds, so a re-created item never reuses one)
 //	failures       N   closed: the shared consecutive-failure count; otherwise frozen
 //	open_until     N   open: the deadline, Unix nanoseconds (0 otherwise)
 //	failed_probes  N   consecutive failed probes since the circuit last closed

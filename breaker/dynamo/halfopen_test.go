@@ -58,15 +58,15 @@ func TestExactlyOneProbeAcrossReplicasAndItsSuccessClosesForAll(t *testing.T) {
 	if !probes[0].Complete(breaker.Success) {
 		t.Fatal("probe Complete(Success) = false; want true")
 	}
-	if it := f.item(); it.state != breaker.Closed || it.gen != 4 || it.failures != 0 {
-		t.Fatalf("item after the probe succeeded = %+v; want closed in generation 4, no failures", it)
+	if it := f.item(); it.state != breaker.Closed || it.gen != gen0+3 || it.failures != 0 {
+		t.Fatalf("item after the probe succeeded = %+v; want closed in generation gen0+3, no failures", it)
 	}
 	mustAcquire(t, f.r[0]).Complete(breaker.Success)
 	f.clk.Advance(time.Second) // within MaxStateStaleness every replica admits
 	for _, c := range f.r {
 		mustAcquire(t, c).Complete(breaker.Success)
-		if s := c.Snapshot(); s.State != breaker.Closed || s.Generation != 4 {
-			t.Fatalf("%s: Snapshot = %+v; want closed generation 4", c.Owner(), s)
+		if s := c.Snapshot(); s.State != breaker.Closed || s.Generation != gen0+3 {
+			t.Fatalf("%s: Snapshot = %+v; want closed generation %d", c.Owner(), s, gen0+3)
 		}
 	}
 }

@@ -18,6 +18,10 @@ const (
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
+// gen0 is the first generation (and version) of an item created at t0: they start at
+// the clock, so a re-created item never reuses an old one's.
+var gen0 = uint64(t0.UnixNano())
+
 // sharedPolicy opens after 3 consecutive failures for 10s; probes hold a 5s lease.
 func sharedPolicy() breaker.Policy {
 	return breaker.Policy{

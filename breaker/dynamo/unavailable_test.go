@@ -203,8 +203,10 @@ func TestDeletedItemStartsClosedAgain(t *testing.T) {
 	f.st.raw(testID, nil)
 	f.clk.Set(t0.Add(time.Minute))
 	mustAcquire(t, f.r[0]).Complete(breaker.Success)
-	if it := f.item(); it.state != breaker.Closed || it.gen != 1 {
-		t.Fatalf("item = %+v; want a new closed item", it)
+	// Created again a minute later, it starts from the clock: no snapshot or permit of
+	// the deleted item can match it.
+	if it := f.item(); it.state != breaker.Closed || it.gen != uint64(t0.Add(time.Minute).UnixNano()) || it.version <= gen0+10 {
+		t.Fatalf("item = %+v; want a new closed item whose version and generation start at the clock", it)
 	}
 }
 
@@ -235,5 +237,21 @@ func TestNoWriteIsTriedWithinBackendRetryDelay(t *testing.T) {
 	f.clk.Advance(time.Second)
 	if p := mustAcquire(t, c); !p.Probe() || !p.Complete(breaker.Success) {
 		t.Fatal("after recovery: want a probe whose success closes the circuit")
+	}
+}
+
+// A permit of the deleted item must not count against the item created after it,
+// even when both would otherwise be in their first generation.
+func TestPermitFromBeforeADeletionIsStale(t *testing.T) {
+	f := newFleet(t, 2, sharedPolicy())
+	old := mustAcquire(t, f.r[0])                    // generation gen0 of the first item
+	f.st.raw(testID, nil)                            // an operator deletes the item
+	f.clk.Advance(time.Minute)                       // every snapshot is stale
+	mustAcquire(t, f.r[1]).Complete(breaker.Success) // creates the item again
+	if old.Complete(breaker.Failure) {
+		t.Fatal("a permit of the deleted item counted against the new one")
+	}
+	if it := f.item(); it.failures != 0 {
+		t.Fatalf("item = %+v; want no failures", it)
 	}
 }
