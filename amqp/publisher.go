@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -140,7 +141,7 @@ func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs .
 		return fmt.Errorf("%w: %s", ErrWrongBroker, d)
 	}
 	if len(msgs) == 0 {
-		return nil
+		return registry.NoMessagesError(d)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -121,7 +121,7 @@ func TestPublishChecksTheDestination(t *testing.T) {
 	if err := pub.Publish(ctx, transport.Destination{Broker: "sqs", Name: "q"}); !errors.Is(err, kafka.ErrNotKafka) || !strings.HasPrefix(err.Error(), "kafka: ") {
 		t.Fatalf("sqs destination: %v", err)
 	}
-	if err := pub.Publish(ctx, transport.Destination{Broker: kafka.Broker, Name: ""}); !errors.Is(err, transport.ErrInvalidDestination) {
+	if err := pub.Publish(ctx, transport.Destination{Broker: kafka.Broker, Name: ""}, transport.Message{}); !errors.Is(err, transport.ErrInvalidDestination) {
 		t.Fatalf("empty topic: %v", err)
 	}
 	if err := pub.Close(ctx); err != nil {
