@@ -158,7 +158,10 @@ func (e *DialError) Error() string { return "amqp: connect to " + e.Addr + ": " 
 func (e *DialError) Unwrap() error { return e.Err }
 
 // Classify maps an error of this package, or of amqp091-go, to what it says about the
-// broker's health. See the package documentation for the table.
+// broker's health. See the package documentation for the table. A registry guarding
+// the publisher applies its deadline rule (registry.Outcome) first: the caller's
+// cancellation is Neutral, and the caller's deadline a Failure only for a call that
+// started with the policy's MinCallBudget.
 func Classify(err error) breaker.Outcome {
 	if err == nil {
 		return breaker.Success

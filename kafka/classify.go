@@ -30,7 +30,10 @@ func (e *WriteError) Error() string { return "kafka: write to " + e.Topic + ": "
 func (e *WriteError) Unwrap() error { return e.Err }
 
 // Classify maps an error of kafka-go, or of a Publisher, to what it says about the
-// broker's health; the table is in the package documentation.
+// broker's health; the table is in the package documentation. A Publisher's circuits
+// apply the registry's deadline rule (registry.Outcome) before Classify: the caller's
+// cancellation is Neutral, and the caller's deadline a Failure only for a call that
+// started with the policy's MinCallBudget.
 func Classify(err error) breaker.Outcome {
 	if err == nil {
 		return breaker.Success

@@ -30,15 +30,21 @@ func TestDeadlineRule(t *testing.T) {
 		wantFailures int
 	}{
 		{name: "deadline with a fair budget is a Failure", wantFailures: 1,
-			ctx: func(c context.Context) (context.Context, context.CancelFunc) { return context.WithTimeout(c, 200*time.Millisecond) }},
+			ctx: func(c context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeout(c, 200*time.Millisecond)
+			}},
 		{name: "deadline at exactly the budget is a Failure", wantFailures: 1,
 			ctx: func(c context.Context) (context.Context, context.CancelFunc) {
 				return context.WithTimeout(c, breaker.DefaultMinCallBudget)
 			}},
 		{name: "deadline shorter than the budget is no verdict", wantFailures: 0,
-			ctx: func(c context.Context) (context.Context, context.CancelFunc) { return context.WithTimeout(c, 50*time.Millisecond) }},
+			ctx: func(c context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeout(c, 50*time.Millisecond)
+			}},
 		{name: "a budget set per destination", budget: 2 * time.Second, wantFailures: 0,
-			ctx: func(c context.Context) (context.Context, context.CancelFunc) { return context.WithTimeout(c, time.Second) }},
+			ctx: func(c context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeout(c, time.Second)
+			}},
 		{name: "the caller's cancellation is no verdict", wantFailures: 0,
 			ctx: func(c context.Context) (context.Context, context.CancelFunc) {
 				c, cancel := context.WithCancel(c)

@@ -126,6 +126,12 @@ func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, cla
 // Start is what the deadline rule of Outcome must know about a call's start: whether
 // the caller's context left the call its destination's MinCallBudget. The zero Start
 // is that of a call that had its budget (or no deadline at all).
+//
+// A call that starts with less than its budget is still made, not refused: the budget
+// decides what a deadline proves about the broker, not whether the call may run, and
+// refusing would turn a healthy broker's millisecond answers into errors for callers
+// whose deadlines are tight but sufficient. Such a call holds its permit no longer
+// than its own short deadline.
 type Start struct {
 	short bool // the context's deadline was nearer than the budget
 }
