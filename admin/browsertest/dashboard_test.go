@@ -192,4 +192,6 @@ func fail(t *testing.T, reg *registry.Registry, d transport.Destination, n int) 
 
 type backlog struct{}
 
-func (backlog) Backlog(context.Context) (int64, time.Duration, error) { return 1234, 95 * time.Second, nil }
+func (backlog) Backlog(context.Context) (int64, time.Duration, error) {
+	return 1234, 95 * time.Second, nil
+}
