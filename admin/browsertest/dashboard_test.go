@@ -58,7 +58,7 @@ func TestDashboardInChromium(t *testing.T) {
 	bin := chromium(t)
 	clock := fakeclock.New(time.Now())
 	journal := admin.NewJournal(64)
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute},
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 50 * time.Second},
 		registry.WithClock(clock), registry.WithObserver(journal.Record),
 		registry.WithBreakerOptions(breaker.WithClock(clock)))
 	if err != nil {
@@ -125,8 +125,8 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatalf("orders never showed open: %v", err)
 	}
 	first, err := parseCountdown(countdown)
-	if err != nil || first > 60 || first < 50 {
-		t.Fatalf("countdown %q (%v), want about 60s", countdown, err)
+	if err != nil || first > 50 || first < 40 {
+		t.Fatalf("countdown %q (%v), want about 50s", countdown, err)
 	}
 	// The countdown follows the service's clock.
 	clock.Advance(20 * time.Second)
@@ -154,7 +154,7 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 
 	var png []byte
-	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 90)); err != nil {
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
 		t.Fatal(err)
 	}
 	if *update {
