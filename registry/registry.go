@@ -355,6 +355,24 @@ func (r *Registry) evictLocked() int {
 	return len(gone)
 }
 
+// Lookup returns the live circuit of destination d without creating one: what an
+// operator's tool wants, where a typo must not add a circuit.
+func (r *Registry) Lookup(d transport.Destination) (breaker.Circuit, bool) {
+	if e, ok := (*r.circuits.Load())[d]; ok {
+		return e.circuit, true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.fresh[d]
+	if !ok { // it may have been promoted since the read above
+		e, ok = (*r.circuits.Load())[d]
+	}
+	if !ok {
+		return nil, false
+	}
+	return e.circuit, true
+}
+
 // Len returns the number of live circuits.
 func (r *Registry) Len() int {
 	r.mu.Lock()
