@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +29,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/brokerguard/brokerguard/admin"
 	"github.com/brokerguard/brokerguard/amqp"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/kfakeproduce"
@@ -130,6 +130,8 @@ func (p postgresStore) status(ctx context.Context, id int64) (outbox.Status, err
 }
 
 func demo(ctx context.Context, c config, out io.Writer) error {
+	scr := newScreen(out, c.live)
+	out = scr // every line goes above the live table
 	var closers []func()
 	defer func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -154,6 +156,7 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 	}
 
 	rec := telemetry.NewRecorder()
+	journal := admin.NewJournal(0) // the dashboard's timeline, for --http
 	var transitions []string
 	var tmu sync.Mutex
 	start := time.Now()
@@ -163,6 +166,7 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 		registry.WithObserver(func(d transport.Destination, t breaker.Transition) {
 			at := time.Since(start)
 			tl.transition(d.String(), change{at: at, state: t.To})
+			journal.Record(d, t)
 			tmu.Lock()
 			transitions = append(transitions, fmt.Sprintf("[%5.1fs] %s: %s -> %s (%s)", at.Seconds(), d, t.From, t.To, t.Reason))
 			tmu.Unlock()
@@ -218,14 +222,21 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 		st = postgresStore{postgres.New(pool), pool}
 	}
 
+	var web webServers
+	defer web.close()
 	hooks := &counts{by: map[transport.Destination]*[4]int64{}}
 	if c.metrics != "" {
-		m, closeFn, err := serveMetrics(c.metrics, reg, rec, st.Backlog, out)
+		m, closeFn, err := serveMetrics(&web, c.metrics, reg, rec, st.Backlog, out)
 		if err != nil {
 			return err
 		}
 		closers = append(closers, closeFn)
 		hooks.inner = m
+	}
+	if c.http != "" {
+		if err := serveDashboard(&web, c.http, reg, journal, st, out); err != nil {
+			return err
+		}
 	}
 
 	proc, err := outbox.NewProcessor(st, reg, routes,
@@ -291,23 +302,23 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 		snaps := reg.Snapshots()
 		at := time.Since(start)
 		tmu.Lock()
-		for _, line := range transitions[shown:] {
-			fmt.Fprintln(out, line)
-		}
+		lines := slices.Clone(transitions[shown:])
 		shown = len(transitions)
 		tmu.Unlock()
-		fmt.Fprintf(out, "[%5.1fs]\n", at.Seconds())
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		var table strings.Builder
+		fmt.Fprintf(&table, "[%5.1fs]\n", at.Seconds())
+		tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "destination\tstate\tpublished\tdeferrals\tfailed\tpending\t")
 		for _, d := range dests {
 			n := hooks.get(d)
 			mu.Lock()
 			pending := int64(len(enqueued[d])) - n[0] - n[3]
 			mu.Unlock()
-			tl.record(d.String(), sample{at: at, published: n[0]})
+			tl.record(d.String(), sample{at: at, published: n[0], pending: pending})
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t\n", d, snaps[d].State, n[0], n[1], n[2], pending)
 		}
 		tw.Flush()
+		scr.update(lines, table.String())
 	}
 
 	// The run: the outage switches on and off on schedule while the table refreshes.
@@ -322,22 +333,27 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 		select {
 		case <-outageOn:
 			outage.Store(true)
+			tl.outageStart(time.Since(start), "outage: kafka:"+c.outageTopic)
 			fmt.Fprintf(out, "[%5.1fs] outage: kafka:%s answers LEADER_NOT_AVAILABLE\n", time.Since(start).Seconds(), c.outageTopic)
 		case <-outageOff:
 			outage.Store(false)
+			tl.outageEnd(time.Since(start))
 			fmt.Fprintf(out, "[%5.1fs] outage over\n", time.Since(start).Seconds())
 		case <-tick.C:
 			show()
 		case <-produceCtx.Done():
 		}
 	}
-	outage.Store(false)
+	if outage.Swap(false) {
+		tl.outageEnd(time.Since(start))
+	}
 	producers.Wait()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 
 	// Drain: wait until every enqueued row is published or dead.
+	releaseHolds(reg, dests, out)
 	fmt.Fprintln(out, "producers stopped; draining the outbox")
 	drainBy := time.Now().Add(max(10*time.Second, 4*c.breakDuration))
 	for {
@@ -352,6 +368,7 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 		}
 	}
 	show()
+	scr.keep()
 	stopDispatch()
 	if err := <-dispatched; err != nil {
 		return fmt.Errorf("dispatcher: %w", err)
@@ -559,7 +576,7 @@ func sqsDestination(ctx context.Context, endpoint string, reg *registry.Registry
 }
 
 // serveMetrics exports the registry's and the outbox's metrics on addr for Prometheus.
-func serveMetrics(addr string, reg *registry.Registry, rec *telemetry.Recorder, backlog telemetry.BacklogFunc, out io.Writer) (*telemetry.Metrics, func(), error) {
+func serveMetrics(web *webServers, addr string, reg *registry.Registry, rec *telemetry.Recorder, backlog telemetry.BacklogFunc, out io.Writer) (*telemetry.Metrics, func(), error) {
 	promReg := promclient.NewRegistry()
 	exporter, err := otelprom.New(otelprom.WithRegisterer(promReg))
 	if err != nil {
@@ -570,17 +587,13 @@ func serveMetrics(addr string, reg *registry.Registry, rec *telemetry.Recorder, 
 	if err != nil {
 		return nil, nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	mux, base, err := web.mux("--metrics", addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--metrics: %w", err)
+		return nil, nil, err
 	}
-	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	fmt.Fprintf(out, "metrics on http://%s/metrics\n", ln.Addr())
+	fmt.Fprintf(out, "metrics on %s/metrics\n", base)
 	return m, func() {
-		srv.Close()
 		m.Close()
 		mp.Shutdown(context.Background())
 	}, nil
