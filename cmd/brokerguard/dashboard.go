@@ -7,10 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/brokerguard/brokerguard/admin"
-	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -68,11 +68,13 @@ func openable(addr net.Addr) string {
 // serveDashboard serves the admin handler for reg under /admin/ on addr, with the
 // journal's transitions and the outbox's backlog, and mutations on behind a token made
 // for this run and printed once, so the person watching can hold circuits open or
-// closed from the page. Every mutation is printed as it happens.
-func serveDashboard(web *webServers, addr string, reg *registry.Registry, journal *admin.Journal, backlog admin.Outbox, out io.Writer) error {
+// closed from the page. Every mutation is printed as it happens, and the holds are
+// recorded in held.
+func serveDashboard(web *webServers, addr string, reg *registry.Registry, journal *admin.Journal, backlog admin.Outbox, held *holds, out io.Writer) error {
 	token := rand.Text()
 	h, err := admin.New(reg, admin.WithJournal(journal), admin.WithOutbox(backlog), admin.WithMutations(token),
 		admin.WithAudit(func(_ context.Context, e admin.AuditEvent) {
+			held.record(e)
 			if e.Err != "" {
 				fmt.Fprintf(out, "dashboard: %s %s refused: %s\n", e.Action, e.Destination, e.Err)
 			} else if e.Until.IsZero() {
@@ -94,17 +96,39 @@ func serveDashboard(web *webServers, addr string, reg *registry.Registry, journa
 	return nil
 }
 
-// releaseHolds clears the overrides a person set on the dashboard, so that the outbox
-// can drain before the summary counts what was published.
-func releaseHolds(reg *registry.Registry, dests []transport.Destination, out io.Writer) {
-	for _, d := range dests {
-		c, ok := reg.Lookup(d)
-		if !ok || c.Snapshot().Override == breaker.NoOverride {
-			continue
-		}
-		if o, ok := c.(interface{ ClearOverride() }); ok {
-			o.ClearOverride()
-			fmt.Fprintf(out, "cleared the hold on %s so the outbox can drain\n", d)
-		}
+// holds remembers when the holds set open on the dashboard end. The outbox defers a
+// destination's rows until its circuit's NotBefore, which for a hold is the hold's end,
+// and clearing the hold early does not bring them back sooner: the demo's drain cannot
+// publish them, and the summary reports them as held, not lost. It is safe for
+// concurrent use; the zero value has no holds.
+type holds struct {
+	mu  sync.Mutex
+	end map[string]time.Time // by destination; the latest end of a hold set open
+}
+
+func (h *holds) record(e admin.AuditEvent) {
+	if e.Action != "force-open" || e.Err != "" {
+		return
 	}
+	d, err := transport.ParseDestination(e.Destination)
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.end == nil {
+		h.end = map[string]time.Time{}
+	}
+	if e.Until.After(h.end[d.String()]) {
+		h.end[d.String()] = e.Until
+	}
+}
+
+// until returns when the outbox stops deferring d's rows because of a hold, if that is
+// after now.
+func (h *holds) until(d transport.Destination, now time.Time) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	end, ok := h.end[d.String()]
+	return end, ok && end.After(now)
 }

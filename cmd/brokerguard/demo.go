@@ -224,6 +224,7 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 
 	var web webServers
 	defer web.close()
+	var held holds // set on the dashboard
 	hooks := &counts{by: map[transport.Destination]*[4]int64{}}
 	if c.metrics != "" {
 		m, closeFn, err := serveMetrics(&web, c.metrics, reg, rec, st.Backlog, out)
@@ -234,7 +235,7 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 		hooks.inner = m
 	}
 	if c.http != "" {
-		if err := serveDashboard(&web, c.http, reg, journal, st, out); err != nil {
+		if err := serveDashboard(&web, c.http, reg, journal, st, &held, out); err != nil {
 			return err
 		}
 	}
@@ -353,7 +354,6 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 	}
 
 	// Drain: wait until every enqueued row is published or dead.
-	releaseHolds(reg, dests, out)
 	fmt.Fprintln(out, "producers stopped; draining the outbox")
 	drainBy := time.Now().Add(max(10*time.Second, 4*c.breakDuration))
 	for {
@@ -379,7 +379,7 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 	if err := countOnBroker(brokers, c.topics, onBroker); err != nil {
 		fmt.Fprintln(out, "counting messages on Kafka:", err)
 	}
-	lost, err := summary(ctx, out, st, dests, enqueued, hooks, onBroker)
+	lost, err := summary(ctx, out, st, dests, enqueued, hooks, onBroker, &held)
 	if err != nil {
 		return err
 	}
@@ -483,14 +483,16 @@ func total(m map[string]int64) (n int64) {
 }
 
 // summary prints what happened to every enqueued row and returns how many were lost:
-// neither published nor dead, or published to Kafka but not found there.
-func summary(ctx context.Context, out io.Writer, st store, dests []transport.Destination, enqueued map[transport.Destination][]int64, hooks *counts, onBroker map[string]map[string]int) (int, error) {
+// neither published nor dead, or published to Kafka but not found there. Rows still
+// pending because a hold set on the dashboard defers them are held, not lost.
+func summary(ctx context.Context, out io.Writer, st store, dests []transport.Destination, enqueued map[transport.Destination][]int64, hooks *counts, onBroker map[string]map[string]int, held *holds) (int, error) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "destination\tenqueued\tpublished\tdead\tdeferrals\tlost\ton broker\tduplicates\t")
 	lostAll, enqAll, pubAll := 0, 0, 0
+	var heldLines []string
 	for _, d := range dests {
-		var published, dead, lost, found, dups int
+		var published, dead, lost, found, dups, pending int
 		copies := onBroker[d.Name]
 		for _, id := range enqueued[d] {
 			s, err := st.status(ctx, id)
@@ -511,8 +513,13 @@ func summary(ctx context.Context, out io.Writer, st store, dests []transport.Des
 			case outbox.StatusDead:
 				dead++
 			default:
-				lost++
+				pending++
 			}
+		}
+		if until, ok := held.until(d, time.Now()); ok && pending > 0 {
+			heldLines = append(heldLines, fmt.Sprintf("%s: %d rows still pending, held open from the dashboard until %s", d, pending, until.Format(time.TimeOnly)))
+		} else {
+			lost += pending
 		}
 		broker := "-"
 		if d.Broker == "kafka" {
@@ -522,6 +529,9 @@ func summary(ctx context.Context, out io.Writer, st store, dests []transport.Des
 		lostAll, enqAll, pubAll = lostAll+lost, enqAll+len(enqueued[d]), pubAll+published
 	}
 	tw.Flush()
+	for _, l := range heldLines {
+		fmt.Fprintln(out, l)
+	}
 	if lostAll == 0 && enqAll == pubAll {
 		fmt.Fprintf(out, "nothing lost: %d enqueued = %d published, every Kafka message found on the broker\n", enqAll, pubAll)
 	} else {
