@@ -77,14 +77,20 @@ func (s *screen) erase(b *strings.Builder) {
 	s.drawn = 0
 }
 
-// draw writes table and, live, remembers it and how many lines it took. A line wider
-// than the terminal wraps and takes two rows, which the count does not know; the
-// demo's table is about 70 columns wide. Requires s.mu held.
+// draw writes table and, live, remembers it and how many lines it took. Live, the
+// terminal's autowrap is off while the table is drawn ("ESC [ ? 7 l", then "ESC [ ? 7
+// h"): a line wider than the terminal is cut at its edge rather than wrapped, so each
+// line of the table takes one row and erase moves up over exactly the table. Requires
+// s.mu held.
 func (s *screen) draw(b *strings.Builder, table string) {
-	b.WriteString(table)
-	if s.live {
-		s.table, s.drawn = table, strings.Count(table, "\n")
+	if !s.live {
+		b.WriteString(table)
+		return
 	}
+	b.WriteString("\x1b[?7l")
+	b.WriteString(table)
+	b.WriteString("\x1b[?7h")
+	s.table, s.drawn = table, strings.Count(table, "\n")
 }
 
 // isTerminal reports whether w is a character device, as a terminal is, without a

@@ -12,17 +12,21 @@ import (
 )
 
 // fakeTerminal interprets what the live screen writes the way a terminal would: text,
-// newlines, carriage returns, "ESC [ n A" (cursor up) and "ESC [ J" (erase below). Any
-// other escape sequence fails the test. It is safe for concurrent use.
+// newlines, carriage returns, "ESC [ n A" (cursor up), "ESC [ J" (erase below) and
+// "ESC [ ? 7 l" and "h" (autowrap off and on). With a width, a line wider wraps to the
+// next row, or with autowrap off keeps overwriting the last column. Any other escape
+// sequence fails the test. It is safe for concurrent use.
 type fakeTerminal struct {
 	t        *testing.T
+	width    int // 0: unlimited
 	mu       sync.Mutex
 	rows     []string
 	row, col int
+	nowrap   bool
 	raw      strings.Builder
 }
 
-var csi = regexp.MustCompile(`^\x1b\[(\d*)([A-Za-z])`)
+var csi = regexp.MustCompile(`^\x1b\[(\??\d*)([A-Za-z])`)
 
 func (f *fakeTerminal) Write(p []byte) (int, error) {
 	f.mu.Lock()
@@ -32,13 +36,15 @@ func (f *fakeTerminal) Write(p []byte) (int, error) {
 	for len(s) > 0 {
 		if m := csi.FindStringSubmatch(s); m != nil {
 			n, _ := strconv.Atoi(m[1])
-			switch m[2] {
-			case "A":
+			switch {
+			case m[1] == "?7" && (m[2] == "l" || m[2] == "h"):
+				f.nowrap = m[2] == "l"
+			case m[2] == "A" && n > 0:
 				if n > f.row {
 					f.t.Errorf("cursor up %d from row %d: above the first line", n, f.row)
 				}
 				f.row = max(f.row-n, 0)
-			case "J":
+			case m[0] == "\x1b[J":
 				f.grow()
 				f.rows = append(f.rows[:f.row], f.rows[f.row][:min(f.col, len(f.rows[f.row]))])
 			default:
@@ -55,6 +61,13 @@ func (f *fakeTerminal) Write(p []byte) (int, error) {
 		case 0x1b:
 			f.t.Errorf("malformed escape sequence in %q", s)
 		default:
+			if f.width > 0 && f.col >= f.width {
+				if f.nowrap {
+					f.col = f.width - 1
+				} else {
+					f.row, f.col = f.row+1, 0
+				}
+			}
 			f.grow()
 			line := f.rows[f.row]
 			line += strings.Repeat(" ", max(f.col-len(line), 0))
@@ -101,14 +114,30 @@ func TestScreenLiveRedrawsTheTableInPlace(t *testing.T) {
 	// Each redraw moves up exactly the lines the table on the screen took.
 	raw := term.raw.String()
 	var seqs []string
-	for _, m := range regexp.MustCompile(`\x1b\[(\d*)([A-Za-z])`).FindAllStringSubmatch(raw, -1) {
+	for _, m := range regexp.MustCompile(`\x1b\[(\d*)([AJ])`).FindAllStringSubmatch(raw, -1) {
 		seqs = append(seqs, m[1]+m[2])
 	}
 	if got := strings.Join(seqs, " "); got != "3A J 3A J 2A J" {
 		t.Fatalf("escape sequences %q, want cursor up 3, 3, 2 lines, each followed by erase below", got)
 	}
+	if n := strings.Count(raw, "\x1b[?7l"); n != 4 || strings.Count(raw, "\x1b[?7h") != n {
+		t.Fatalf("autowrap turned off %d times and on %d times, want around each of the 4 tables drawn", n, strings.Count(raw, "\x1b[?7h"))
+	}
 	if strings.Count(raw, "summary") != 1 || strings.HasSuffix(raw, "T3 c\n") {
 		t.Fatalf("after keep, output went through the redraw: %q", raw)
+	}
+}
+
+// On a terminal narrower than the table, its lines are cut at the edge instead of
+// wrapping, so the redraw still moves up over exactly the table; lines above it wrap.
+func TestScreenLiveOnANarrowTerminal(t *testing.T) {
+	term := &fakeTerminal{t: t, width: 8}
+	s := newScreen(term, true)
+	s.update(nil, "table one, wide\nsecond line, wide\n")
+	s.update([]string{"a transition, wide"}, "table two, wide\nsecond line, wide\n")
+	want := []string{"a transi", "tion, wi", "de", "table te", "second e"}
+	if got := term.screen(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("screen %q, want %q", got, want)
 	}
 }
 
