@@ -200,3 +200,15 @@ func request(t *testing.T, method, url, token, body string) (int, string) {
 	}
 	return resp.StatusCode, string(b)
 }
+
+func TestDemoHTTPAddressErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--http", "no-port"},
+		{"--http", "127.0.0.1:0", "--metrics", "no-port"},
+	} {
+		err := run(context.Background(), append([]string{"demo", "--short", "--svg", ""}, args...), io.Discard, io.Discard)
+		if flag := args[len(args)-2]; err == nil || !strings.HasPrefix(err.Error(), flag+": ") {
+			t.Errorf("%v: %v, want an error naming %s", args, err, flag)
+		}
+	}
+}
