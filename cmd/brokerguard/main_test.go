@@ -63,7 +63,7 @@ func TestDemoFlags(t *testing.T) {
 		t.Fatalf("--help: %v", err)
 	}
 	for _, f := range []string{"short", "duration", "topics", "outage-topic", "outage-start", "outage-length", "break", "rate",
-		"svg", "metrics", "kafka-brokers", "amqp-url", "sqs-endpoint", "database-url"} {
+		"svg", "metrics", "http", "plain", "kafka-brokers", "amqp-url", "sqs-endpoint", "database-url"} {
 		if !strings.Contains(errOut.String(), "-"+f) {
 			t.Errorf("--help does not explain -%s", f)
 		}
