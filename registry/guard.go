@@ -54,7 +54,7 @@ func (g *guarded) Publish(ctx context.Context, d transport.Destination, msgs ...
 // error a guarded publisher returns instead of calling: the registry's own (an invalid
 // destination, the cap), the caller's context error, or the circuit's refusal as a
 // *RejectedError. Publishers that complete permits themselves (asynchronous writers)
-// use it with Outcome; the others use Call.
+// use it with Outcome and Complete; the others use Call.
 func (r *Registry) Acquire(ctx context.Context, d transport.Destination) (breaker.Permit, error) {
 	e, err := r.entry(d)
 	if err != nil {
@@ -62,7 +62,7 @@ func (r *Registry) Acquire(ctx context.Context, d transport.Destination) (breake
 	}
 	permit, err := e.circuit.Acquire(ctx)
 	if err != nil {
-		return breaker.Permit{}, refusal(ctx, d, err)
+		return breaker.Permit{}, e.refused(refusal(ctx, d, err))
 	}
 	return permit, nil
 }
@@ -89,12 +89,12 @@ func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, cla
 	}
 	permit, err := e.circuit.Acquire(ctx)
 	if err != nil {
-		return refusal(ctx, d, err)
+		return e.refused(refusal(ctx, d, err))
 	}
 	completed := false
 	defer func() {
 		if !completed { // call panicked: that says nothing about the broker
-			permit.Complete(breaker.Neutral)
+			e.complete(permit, breaker.Neutral)
 		}
 	}()
 	err = call(ctx)
@@ -102,7 +102,7 @@ func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, cla
 	if classify == nil {
 		classify = failAll
 	}
-	permit.Complete(Outcome(ctx, err, n, classify))
+	e.complete(permit, Outcome(ctx, err, n, classify))
 	return err
 }
 

@@ -136,6 +136,7 @@ type Registry struct {
 	breakerOpts     []breaker.Option
 	observers       []func(transport.Destination, breaker.Transition)
 	bypassHooks     []func(transport.Destination, breaker.Bypass)
+	countCalls      bool
 
 	// Lookups read an immutable map without locking. New circuits go to fresh, under
 	// mu, and fresh is merged into a new immutable map once lookups that missed it have
@@ -153,6 +154,7 @@ type entry struct {
 	circuit breaker.Circuit
 	used    atomic.Bool // set by use, cleared by each eviction sweep
 	idleAt  time.Time   // when a sweep first found it unused; guarded by Registry.mu
+	calls   *callCounts // nil unless WithCallCounts
 }
 
 // New returns a registry whose destinations get the defaults policy unless an
@@ -253,6 +255,9 @@ func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
 		return nil, fmt.Errorf("registry: circuit for %s: %w", d, err)
 	}
 	e := &entry{dest: d, circuit: c}
+	if r.countCalls {
+		e.calls = new(callCounts)
+	}
 	e.used.Store(true)
 	r.fresh[d] = e
 	return e, nil
