@@ -104,7 +104,9 @@ type alert struct {
 	ActiveAt time.Time         `json:"activeAt"`
 }
 
-func (a alert) key() string { return a.Labels["alertname"] + "/" + a.Labels["messaging_destination_name"] }
+func (a alert) key() string {
+	return a.Labels["alertname"] + "/" + a.Labels["messaging_destination_name"]
+}
 
 // promAPI queries a Prometheus server's HTTP API.
 type promAPI struct {
@@ -203,7 +205,9 @@ func TestAlertsInPrometheus(t *testing.T) {
 	payments := transport.Destination{Broker: "kafka", Name: "payments"}
 	orders := transport.Destination{Broker: "kafka", Name: "orders"}
 	audit := transport.Destination{Broker: "amqp", Name: "audit"}
-	policy := breaker.Policy{FailureThreshold: 3, BreakDuration: 30 * time.Second}
+	// The probe lease outlasts the slow broker's answer below, so that every probe's
+	// failure counts and reopens the circuit.
+	policy := breaker.Policy{FailureThreshold: 3, BreakDuration: 30 * time.Second, ProbeLease: 2 * time.Minute}
 	failOpen := policy
 	failOpen.Mode = breaker.FailOpen
 	backlog := &outageBacklog{since: map[transport.Destination]time.Time{}}
@@ -222,32 +226,37 @@ func TestAlertsInPrometheus(t *testing.T) {
 	var drivers sync.WaitGroup
 	t.Cleanup(func() { close(stop); drivers.Wait() })
 	var paymentCalls sync.Map // real time -> struct{}: calls that reached the payments broker
-	drivers.Go(func() {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			s.clock.Advance(50 * time.Millisecond * speedup)
-			for _, d := range []transport.Destination{orders, payments, audit} {
-				err := s.publish(d)
-				switch {
-				case err == nil:
-					s.m.RecordDispatch(d, 1, 0, 0, 0)
-				case isRejection(err):
-					s.m.RecordDispatch(d, 0, 1, 0, 0)
-				default:
-					s.m.RecordDispatch(d, 0, 0, 1, 0)
-				}
-				if d == payments && !isRejection(err) {
-					paymentCalls.Store(time.Now(), struct{}{})
+	every50ms := func(f func()) {
+		drivers.Go(func() {
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					f()
 				}
 			}
-		}
-	})
+		})
+	}
+	every50ms(func() { s.clock.Advance(50 * time.Millisecond * speedup) })
+	for _, d := range []transport.Destination{orders, payments, audit} {
+		every50ms(func() { // a destination's own publisher: a slow broker holds up only its own calls
+			err := s.publish(d)
+			switch {
+			case err == nil:
+				s.m.RecordDispatch(d, 1, 0, 0, 0)
+			case isRejection(err):
+				s.m.RecordDispatch(d, 0, 1, 0, 0)
+			default:
+				s.m.RecordDispatch(d, 0, 0, 1, 0)
+			}
+			if d == payments && !isRejection(err) {
+				paymentCalls.Store(time.Now(), struct{}{})
+			}
+		})
+	}
 
 	target := strings.TrimPrefix(strings.TrimSuffix(s.url, "/metrics"), "http://")
 	config := fmt.Sprintf(`global:
@@ -294,7 +303,9 @@ scrape_configs:
 
 	// The outage.
 	outage := time.Now()
-	s.raw.set(payments, errDown)
+	// payments answers with an error after 1.2 s (36 s on the service's clock, a write
+	// timeout): each probe holds the circuit half-open across a scrape or two.
+	s.raw.setSlow(payments, errDown, 1200*time.Millisecond)
 	s.raw.set(audit, errDown)
 	backlog.set(payments, true)
 	const (

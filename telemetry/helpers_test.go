@@ -23,25 +23,34 @@ import (
 
 var errDown = fmt.Errorf("broker down")
 
-// fakePublisher fails the destinations told to fail.
+// fakePublisher fails the destinations told to fail, after the delay it was told
+// (a broker that takes its time to answer, in tests that run in real time).
 type fakePublisher struct {
-	mu   sync.Mutex
-	errs map[transport.Destination]error
+	mu     sync.Mutex
+	errs   map[transport.Destination]error
+	delays map[transport.Destination]time.Duration
 }
 
 func (p *fakePublisher) Publish(_ context.Context, d transport.Destination, _ ...transport.Message) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.errs[d]
+	err, delay := p.errs[d], p.delays[d]
+	p.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	return err
 }
 
-func (p *fakePublisher) set(d transport.Destination, err error) {
+func (p *fakePublisher) set(d transport.Destination, err error) { p.setSlow(d, err, 0) }
+
+// setSlow makes publishes to d return err after delay.
+func (p *fakePublisher) setSlow(d transport.Destination, err error, delay time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.errs == nil {
-		p.errs = map[transport.Destination]error{}
+		p.errs, p.delays = map[transport.Destination]error{}, map[transport.Destination]time.Duration{}
 	}
-	p.errs[d] = err
+	p.errs[d], p.delays[d] = err, delay
 }
 
 // env is a registry with a fake clock, built with a Recorder's options, Metrics on a
