@@ -6,6 +6,8 @@
 #   PostgreSQL  127.0.0.1:5432   skipped when DATABASE_URL is set
 #   RabbitMQ    127.0.0.1:5672   skipped when AMQP_URL is set
 #   dynalite    integration/dynalite/node_modules (npm ci); skipped when DYNAMODB_ENDPOINT is set
+#   prometheus  Debian's prometheus package (prometheus, promtool) for the alert-rule tests;
+#               only installed: each test runs its own server on a free port
 #
 # Kafka (kfake) and SQS run inside the test binaries and need nothing here.
 # Exits non-zero, naming the server, when one cannot be made ready.
@@ -60,3 +62,18 @@ if [[ -z "${DYNAMODB_ENDPOINT:-}" ]]; then
 	exec 9>&-
 	echo "services: dynalite installed in $dir"
 fi
+
+# Prometheus: the telemetry tests check the shipped alert rules with promtool and run a
+# server of their own. The package's own service is not wanted: on a machine whose
+# policy-rc.d or lack of systemd did not stop it from starting, it is stopped again.
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+	echo "services: installing prometheus (apt-get)"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+	if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+		systemctl disable --now prometheus >/dev/null 2>&1 || true
+	else
+		service prometheus stop >/dev/null 2>&1 || true
+	fi
+fi
+echo "services: $(prometheus --version 2>&1 | head -n 1)"
