@@ -32,7 +32,9 @@ func TestBacklogByDestination(t *testing.T) {
 	check := func(step string, want ...outbox.DestinationBacklog) {
 		t.Helper()
 		sorted := func(b []outbox.DestinationBacklog) []outbox.DestinationBacklog {
-			slices.SortFunc(b, func(x, y outbox.DestinationBacklog) int { return strings.Compare(x.Destination.String(), y.Destination.String()) })
+			slices.SortFunc(b, func(x, y outbox.DestinationBacklog) int {
+				return strings.Compare(x.Destination.String(), y.Destination.String())
+			})
 			return b
 		}
 		want = sorted(want)
