@@ -47,7 +47,6 @@ func (c CallCounts) Total() uint64 { return c.Published + c.Failed + c.Rejected 
 type CircuitReport struct {
 	Destination transport.Destination
 	Snapshot    breaker.Snapshot
-	Policy      breaker.Policy
 	// Calls are zero unless the registry counts calls (WithCallCounts).
 	Calls CallCounts
 }
@@ -57,7 +56,7 @@ func (r *Registry) Report() []CircuitReport {
 	entries := r.entries()
 	out := make([]CircuitReport, len(entries))
 	for i, e := range entries {
-		out[i] = CircuitReport{Destination: e.dest, Snapshot: e.circuit.Snapshot(), Policy: r.Policy(e.dest)}
+		out[i] = CircuitReport{Destination: e.dest, Snapshot: e.circuit.Snapshot()}
 		if c := e.calls; c != nil {
 			out[i].Calls = CallCounts{
 				Published: c[published].Load(), Failed: c[failed].Load(),

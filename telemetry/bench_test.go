@@ -118,3 +118,25 @@ func BenchmarkGuardedPublishRatio(b *testing.B) {
 	b.ReportMetric(float64(tOn.Nanoseconds())/calls, "on-ns/publish")
 	b.ReportMetric(float64(tOff)/float64(tOn), "off/on")
 }
+
+// BenchmarkGuardedPublishParallel publishes to one destination from every core, with
+// telemetry off and on: on, the callers share the destination's call counter, the
+// one write telemetry adds to the publish path.
+func BenchmarkGuardedPublishParallel(b *testing.B) {
+	for _, tel := range []string{"off", "on"} {
+		b.Run(tel, func(b *testing.B) {
+			pub, _ := guardedPublisher(b, noop, tel == "on")
+			msgs := []transport.Message{{Value: []byte("v")}}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					if err := pub.Publish(ctx, orders, msgs...); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

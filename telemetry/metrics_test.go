@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/registry"
@@ -444,3 +446,22 @@ func TestNewErrors(t *testing.T) {
 
 // The outbox calls its hook through its Hooks interface.
 var _ outbox.Hooks = (*telemetry.Metrics)(nil)
+
+// The meter carries this module's version (from the binary's build information), so
+// that a backend can tell which brokerguard produced the series.
+func TestMeterVersion(t *testing.T) {
+	e := newEnv(t, breaker.Policy{}, nil)
+	if err := e.publish(orders); err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := e.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name == telemetry.MeterName && sm.Scope.Version != "" {
+			return
+		}
+	}
+	t.Fatalf("no scope %s with a version in %+v", telemetry.MeterName, rm.ScopeMetrics)
+}
