@@ -127,7 +127,6 @@ type Metrics struct {
 	unhealthy                                     metric.Float64ObservableGauge
 	calls, probes, transitions, bypassed          metric.Int64ObservableCounter
 	outPublished, outDeferred, outFailed, outDead metric.Int64ObservableCounter
-	backlog                                       *backlogReader
 
 	regs      []metric.Registration
 	closeOnce sync.Once
@@ -248,7 +247,6 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 	if err != nil {
 		return err
 	}
-	m.backlog = b
 	r, err = meter.RegisterCallback(b.observe, b.pending, b.oldest, b.errors)
 	if err != nil {
 		return fmt.Errorf("telemetry: registering the outbox backlog callback: %w", err)
