@@ -21,13 +21,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/otlptranslator"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/brokerguard/brokerguard/admin"
 	"github.com/brokerguard/brokerguard/amqp"
@@ -93,6 +96,7 @@ func (r router) Publish(ctx context.Context, d transport.Destination, msgs ...tr
 // store is the outbox store with the two calls the demo makes besides the Store contract.
 type store interface {
 	outbox.Store
+	BacklogByDestination(ctx context.Context) ([]outbox.DestinationBacklog, error)
 	enqueue(ctx context.Context, entries []outbox.Entry) ([]int64, error)
 	status(ctx context.Context, id int64) (outbox.Status, error)
 }
@@ -161,16 +165,17 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 	var tmu sync.Mutex
 	start := time.Now()
 	tl := newTimeline(nil) // lanes are named once the destinations are known
+	// The Recorder's options: its transition observer, and call counting, which counts
+	// what every publisher below does, each guarded by the registry.
 	reg, err := registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: c.breakDuration, Jitter: 0.2},
-		registry.WithObserver(rec.ObserveTransition),
-		registry.WithObserver(func(d transport.Destination, t breaker.Transition) {
+		append(rec.RegistryOptions(), registry.WithObserver(func(d transport.Destination, t breaker.Transition) {
 			at := time.Since(start)
 			tl.transition(d.String(), change{at: at, state: t.To})
 			journal.Record(d, t)
 			tmu.Lock()
 			transitions = append(transitions, fmt.Sprintf("[%5.1fs] %s: %s -> %s (%s)", at.Seconds(), d, t.From, t.To, t.Reason))
 			tmu.Unlock()
-		}))
+		}))...)
 	if err != nil {
 		return err
 	}
@@ -227,7 +232,7 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 	var held holds // set on the dashboard
 	hooks := &counts{by: map[transport.Destination]*[4]int64{}}
 	if c.metrics != "" {
-		m, closeFn, err := serveMetrics(&web, c.metrics, reg, rec, st.Backlog, out)
+		m, closeFn, err := serveMetrics(&web, c.metrics, reg, rec, st.BacklogByDestination, out)
 		if err != nil {
 			return err
 		}
@@ -585,15 +590,22 @@ func sqsDestination(ctx context.Context, endpoint string, reg *registry.Registry
 	return transport.Destination{Broker: "sqs", Name: "brokerguard-demo"}, pub, err
 }
 
-// serveMetrics exports the registry's and the outbox's metrics on addr for Prometheus.
+// serveMetrics exports the registry's and the outbox's metrics on addr for Prometheus,
+// wired as the README's telemetry section says a service should be: the service named
+// in the resource (target_info), no per-scope labels, and a cardinality limit that
+// lets every live circuit through.
 func serveMetrics(web *webServers, addr string, reg *registry.Registry, rec *telemetry.Recorder, backlog telemetry.BacklogFunc, out io.Writer) (*telemetry.Metrics, func(), error) {
 	promReg := promclient.NewRegistry()
-	exporter, err := otelprom.New(otelprom.WithRegisterer(promReg))
+	exporter, err := otelprom.New(otelprom.WithRegisterer(promReg), otelprom.WithoutScopeInfo(),
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
 	if err != nil {
 		return nil, nil, err
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
-	m, err := telemetry.New(reg, telemetry.WithRecorder(rec), telemetry.WithMeterProvider(mp), telemetry.WithOutboxBacklog(backlog))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter),
+		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", "brokerguard-demo"))),
+		sdkmetric.WithCardinalityLimit(telemetry.CardinalityLimit(registry.DefaultMaxDestinations)))
+	m, err := telemetry.New(reg, telemetry.WithRecorder(rec), telemetry.WithMeterProvider(mp),
+		telemetry.WithOutboxBacklog(backlog, time.Second))
 	if err != nil {
 		return nil, nil, err
 	}
