@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -149,8 +150,8 @@ func newCircuit(d sharedstate.Driver, table, identity string, p breaker.Policy, 
 	case o.ioTimeout <= 0:
 		return nil, fmt.Errorf("dynamo: circuit %q: IOTimeout must be positive (got %v)", identity, o.ioTimeout)
 	}
-	// The engine reads a zero as "the default"; the shortest delay is "none".
-	o.cfg.MaxStaleness, o.cfg.RetryDelay, o.cfg.IOTimeout = o.staleness, max(o.retryDelay, 1), o.ioTimeout
+	// The engine reads a zero as "the default" and a negative delay as "none".
+	o.cfg.MaxStaleness, o.cfg.RetryDelay, o.cfg.IOTimeout = o.staleness, cmp.Or(o.retryDelay, -1), o.ioTimeout
 	if o.cfg.Owner == "" {
 		host, _ := os.Hostname()
 		o.cfg.Owner = host + "/" + strconv.Itoa(os.Getpid()) + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16)
