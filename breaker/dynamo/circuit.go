@@ -104,6 +104,13 @@ func New(client *dynamodb.Client, table, identity string, p breaker.Policy, opts
 	return newCircuit(&tableStore{client: client, table: table}, table, identity, p, opts...)
 }
 
+// NewDriver returns the sharedstate.Driver (and sharedstate.Counter) that keeps
+// records in table, one item per identity: what New builds its circuits on. Tools that
+// read or repair shared state use it, and circuittest.TestDriver checks it.
+func NewDriver(client *dynamodb.Client, table string) sharedstate.Driver {
+	return &tableStore{client: client, table: table}
+}
+
 // Factory returns a factory for registry.WithCircuitFactory that makes a shared
 // circuit per destination, with the destination's String() (after
 // WithIdentityPrefix's prefix) as its identity:

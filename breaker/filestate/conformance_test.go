@@ -8,6 +8,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 // The conformance suite on real files; each replica is a store of its own, as another
@@ -51,5 +52,15 @@ func TestConformance(t *testing.T) {
 				return s.Circuit("conformance", cfg.Policy)
 			}
 		},
+	})
+}
+
+func TestDriverContract(t *testing.T) {
+	circuittest.TestDriver(t, func(t *testing.T) sharedstate.Driver {
+		s, err := filestate.Open(filepath.Join(t.TempDir(), "circuits"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Driver()
 	})
 }

@@ -230,6 +230,11 @@ func (s *Store) Circuit(identity string, p breaker.Policy) (*Circuit, error) {
 	return c, nil
 }
 
+// Driver returns the sharedstate.Driver that keeps the store's records, one file per
+// identity: what the store's circuits are built on. circuittest.TestDriver checks it.
+// Identities must follow the rule of Circuit.
+func (s *Store) Driver() sharedstate.Driver { return files{s} }
+
 // Factory returns a registry factory that makes the store's circuit for each
 // destination, named by its "broker:name" form. Pass it to registry.WithCircuitFactory
 // with breaker.SingleHost. A destination whose form is not a valid identity fails with
