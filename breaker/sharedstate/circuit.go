@@ -65,16 +65,20 @@ type Config struct {
 // by every replica that uses the same store and identity. It is safe for concurrent
 // use and starts no goroutine.
 type Circuit struct {
-	cfg          Config
-	policy       breaker.Policy // normalized
-	fingerprint  string
-	description  string
-	counting     bool
-	counter      Counter // the driver's, or nil
-	refreshAfter int64   // snapshot age at which one caller refreshes it
-	staleness    int64
-	epoch        time.Time
-	systemClock  bool
+	cfg         Config
+	policy      breaker.Policy // normalized
+	fingerprint string
+	description string
+	// legacyFingerprint is breaker.Policy.Fingerprint, which records written before
+	// this engine carry. It is accepted (and kept) so that a rolling upgrade does not
+	// refuse the existing records; records this engine creates carry fingerprint.
+	legacyFingerprint string
+	counting          bool
+	counter           Counter // the driver's, or nil
+	refreshAfter      int64   // snapshot age at which one caller refreshes it
+	staleness         int64
+	epoch             time.Time
+	systemClock       bool
 
 	view     atomic.Pointer[view] // the last state read or written; nil before the first
 	writes   atomic.Uint64        // views installed from this process's writes
@@ -158,6 +162,7 @@ func New(cfg Config) (*Circuit, error) {
 	}
 	c := &Circuit{cfg: cfg, policy: p.Normalized(), counting: p.Enabled()}
 	c.fingerprint, c.description = Fingerprint(p)
+	c.legacyFingerprint = p.Fingerprint()
 	c.counter, _ = cfg.Driver.(Counter)
 	c.staleness = max(int64(cfg.MaxStaleness), 0)
 	c.refreshAfter = c.staleness - c.staleness/4
@@ -595,7 +600,7 @@ func (c *Circuit) load(ctx context.Context) (*view, error) {
 		if err := r.Check(c.cfg.Identity); err != nil {
 			return nil, c.unavailable(err)
 		}
-		if r.Fingerprint != c.fingerprint {
+		if r.Fingerprint != c.fingerprint && r.Fingerprint != c.legacyFingerprint {
 			return nil, c.unavailable(mismatch(c.cfg.Identity, r.Fingerprint, r.Policy, c.fingerprint, c.description))
 		}
 		return c.install(r, at, writes, true), nil
