@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +40,7 @@ type Config struct {
 	// agree to well within BreakDuration and ProbeLease.
 	Clock  breaker.Clock
 	Random func() float64 // jitter source, safe for concurrent use (default math/rand/v2.Float64)
-	Owner  string         // written into this replica's probe leases
+	Owner  string         // written into this replica's probe leases (default host/pid/random)
 	// MaxStaleness is how old the local snapshot may be and still decide an Acquire
 	// (0 means one second; a negative value reads the record on every Acquire). One
 	// caller refreshes it once it is three quarters stale, while the others keep
@@ -155,6 +157,10 @@ func New(cfg Config) (*Circuit, error) {
 	}
 	if cfg.Random == nil {
 		cfg.Random = rand.Float64
+	}
+	if cfg.Owner == "" {
+		host, _ := os.Hostname()
+		cfg.Owner = host + "/" + strconv.Itoa(os.Getpid()) + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16)
 	}
 	if cfg.Unavailable == nil {
 		id := cfg.Identity
