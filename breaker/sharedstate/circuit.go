@@ -314,6 +314,9 @@ func (c *Circuit) decide(ctx context.Context, v *view, m int64) (p breaker.Permi
 			p, err = c.admit(r.Generation, false, 0)
 			return p, err, false
 		}
+		if err := c.backoff(); err != nil {
+			return breaker.Permit{}, err, false
+		}
 		next := r
 		if v.tripped { // the count reached the threshold; nobody has written OPEN yet
 			c.toOpen(&next, now, now+c.breakFor(0), breaker.ReasonFailureThreshold)
