@@ -230,6 +230,16 @@ func (c *Circuit) Refresh(ctx context.Context) error {
 	return err
 }
 
+// RefreshIfStale reads the record, as Refresh does, only when the local snapshot is
+// missing or MaxStaleness old. Backends whose reads are cheap call it before
+// Snapshot, so that a snapshot is never older than an Acquire would accept.
+func (c *Circuit) RefreshIfStale(ctx context.Context) error {
+	if v, m := c.view.Load(), c.mono(); v != nil && m-v.at >= 0 && m-v.at < c.staleness {
+		return nil
+	}
+	return c.Refresh(ctx)
+}
+
 // Forget drops the local snapshot and any failure being waited out, so that the next
 // Acquire reads the record. Backends call it after they remove a record.
 func (c *Circuit) Forget() {
