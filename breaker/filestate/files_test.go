@@ -4,8 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
@@ -32,15 +35,15 @@ func TestCorruptRecordsFailClosedUntilCleared(t *testing.T) {
 		{"empty", nil},
 		{"truncated", valid[:len(valid)/2]},
 		{"garbage", []byte("\x00\xffnot json at all")},
-		{"unknown field", replace(`"version":1`, `"version":1,"owner":"someone"`)},
-		{"wrong version", replace(`"version":1`, `"version":2`)},
-		{"missing version", replace(`"version":1,`, ``)},
+		{"unknown field", replace(`"format":2`, `"format":2,"owner":"someone"`)},
+		{"wrong format", replace(`"format":2`, `"format":1`)},
+		{"missing format", replace(`"format":2,`, ``)},
 		{"another circuit's record", replace(`"identity":"kafka:orders"`, `"identity":"kafka:payments"`)},
-		{"bad fingerprint", replace(`"fingerprint":"`, `"fingerprint":"zz`)},
-		{"unknown state", replace(`"state":"closed"`, `"state":"ajar"`)},
+		{"empty fingerprint", regexp.MustCompile(`"fingerprint":"[0-9a-f]*"`).ReplaceAll(valid, []byte(`"fingerprint":""`))},
+		{"unknown state", replace(`"state":0`, `"state":7`)},
 		{"negative failures", replace(`"failures":1`, `"failures":-1`)},
-		{"failures over the threshold while closed", replace(`"failures":1`, `"failures":3`)},
-		{"open without a deadline", replace(`"state":"closed"`, `"state":"open"`)},
+		{"open without a deadline", replace(`"state":0`, `"state":1`)},
+		{"leases while closed", replace(`"failures":1`, `"failures":1,"leases":[{"id":1,"owner":"x","expires":5}]`)},
 		{"a second record", append(append([]byte{}, valid...), valid...)},
 		{"a string for a number", replace(`"failures":1`, `"failures":"1"`)},
 	} {
@@ -173,4 +176,30 @@ func TestStateFilesThatAreNotPrivateAreRefused(t *testing.T) {
 		}
 		unavailable(t, c, filestate.ErrNotPrivate)
 	})
+}
+
+// An upgrade keeps the state a previous build wrote: its open circuit stays open, and
+// the next write stores the new layout.
+func TestStateOfThePreviousLayoutIsKept(t *testing.T) {
+	e := newEnv(t)
+	c := e.circuit("kafka:orders", policy)
+	until := t0.Add(time.Minute).UnixNano()
+	old := `{"version":1,"identity":"kafka:orders","fingerprint":"` + policy.Fingerprint() + `","state":"open",` +
+		`"generation":9,"failures":3,"open_until":` + strconv.FormatInt(until, 10) + `,"failed_probes":0,"successes":0,"probes":[],"next_lease":1}`
+	if err := os.MkdirAll(e.root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.statePath("kafka:orders"), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if oe := rejected(t, c); oe.NotBefore.UnixNano() != until {
+		t.Fatalf("NotBefore %v; want the stored deadline", oe.NotBefore)
+	}
+	e.clock.Advance(time.Minute)
+	acquire(t, c).Complete(breaker.Success) // the probe closes it, in the new layout
+	data, err := os.ReadFile(e.statePath("kafka:orders"))
+	if err != nil || !strings.Contains(string(data), `"format":2`) {
+		t.Fatalf("record after a write: %s, %v; want format 2", data, err)
+	}
+	wantState(t, c, breaker.Closed)
 }
