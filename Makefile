@@ -25,7 +25,7 @@ test: services lint ## The test command: services, lint, then every test with -r
 	cd bench && $(GO) test -race -count=1 -run . ./...
 
 .PHONY: up
-up: ## Start docker-compose.yml's Kafka, RabbitMQ, LocalStack and PostgreSQL (needs a Docker engine).
+up: ## Start docker-compose.yml's Kafka, RabbitMQ, LocalStack, PostgreSQL and Redis (needs a Docker engine).
 	docker compose up -d --wait
 
 .PHONY: down

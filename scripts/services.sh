@@ -6,6 +6,8 @@
 #   PostgreSQL  127.0.0.1:5432   skipped when DATABASE_URL is set
 #   RabbitMQ    127.0.0.1:5672   skipped when AMQP_URL is set
 #   dynalite    integration/dynalite/node_modules (npm ci); skipped when DYNAMODB_ENDPOINT is set
+#   Redis       127.0.0.1:6379   skipped when REDIS_ADDR is set; installs Debian's
+#               redis-server when missing (tests also start private ones on free ports)
 #
 # Kafka (kfake) and SQS run inside the test binaries and need nothing here.
 # Exits non-zero, naming the server, when one cannot be made ready.
@@ -46,6 +48,17 @@ if [[ -z "${AMQP_URL:-}" ]] && ! port_open 5672; then
 fi
 [[ -n "${AMQP_URL:-}" ]] || wait_port RabbitMQ 5672 120
 exec 8>&-
+
+if ! command -v redis-server >/dev/null; then
+	echo "services: installing redis-server (apt-get)"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+fi
+if [[ -z "${REDIS_ADDR:-}" ]] && ! port_open 6379; then
+	echo "services: starting Redis"
+	redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+		--logfile "${TMPDIR:-/tmp}/brokerguard-redis.log" || true
+fi
+[[ -n "${REDIS_ADDR:-}" ]] || wait_port Redis 6379 30
 
 if [[ -z "${DYNAMODB_ENDPOINT:-}" ]]; then
 	dir=integration/dynalite
