@@ -31,7 +31,6 @@ const (
 	fieldGeneration  = "generation"
 	fieldFingerprint = "fingerprint"
 	fieldOverride    = "override"
-	fieldOps         = "ops"
 )
 
 // Driver keeps shared circuit records in Redis, one hash per circuit identity, and
