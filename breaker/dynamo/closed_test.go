@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 func TestClosedAdmissionDoesNoIOWhileFresh(t *testing.T) {
@@ -47,15 +48,15 @@ func TestFailuresFromReplicasOpenTheSharedCircuit(t *testing.T) {
 	}
 	for i, c := range f.r {
 		fail(t, c, 1)
-		if got := f.item().failures; got != int64(i+1) {
+		if got := f.item().Failures; got != int64(i+1) {
 			t.Fatalf("shared count after %d failures = %d", i+1, got)
 		}
 	}
 	it := f.item()
-	if it.state != breaker.Open || it.gen != gen0+1 || it.failures != 3 {
+	if it.State != breaker.Open || it.Generation != gen0+1 || it.Failures != 3 {
 		t.Fatalf("item after three failures on three replicas = %+v; want open, generation %d, 3 failures", it, gen0+1)
 	}
-	deadline := time.Unix(0, it.openUntil)
+	deadline := time.Unix(0, it.OpenUntil)
 	if want := t0.Add(10 * time.Second); !deadline.Equal(want) {
 		t.Fatalf("open deadline = %v; want %v", deadline, want)
 	}
@@ -81,7 +82,7 @@ func TestFailuresFromReplicasOpenTheSharedCircuit(t *testing.T) {
 	if got := f.st.count() - before; got != 0 {
 		t.Fatalf("rejections by an open snapshot made %d requests; want 0", got)
 	}
-	if got := f.item(); got.openUntil != it.openUntil || got.version != it.version {
+	if got := f.item(); got.OpenUntil != it.OpenUntil || got.Version != it.Version {
 		t.Fatalf("rejections changed the item: %+v; was %+v", got, it)
 	}
 }
@@ -103,7 +104,7 @@ func TestSuccessResetsTheSharedCountOnlyWhenThereIsOne(t *testing.T) {
 	if !mustAcquire(t, a).Complete(breaker.Success) {
 		t.Fatal("Complete(Success) = false; want true")
 	}
-	if got, n := f.item().failures, f.st.count("resetFailures"); got != 0 || n != 1 {
+	if got, n := f.item().Failures, f.st.count("resetFailures"); got != 0 || n != 1 {
 		t.Fatalf("after a success: shared count %d with %d resets; want 0 with 1", got, n)
 	}
 	mustAcquire(t, a).Complete(breaker.Success)
@@ -114,12 +115,12 @@ func TestSuccessResetsTheSharedCountOnlyWhenThereIsOne(t *testing.T) {
 	// A failure recorded by b is reset by a's success once a's snapshot shows it.
 	fail(t, b, 1)
 	mustAcquire(t, a).Complete(breaker.Success)
-	if got := f.item().failures; got != 1 {
+	if got := f.item().Failures; got != 1 {
 		t.Fatalf("shared count = %d; want 1: a's fresh snapshot shows no failures, so it writes nothing", got)
 	}
 	f.clk.Advance(time.Second)
 	mustAcquire(t, a).Complete(breaker.Success)
-	if got := f.item().failures; got != 0 {
+	if got := f.item().Failures; got != 0 {
 		t.Fatalf("shared count after a refreshed = %d; want 0", got)
 	}
 }
@@ -130,7 +131,7 @@ func TestResetLostToAnotherReplicaStillCounts(t *testing.T) {
 	fail(t, a, 1)
 	f.clk.Advance(time.Second)
 	mustAcquire(t, b).Complete(breaker.Success) // b refreshes (sees 1 failure) and resets
-	if got := f.item().failures; got != 0 {
+	if got := f.item().Failures; got != 0 {
 		t.Fatalf("shared count = %d; want 0", got)
 	}
 	// a's snapshot still shows one failure: its reset finds nothing to reset.
@@ -142,11 +143,11 @@ func TestResetLostToAnotherReplicaStillCounts(t *testing.T) {
 func TestTrippedItemIsOpenedByTheNextAcquire(t *testing.T) {
 	f := newFleet(t, 1, sharedPolicy())
 	// A replica reached the threshold and died before writing OPEN.
-	it := item{id: testID, version: 4, fingerprint: sharedPolicy().Fingerprint(), state: breaker.Closed, gen: 1, failures: 3}
-	f.st.raw(testID, it.encode())
+	it := sharedstate.Record{Version: 4, Fingerprint: testFingerprint(), State: breaker.Closed, Generation: 1, Failures: 3}
+	f.st.raw(testID, encode(testID, it))
 	oe := mustReject(t, f.r[0])
 	got := f.item()
-	if got.state != breaker.Open || got.gen != 2 || !oe.NotBefore.Equal(time.Unix(0, got.openUntil)) {
+	if got.State != breaker.Open || got.Generation != 2 || !oe.NotBefore.Equal(time.Unix(0, got.OpenUntil)) {
 		t.Fatalf("item = %+v, NotBefore %v; want open in generation 2 until NotBefore", got, oe.NotBefore)
 	}
 }
@@ -164,7 +165,7 @@ func TestLateOutcomesOfAnOlderGenerationChangeNothing(t *testing.T) {
 	if lateB.Complete(breaker.Failure) {
 		t.Fatal("Complete(Failure) by a replica that has not seen the open = true; want false")
 	}
-	if got := f.item(); got.version != before.version {
+	if got := f.item(); got.Version != before.Version {
 		t.Fatalf("late outcomes changed the item: %+v; was %+v", got, before)
 	}
 }
@@ -179,7 +180,7 @@ func TestNeutralChangesNothing(t *testing.T) {
 			t.Fatal("Complete(Neutral) = false; want true")
 		}
 	}
-	if got := f.item(); got.version != before.version || got.failures != 2 {
+	if got := f.item(); got.Version != before.Version || got.Failures != 2 {
 		t.Fatalf("Neutral outcomes changed the item: %+v; was %+v", got, before)
 	}
 }
@@ -193,7 +194,7 @@ func TestDisabledPolicyCountsNothing(t *testing.T) {
 			t.Fatal("Complete(Failure) on a disabled circuit = false; want true")
 		}
 	}
-	if got := f.item(); got.state != breaker.Closed || got.failures != 0 || f.st.count("addFailure") != 0 {
+	if got := f.item(); got.State != breaker.Closed || got.Failures != 0 || f.st.count("addFailure") != 0 {
 		t.Fatalf("disabled circuit recorded failures: %+v", got)
 	}
 }
@@ -236,7 +237,7 @@ func TestSlowSuccessCountsAsFailure(t *testing.T) {
 	fast.Complete(breaker.Success)
 	f.clk.Advance(200 * time.Millisecond)
 	slow.Complete(breaker.Success)
-	if got := f.item().failures; got != 1 {
+	if got := f.item().Failures; got != 1 {
 		t.Fatalf("shared count after a slow success = %d; want 1", got)
 	}
 }
@@ -259,7 +260,7 @@ func TestCompletingTwiceCountsOnce(t *testing.T) {
 	if !p.Complete(breaker.Failure) || p.Complete(breaker.Failure) {
 		t.Fatal("Complete twice: want true then false")
 	}
-	if got := f.item().failures; got != 1 {
+	if got := f.item().Failures; got != 1 {
 		t.Fatalf("shared count = %d; want 1", got)
 	}
 }
@@ -281,8 +282,8 @@ func TestReadInFlightDoesNotUndoANewerWrite(t *testing.T) {
 	if p, err := c.Acquire(context.Background()); err == nil {
 		p.Complete(breaker.Neutral)
 	}
-	if it := f.item(); it.state != breaker.Open {
-		t.Fatalf("stored state = %v; want open", it.state)
+	if it := f.item(); it.State != breaker.Open {
+		t.Fatalf("stored state = %v; want open", it.State)
 	}
 	if s := c.Snapshot(); s.State != breaker.Open {
 		t.Fatalf("Snapshot after a read older than this replica's own OPEN = %+v; want open", s)
