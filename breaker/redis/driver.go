@@ -48,35 +48,23 @@ var (
 	_ sharedstate.Counter = (*Driver)(nil)
 )
 
-// DriverOption configures a Driver.
-type DriverOption func(*Driver)
-
-// WithKeyPrefix puts prefix before every key (default "brokerguard:circuit:"), so that
-// several services or environments can share one Redis. The identity follows in a hash
-// tag: "brokerguard:circuit:{kafka:orders}".
-func WithKeyPrefix(prefix string) DriverOption { return func(d *Driver) { d.prefix = prefix } }
-
-// WithTTL sets how long a circuit's key lives after it was last read or written
-// (default 24 hours), so that circuits nobody uses any more disappear. A key never
-// expires before an open deadline, an operator's hold or a probe lease it holds has
-// passed by this much. A circuit whose key expired starts closed, in a new generation.
-func WithTTL(ttl time.Duration) DriverOption { return func(d *Driver) { d.ttl = ttl } }
-
 // NewDriver returns a driver that keeps records through client: a *redis.Client, a
 // *redis.ClusterClient (every script touches one key, hence one hash slot), a
-// *redis.Ring or a failover client.
-func NewDriver(client redis.Scripter, opts ...DriverOption) (*Driver, error) {
+// *redis.Ring or a failover client. Of the options it uses WithKeyPrefix and WithTTL.
+// New makes a driver for each circuit; use NewDriver to run the driver alone (for
+// example, the conformance suite in breaker/sharedstate/circuittest).
+func NewDriver(client redis.Scripter, opts ...Option) (*Driver, error) {
+	return newDriver(client, collect(opts))
+}
+
+func newDriver(client redis.Scripter, o options) (*Driver, error) {
 	if client == nil {
 		return nil, errors.New("redisstate: nil Redis client")
 	}
-	d := &Driver{client: client, prefix: DefaultKeyPrefix, ttl: DefaultTTL}
-	for _, o := range opts {
-		o(d)
+	if o.ttl < time.Second {
+		return nil, fmt.Errorf("redisstate: TTL must be at least one second (got %v)", o.ttl)
 	}
-	if d.ttl < time.Second {
-		return nil, fmt.Errorf("redisstate: TTL must be at least one second (got %v)", d.ttl)
-	}
-	return d, nil
+	return &Driver{client: client, prefix: o.keyPrefix, ttl: o.ttl}, nil
 }
 
 // Key returns the Redis key that holds the record of id.

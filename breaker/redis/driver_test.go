@@ -21,12 +21,12 @@ import (
 
 // testDriver returns a driver on the machine's Redis under a key prefix of the test's
 // own, and a client for looking at its keys.
-func testDriver(t *testing.T, opts ...redisstate.DriverOption) (*redisstate.Driver, *redis.Client) {
+func testDriver(t *testing.T, opts ...redisstate.Option) (*redisstate.Driver, *redis.Client) {
 	t.Helper()
 	addr := harness.RedisAddr(t)
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { client.Close() })
-	opts = append([]redisstate.DriverOption{redisstate.WithKeyPrefix(harness.RedisKeyPrefix(t, addr))}, opts...)
+	opts = append([]redisstate.Option{redisstate.WithKeyPrefix(harness.RedisKeyPrefix(t, addr))}, opts...)
 	d, err := redisstate.NewDriver(client, opts...)
 	if err != nil {
 		t.Fatal(err)

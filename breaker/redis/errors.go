@@ -3,6 +3,8 @@ package redisstate
 import (
 	"errors"
 	"strconv"
+
+	"github.com/brokerguard/brokerguard/breaker"
 )
 
 // ErrCorruptRecord is matched (errors.Is) by every *RecordError.
@@ -25,3 +27,27 @@ func (e *RecordError) Error() string {
 
 // Is reports whether target is ErrCorruptRecord.
 func (e *RecordError) Is(target error) bool { return target == ErrCorruptRecord }
+
+// UnavailableError is how a shared circuit refuses a call it cannot protect: Redis
+// could not be reached (or answered with a corrupt record, or one written under
+// another policy) and the circuit's last known state is too old to trust.
+// errors.Is(err, breaker.ErrUnavailable) holds for it, and errors.As reaches the cause
+// (a *RecordError, a *sharedstate.RecordError, a *sharedstate.PolicyMismatchError or
+// the client's error).
+type UnavailableError struct {
+	Identity string // the circuit's identity
+	Key      string // the Redis key holding its record
+	Err      error  // why the state could not be used
+}
+
+// Error names the circuit, the key and the cause.
+func (e *UnavailableError) Error() string {
+	return "redisstate: circuit " + strconv.Quote(e.Identity) + " (key " + strconv.Quote(e.Key) +
+		"): state unavailable: " + e.Err.Error()
+}
+
+// Is reports whether target is breaker.ErrUnavailable.
+func (e *UnavailableError) Is(target error) bool { return target == breaker.ErrUnavailable }
+
+// Unwrap returns the cause.
+func (e *UnavailableError) Unwrap() error { return e.Err }
