@@ -3,7 +3,10 @@ package dynamo
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,5 +308,71 @@ func TestOpenRejectionAllocatesNothing(t *testing.T) {
 	}
 	if !strings.Contains(msg, testID) {
 		t.Fatalf("rejection message %q does not name the circuit", msg)
+	}
+}
+
+// Issue 17 (1): the failure that reaches the threshold and the write of OPEN are two
+// requests. A Success of another replica slipped in between must not reset the count
+// (its reset is conditional on a count below the threshold), so the circuit opens.
+func TestSuccessBetweenThresholdAndOpenCannotWipeTheThreshold(t *testing.T) {
+	f := newFleet(t, 2, sharedPolicy())
+	a, b := f.r[0], f.r[1]
+	fail(t, a, 2)
+	f.clk.Advance(time.Second) // b reads the item: two failures
+	late := mustAcquire(t, b)
+	if got := b.Snapshot().Failures; got != 2 {
+		t.Fatalf("b sees %d failures; want 2", got)
+	}
+	f.st.afterUpdate = func() { late.Complete(breaker.Success) } // after a's ADD reached 3, before a writes OPEN
+	mustAcquire(t, a).Complete(breaker.Failure)
+	if it := f.item(); it.State != breaker.Open || it.Failures != 3 {
+		t.Fatalf("item after F,F,F with an S slipped in before OPEN = %+v; want open with 3 failures", it)
+	}
+	f.clk.Advance(time.Second)
+	mustReject(t, a)
+	mustReject(t, b)
+}
+
+// Issue 17 (4): one failure followed by 64 concurrent successes sends one reset, not
+// one each (nor a read for each that lost).
+func TestBurstOfSuccessesSendsOneReset(t *testing.T) {
+	f := newFleet(t, 1, sharedPolicy())
+	c := f.r[0]
+	fail(t, c, 1)
+	permits := make([]breaker.Permit, 64)
+	for i := range permits {
+		permits[i] = mustAcquire(t, c)
+	}
+	base := f.st.count()
+	// The first reset to reach the table waits until every other completion has
+	// returned, so that they all decide on the snapshot with one failure.
+	var returned atomic.Int32
+	first := true
+	f.st.onRequest = func(method string) { // runs under the store's lock
+		if method != "resetFailures" || !first {
+			return
+		}
+		first = false
+		f.st.mu.Unlock()
+		defer f.st.mu.Lock()
+		for deadline := time.Now().Add(10 * time.Second); returned.Load() < 63 && time.Now().Before(deadline); {
+			runtime.Gosched()
+		}
+	}
+	var wg sync.WaitGroup
+	for _, p := range permits {
+		wg.Go(func() {
+			if !p.Complete(breaker.Success) {
+				t.Error("Complete(Success) = false; want true")
+			}
+			returned.Add(1)
+		})
+	}
+	wg.Wait()
+	if resets, all := f.st.count("resetFailures"), f.st.count()-base; resets != 1 || all != 1 {
+		t.Fatalf("64 concurrent successes sent %d resets and %d requests in all; want 1 reset and nothing else", resets, all)
+	}
+	if it := f.item(); it.Failures != 0 {
+		t.Fatalf("failures after the burst = %d; want 0", it.Failures)
 	}
 }

@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -207,4 +208,43 @@ func TestJitterSpreadsTheBreak(t *testing.T) {
 	if got := deadline.Sub(t0); got != 5*time.Second {
 		t.Fatalf("break with jitter 0.5 at the low end = %v; want 5s", got)
 	}
+}
+
+// Issue 17 (3): a probe lease whose write reached the table but whose answer was lost
+// is found by reading the item again: the caller gets its probe, or, when its context
+// ended meanwhile, the lease is given back so that another replica can probe at once
+// rather than after the lease runs out.
+func TestLeaseWriteWithLostAnswer(t *testing.T) {
+	t.Run("caller still waiting gets the probe", func(t *testing.T) {
+		f := newFleet(t, 2, sharedPolicy())
+		deadline := f.open()
+		f.clk.Set(deadline)
+		f.st.lostAnswer = func() error { return errDown }
+		p := mustAcquire(t, f.r[0])
+		if !p.Probe() {
+			t.Fatal("the permit is not a probe")
+		}
+		if !p.Complete(breaker.Success) {
+			t.Fatal("the probe whose lease write lost its answer did not count")
+		}
+		if it := f.item(); it.State != breaker.Closed {
+			t.Fatalf("item = %+v; want closed by the probe", it)
+		}
+	})
+	t.Run("caller gone gives the lease back", func(t *testing.T) {
+		f := newFleet(t, 2, sharedPolicy())
+		deadline := f.open()
+		f.clk.Set(deadline)
+		ctx, cancel := context.WithCancel(t.Context())
+		f.st.lostAnswer = func() error { cancel(); return context.Canceled }
+		if _, err := f.r[0].Acquire(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Acquire whose context ended during the lease write = %v; want context.Canceled", err)
+		}
+		if it := f.item(); it.State != breaker.HalfOpen || len(it.Leases) != 0 {
+			t.Fatalf("item = %+v; want half-open with the stranded lease given back", it)
+		}
+		if p := mustAcquire(t, f.r[1]); !p.Probe() {
+			t.Fatal("another replica's call is not a probe")
+		}
+	})
 }

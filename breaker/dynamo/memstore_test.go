@@ -23,9 +23,15 @@ type memStore struct {
 	// before it is returned (without the store's lock), so a test can change the
 	// table under a read in flight.
 	afterRead func()
-	// lostAnswer, when set, makes the next Replace write and then fail with it, as a
-	// request whose answer never arrives.
-	lostAnswer error
+	// lostAnswer, when set, runs once after the next Replace has written, and the
+	// Replace fails with its error: a request whose answer never arrives.
+	lostAnswer func() error
+	// afterUpdate, when set, runs once after the next counter update has written and
+	// before it answers (without the store's lock), so a test can slip another
+	// replica's request in between.
+	afterUpdate func()
+	// onRequest, when set, runs at the start of every request (under the lock).
+	onRequest func(method string)
 }
 
 var errDown = errors.New("memstore: table unreachable")
@@ -92,6 +98,9 @@ func (m *memStore) setHang(hang bool) {
 // hanging store releases it while the request waits.
 func (m *memStore) begin(ctx context.Context, method string) error {
 	m.calls[method]++
+	if m.onRequest != nil {
+		m.onRequest(method)
+	}
 	if m.hang {
 		m.mu.Unlock()
 		<-ctx.Done()
@@ -136,10 +145,9 @@ func (m *memStore) Replace(ctx context.Context, id string, expected uint64, r sh
 		return sharedstate.ErrConflict
 	}
 	m.items[id] = encode(id, r)
-	if m.lostAnswer != nil {
-		err := m.lostAnswer
+	if lost := m.lostAnswer; lost != nil {
 		m.lostAnswer = nil
-		return err // written, but the caller never hears so
+		return lost() // written, but the caller never hears so
 	}
 	return nil
 }
@@ -167,6 +175,20 @@ func (m *memStore) ResetFailures(ctx context.Context, id string, c sharedstate.C
 }
 
 func (m *memStore) update(ctx context.Context, method, id string, c sharedstate.Closed, f func(*sharedstate.Record) bool) (sharedstate.Record, error) {
+	r, err := m.updateLocked(ctx, method, id, c, f)
+	m.mu.Lock()
+	hook := m.afterUpdate
+	if err == nil {
+		m.afterUpdate = nil
+	}
+	m.mu.Unlock()
+	if hook != nil && err == nil {
+		hook()
+	}
+	return r, err
+}
+
+func (m *memStore) updateLocked(ctx context.Context, method, id string, c sharedstate.Closed, f func(*sharedstate.Record) bool) (sharedstate.Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.begin(ctx, method); err != nil {

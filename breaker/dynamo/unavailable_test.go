@@ -261,3 +261,24 @@ func TestPermitFromBeforeADeletionIsStale(t *testing.T) {
 		t.Fatalf("item = %+v; want no failures", it)
 	}
 }
+
+// Issue 17 (2): the caller that refreshes a three-quarters-stale snapshot may wait
+// for the table up to its I/O timeout. If the refresh fails and the wait made the
+// snapshot older than MaxStateStaleness, the caller is refused rather than admitted
+// on the time it read before waiting.
+func TestFailedRefreshThatOutlivedTheSnapshotRefuses(t *testing.T) {
+	f := newFleet(t, 1, sharedPolicy())
+	c := f.r[0]
+	mustAcquire(t, c).Complete(breaker.Success)
+	f.clk.Advance(800 * time.Millisecond) // three quarters stale: the next caller refreshes
+	f.st.setDown(errDown)
+	f.st.onRequest = func(string) { f.clk.Advance(2 * time.Second) } // the read takes the whole I/O timeout
+	p, err := c.Acquire(t.Context())
+	if err == nil {
+		p.Complete(breaker.Neutral)
+		t.Fatalf("admitted on a snapshot %v old after a failed refresh; want ErrUnavailable", f.clk.Now().Sub(t0))
+	}
+	if !errors.Is(err, breaker.ErrUnavailable) {
+		t.Fatalf("Acquire = %v; want ErrUnavailable", err)
+	}
+}
