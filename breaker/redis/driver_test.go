@@ -60,7 +60,12 @@ func TestReplaceAndLoadRoundTrip(t *testing.T) {
 	next := sharedstate.Record{Version: bigGen + 1, Fingerprint: "fp1", Policy: "FailureThreshold=3",
 		State: breaker.HalfOpen, Generation: bigGen + 2, Failures: 3, FailedProbes: 2, Successes: 1,
 		Leases:   []sharedstate.Lease{{ID: 7, Owner: "replica-a", Expires: 1 << 61}, {ID: 9, Owner: "b", Expires: 5}},
-		Override: breaker.ForcedClosed, OverrideUntil: 77, Reason: "probe_succeeded", Since: 99}
+		Override: breaker.ForcedClosed, OverrideUntil: 77, Reason: "probe_succeeded", Since: 99, OpenUntil: 1 << 60}
+	for _, name := range sharedstate.RecordFields() { // so a field added to Record is round-tripped here too
+		if reflect.ValueOf(next).FieldByName(name).IsZero() {
+			t.Fatalf("the test record leaves %s zero; set it so that the round trip covers it", name)
+		}
+	}
 	if err := d.Replace(ctx, "kafka:orders", bigGen-1, next); !errors.Is(err, sharedstate.ErrConflict) {
 		t.Fatalf("replace with a version one below the stored one: %v; want ErrConflict", err)
 	}

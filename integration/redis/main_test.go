@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
 	"github.com/brokerguard/brokerguard/integration/harness"
-	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 
 // commands counts what a client sends: the commands it is asked to run (once each,
@@ -94,23 +92,11 @@ func newCircuit(t testing.TB, e env, p breaker.Policy, opts ...redisstate.Option
 	return c
 }
 
-// replicas returns n circuits for one identity in e, sharing clk (Redis is real; time
-// is not, so nothing here depends on how fast Redis answers).
-func replicas(t *testing.T, e env, clk *fakeclock.Clock, n int, opts ...redisstate.Option) []*redisstate.Circuit {
-	t.Helper()
-	var rs []*redisstate.Circuit
-	for i := range n {
-		rs = append(rs, newCircuit(t, e, sharedPolicy(),
-			append([]redisstate.Option{redisstate.WithClock(clk), redisstate.WithOwner("replica-" + strconv.Itoa(i))}, opts...)...))
-	}
-	return rs
-}
-
 func acquire(t *testing.T, c *redisstate.Circuit) breaker.Permit {
 	t.Helper()
 	p, err := c.Acquire(t.Context())
 	if err != nil {
-		t.Fatalf("%s: Acquire: %v; want a permit", c.Owner(), err)
+		t.Fatalf("Acquire: %v; want a permit", err)
 	}
 	return p
 }
@@ -120,7 +106,7 @@ func reject(t *testing.T, c *redisstate.Circuit) *breaker.OpenError {
 	_, err := c.Acquire(t.Context())
 	var oe *breaker.OpenError
 	if !errors.As(err, &oe) || !errors.Is(err, breaker.ErrOpen) || oe.Scope != breaker.SharedDependency || oe.Identity != identity {
-		t.Fatalf("%s: Acquire = %v; want a shared *OpenError for %s", c.Owner(), err, identity)
+		t.Fatalf("Acquire = %v; want a shared *OpenError for %s", err, identity)
 	}
 	return oe
 }
@@ -130,7 +116,7 @@ func unavailable(t *testing.T, c *redisstate.Circuit) *redisstate.UnavailableErr
 	_, err := c.Acquire(t.Context())
 	var ue *redisstate.UnavailableError
 	if !errors.Is(err, breaker.ErrUnavailable) || !errors.As(err, &ue) || ue.Identity != identity || ue.Key != c.Key() {
-		t.Fatalf("%s: Acquire = %v; want an *UnavailableError naming %s", c.Owner(), err, c.Key())
+		t.Fatalf("Acquire = %v; want an *UnavailableError naming %s", err, c.Key())
 	}
 	return ue
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
 	"github.com/brokerguard/brokerguard/integration/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
@@ -19,7 +20,7 @@ func TestRedisStoppedThenStarted(t *testing.T) {
 	server := harness.NewRedis(t)
 	e := newEnv(t, server.Addr(), "outage:")
 	clk := fakeclock.New(time.Now())
-	c := replicas(t, e, clk, 1)[0]
+	c := newCircuit(t, e, sharedPolicy(), redisstate.WithClock(clk))
 	for range sharedPolicy().FailureThreshold {
 		acquire(t, c).Complete(breaker.Failure)
 	}

@@ -1,10 +1,11 @@
 package sharedredis
 
+// The contract every backend keeps runs in conformance_test.go; the tests here are
+// about Redis: commands sent, keys, corrupt fields, refusals and the registry.
+
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,82 +17,12 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// transitions collects what an observer is told.
-type transitions struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (o *transitions) observe(tr breaker.Transition) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.got = append(o.got, tr.From.String()+">"+tr.To.String()+":"+tr.Reason)
-}
-
-func (o *transitions) list() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.got)
-}
-
-// Three replicas' failures open one circuit; every replica rejects with the shared
-// deadline; after it exactly one probe is admitted fleet-wide, and its success closes
-// the circuit for all, which each replica's observer reports.
-func TestReplicasShareOpeningProbeAndClosing(t *testing.T) {
-	e := setup(t)
-	clk := fakeclock.New(time.Now())
-	var seen [3]transitions
-	var rs []*redisstate.Circuit
-	for i := range seen {
-		rs = append(rs, replicas(t, e, clk, 1, redisstate.WithObserver(seen[i].observe))...)
-	}
-	for i := range sharedPolicy().FailureThreshold {
-		if p := acquire(t, rs[i]); !p.Complete(breaker.Failure) {
-			t.Fatalf("replica %d: Complete(Failure) = false", i)
-		}
-	}
-	clk.Advance(time.Second) // MaxStateStaleness: every snapshot is read again
-	deadline := reject(t, rs[0]).NotBefore
-	for _, c := range rs[1:] {
-		if nb := reject(t, c).NotBefore; !nb.Equal(deadline) {
-			t.Fatalf("%s: NotBefore %v; want the shared deadline %v", c.Owner(), nb, deadline)
-		}
-	}
-	clk.Set(deadline)
-	probe := acquire(t, rs[1])
-	if !probe.Probe() {
-		t.Fatal("the first call after the deadline is not a probe")
-	}
-	for _, c := range []*redisstate.Circuit{rs[0], rs[2]} {
-		// The later of now+HalfOpenRetryDelay (1s) and the probe's lease expiry (5s).
-		if nb := reject(t, c).NotBefore; !nb.Equal(deadline.Add(5 * time.Second)) {
-			t.Fatalf("%s: sibling of the probe has NotBefore %v; want the lease's expiry %v", c.Owner(), nb, deadline.Add(5*time.Second))
-		}
-	}
-	if !probe.Complete(breaker.Success) {
-		t.Fatal("the probe's success did not count")
-	}
-	clk.Advance(time.Second)
-	for _, c := range rs {
-		acquire(t, c).Complete(breaker.Success)
-	}
-	// Every replica read the record while it was half-open (the two siblings were
-	// rejected on it), so each observer reports all three transitions, with the
-	// reason the writing replica gave.
-	want := []string{"closed>open:failure_threshold", "open>half-open:break_elapsed", "half-open>closed:probe_succeeded"}
-	for i := range seen {
-		if got := seen[i].list(); !slices.Equal(got, want) {
-			t.Errorf("replica %d observed %q; want %q", i, got, want)
-		}
-	}
-}
-
 // A healthy closed circuit sends no command per admission: only the snapshot refresh,
 // one script run per replica about every 0.75 × MaxStateStaleness.
 func TestHealthyAdmissionsSendNoCommands(t *testing.T) {
 	e := setup(t)
 	clk := fakeclock.New(time.Now())
-	c := replicas(t, e, clk, 1)[0]
+	c := newCircuit(t, e, sharedPolicy(), redisstate.WithClock(clk))
 	if err := c.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -108,60 +39,6 @@ func TestHealthyAdmissionsSendNoCommands(t *testing.T) {
 	}
 	if got := e.cmds.sent.Load() - before; got < 1 || got > 2 { // EVALSHA (+ EVAL once if the script was flushed)
 		t.Fatalf("after the snapshot aged, %d commands; want one refresh", got)
-	}
-}
-
-// A permit of an older generation, or completed twice, changes nothing.
-func TestCompletionsAreGenerationFenced(t *testing.T) {
-	e := setup(t)
-	clk := fakeclock.New(time.Now())
-	rs := replicas(t, e, clk, 2)
-	late := acquire(t, rs[0])
-	for range sharedPolicy().FailureThreshold {
-		acquire(t, rs[1]).Complete(breaker.Failure)
-	}
-	clk.Advance(10 * time.Second)
-	probe := acquire(t, rs[1])
-	if !probe.Probe() || !probe.Complete(breaker.Success) {
-		t.Fatal("the probe was not admitted or its success did not count")
-	}
-	if late.Complete(breaker.Failure) {
-		t.Fatal("a permit of the generation before the opening counted its failure")
-	}
-	if probe.Complete(breaker.Failure) {
-		t.Fatal("a permit completed twice counted the second time")
-	}
-	clk.Advance(time.Second)
-	if s := (acquire(t, rs[0])); !s.Complete(breaker.Success) {
-		t.Fatal("the closed circuit's next permit did not count")
-	}
-	if snap := rs[0].Snapshot(); snap.State != breaker.Closed || snap.Failures != 0 {
-		t.Fatalf("snapshot %+v; want closed with no failures", snap)
-	}
-}
-
-// A probe whose holder vanished frees its slot when its lease expires, and its late
-// outcome is stale.
-func TestExpiredLeaseIsTakenOver(t *testing.T) {
-	e := setup(t)
-	clk := fakeclock.New(time.Now())
-	rs := replicas(t, e, clk, 2)
-	for range sharedPolicy().FailureThreshold {
-		acquire(t, rs[0]).Complete(breaker.Failure)
-	}
-	clk.Advance(10 * time.Second)
-	lost := acquire(t, rs[0])
-	reject(t, rs[1])
-	clk.Advance(5 * time.Second) // ProbeLease
-	taken := acquire(t, rs[1])
-	if !taken.Probe() {
-		t.Fatal("the expired lease was not taken over by a probe")
-	}
-	if lost.Complete(breaker.Failure) {
-		t.Fatal("the outcome of an expired lease counted")
-	}
-	if !taken.Complete(breaker.Success) {
-		t.Fatal("the new probe's success did not count")
 	}
 }
 
@@ -185,50 +62,12 @@ func TestPolicyMismatchIsRefused(t *testing.T) {
 	}
 }
 
-// An operator's hold reaches every replica within MaxStateStaleness and ends by itself.
-func TestOverrideReachesTheFleetAndExpires(t *testing.T) {
-	e := setup(t)
-	clk := fakeclock.New(time.Now())
-	rs := replicas(t, e, clk, 2)
-	acquire(t, rs[1]).Complete(breaker.Success)
-	until := clk.Now().Add(time.Minute)
-	if err := rs[0].ForceOpen(t.Context(), until); err != nil {
-		t.Fatal(err)
-	}
-	reject(t, rs[0])
-	clk.Advance(time.Second)
-	if nb := reject(t, rs[1]).NotBefore; !nb.Equal(until) {
-		t.Fatalf("the other replica's NotBefore %v; want the hold's end %v", nb, until)
-	}
-	if s := rs[1].Snapshot(); s.Override != breaker.ForcedOpen {
-		t.Fatalf("the other replica's snapshot shows override %v; want forced-open", s.Override)
-	}
-	clk.Set(until)
-	if p := acquire(t, rs[1]); !p.Probe() || !p.Complete(breaker.Success) {
-		t.Fatal("the first call after the hold is not a probe, or its success did not count")
-	}
-	if err := rs[0].ForceClose(t.Context(), clk.Now().Add(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	for range 10 {
-		if acquire(t, rs[0]).Complete(breaker.Failure) {
-			t.Fatal("a failure counted under ForceClose")
-		}
-	}
-	if err := rs[0].ClearOverride(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if !acquire(t, rs[0]).Complete(breaker.Failure) {
-		t.Fatal("a failure after ClearOverride did not count")
-	}
-}
-
 // Deleting a circuit's key (or its expiry) resets it to closed in a new generation:
 // permits from before are stale.
 func TestDeletedKeyStartsANewGeneration(t *testing.T) {
 	e := setup(t)
 	clk := fakeclock.New(time.Now())
-	c := replicas(t, e, clk, 1)[0]
+	c := newCircuit(t, e, sharedPolicy(), redisstate.WithClock(clk))
 	old := acquire(t, c)
 	gen := old.Generation()
 	for range 2 {
