@@ -1,7 +1,26 @@
 // Package redisstate keeps circuits of scope SharedDependency in Redis: one circuit
 // shared by every replica of a fleet through one hash key, for teams that run Redis
 // rather than DynamoDB. It is a storage driver for breaker/sharedstate, which holds the
-// state machine; this package only reads records and changes them with Lua scripts.
+// state machine (the same one breaker/dynamo uses); this package only reads records
+// and changes them with Lua scripts. Its import path ends in "redis", its name is
+// redisstate, so that it does not hide go-redis's package redis.
+//
+// A replica makes its circuit with New (or, for a registry, Factory) from a go-redis
+// client, an identity and a breaker.Policy with Scope SharedDependency. Replicas that
+// use the same Redis, key prefix and identity share one circuit; they must run the
+// same policy, which is checked through the fingerprint stored with the record.
+//
+// # Admission
+//
+// Each replica keeps a process-local snapshot of the record. A closed snapshot younger
+// than MaxStateStaleness admits without any Redis command; once it is three quarters
+// stale one caller reads the record again (one script) while the others keep using
+// it. An open snapshot rejects without a command until its deadline. Half-open
+// decisions, probe results, failures, and a success after failures run one script
+// each. When Redis cannot be reached, a closed snapshot serves until it is stale; after
+// that Acquire fails with an *UnavailableError (errors.Is breaker.ErrUnavailable), and
+// calls within BackendRetryDelay of a failed request are refused without trying
+// again. There is no fall back to local protection.
 //
 // # Keys and scripts
 //
