@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,6 +141,12 @@ func NewRedis(t testing.TB) *RedisServer {
 // data in dir (a new temporary directory, removed by Close, when dir is empty) and
 // waits until it accepts connections.
 func StartRedis(dir string) (*RedisServer, error) {
+	return startRedis(dir)
+}
+
+// startRedis starts a redis-server as StartRedis does, with extra configuration
+// arguments.
+func startRedis(dir string, extra ...string) (*RedisServer, error) {
 	s := &RedisServer{server{dir: dir, log: "redis.log"}}
 	s.fail = func(err error) error {
 		return &UnavailableError{Service: ServiceRedis, Addr: s.Addr(),
@@ -150,9 +157,9 @@ func StartRedis(dir string) (*RedisServer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		return exec.Command(bin, append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
 			"--dir", s.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-			"--daemonize", "no"), nil
+			"--daemonize", "no"}, extra...)...), nil
 	}
 	if err := startServer(&s.server, "redis-"); err != nil {
 		return nil, err
@@ -162,3 +169,46 @@ func StartRedis(dir string) (*RedisServer, error) {
 
 // Addr returns the server's host:port.
 func (s *RedisServer) Addr() string { return s.addr() }
+
+// NewRedisCluster starts a Redis Cluster of masters private redis-servers (no
+// replicas) for the test, with the hash slots spread over them, and returns their
+// addresses once every node reports the cluster ok. The servers stop when the test
+// ends. Errors go through Require.
+func NewRedisCluster(t testing.TB, masters int) []string {
+	t.Helper()
+	var addrs []string
+	for range masters {
+		s, err := startRedis(t.TempDir(), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+		Require(t, ServiceRedis, err)
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Errorf("%v", err)
+			}
+		})
+		addrs = append(addrs, s.Addr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), redisUpWait)
+	defer cancel()
+	args := append([]string{"--cluster", "create"}, addrs...)
+	out, err := exec.CommandContext(ctx, "redis-cli", append(args, "--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		Require(t, ServiceRedis, &UnavailableError{Service: ServiceRedis, Addr: addrs[0],
+			Hint: "install Debian's redis-server (it brings redis-cli)", Err: fmt.Errorf("redis-cli --cluster create: %w: %s", err, oneLine(string(out)))})
+	}
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		for {
+			info, err := c.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if ctx.Err() != nil {
+				c.Close()
+				t.Fatalf("harness: Redis Cluster node %s not ok after %v: %v %s", addr, redisUpWait, err, oneLine(info))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.Close()
+	}
+	return addrs
+}

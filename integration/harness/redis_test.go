@@ -2,6 +2,7 @@ package harness
 
 import (
 	"errors"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -60,5 +61,25 @@ func TestRedisAddrFromEnvironment(t *testing.T) {
 	t.Setenv("REDIS_ADDR", "no-port")
 	if _, err := Redis(); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Redis with REDIS_ADDR=no-port: %v; want ErrUnavailable naming the format", err)
+	}
+}
+
+func TestRedisClusterSpreadsKeys(t *testing.T) {
+	addrs := NewRedisCluster(t, 3)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { c.Close() })
+	nodes := map[string]bool{}
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		if err := c.Set(t.Context(), k, 1, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		slot, err := c.ClusterKeySlot(t.Context(), k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[strconv.FormatInt(slot*3/16384, 10)] = true
+	}
+	if len(nodes) < 2 {
+		t.Fatalf("8 keys landed in %d thirds of the slots; want them spread", len(nodes))
 	}
 }
