@@ -51,4 +51,14 @@
 // disappears, and one that is used never does. Deleting a key resets its circuit to
 // closed in a new generation. A key whose fields cannot be read, or whose copies
 // disagree with the record, gives a *RecordError and the circuit refuses calls.
+//
+// # Replication
+//
+// Scripts run on the master that owns the key. Redis replicates to its replicas
+// asynchronously, so a failover can lose the last writes: an opening, a failure count
+// or a probe lease the old master acknowledged. The circuit then carries on from the
+// record the new master holds (its versions and generations only move forward), and in
+// that window the fleet may run one more probe than HalfOpenMaxProbes. Where that
+// matters, keep the circuits on a Redis without failover, or one with synchronous
+// replication.
 package redisstate
