@@ -57,8 +57,8 @@
 // Scripts run on the master that owns the key. Redis replicates to its replicas
 // asynchronously, so a failover can lose the last writes: an opening, a failure count
 // or a probe lease the old master acknowledged. The circuit then carries on from the
-// record the new master holds (its versions and generations only move forward), and in
-// that window the fleet may run one more probe than HalfOpenMaxProbes. Where that
-// matters, keep the circuits on a Redis without failover, or one with synchronous
-// replication.
+// record the new master holds, and until the replicas' snapshots catch up it may admit
+// more probes than HalfOpenMaxProbes, or count a late outcome of a generation that was
+// lost and issued again. Where that matters, keep the circuits on a Redis without
+// automatic failover.
 package redisstate
