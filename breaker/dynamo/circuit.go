@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -103,6 +104,13 @@ func New(client *dynamodb.Client, table, identity string, p breaker.Policy, opts
 	return newCircuit(&tableStore{client: client, table: table}, table, identity, p, opts...)
 }
 
+// NewDriver returns the sharedstate.Driver (and sharedstate.Counter) that keeps
+// records in table, one item per identity: what New builds its circuits on. Tools that
+// read or repair shared state use it, and circuittest.TestDriver checks it.
+func NewDriver(client *dynamodb.Client, table string) sharedstate.Driver {
+	return &tableStore{client: client, table: table}
+}
+
 // Factory returns a factory for registry.WithCircuitFactory that makes a shared
 // circuit per destination, with the destination's String() (after
 // WithIdentityPrefix's prefix) as its identity:
@@ -149,8 +157,8 @@ func newCircuit(d sharedstate.Driver, table, identity string, p breaker.Policy, 
 	case o.ioTimeout <= 0:
 		return nil, fmt.Errorf("dynamo: circuit %q: IOTimeout must be positive (got %v)", identity, o.ioTimeout)
 	}
-	// The engine reads a zero as "the default"; the shortest delay is "none".
-	o.cfg.MaxStaleness, o.cfg.RetryDelay, o.cfg.IOTimeout = o.staleness, max(o.retryDelay, 1), o.ioTimeout
+	// The engine reads a zero as "the default" and a negative delay as "none".
+	o.cfg.MaxStaleness, o.cfg.RetryDelay, o.cfg.IOTimeout = o.staleness, cmp.Or(o.retryDelay, -1), o.ioTimeout
 	if o.cfg.Owner == "" {
 		host, _ := os.Hostname()
 		o.cfg.Owner = host + "/" + strconv.Itoa(os.Getpid()) + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16)

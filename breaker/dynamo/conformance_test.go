@@ -6,6 +6,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/circuittest"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 // The engine and the item codec on the in-memory table (the same suite runs on
@@ -34,4 +35,8 @@ func TestConformance(t *testing.T) {
 			}
 		},
 	})
+}
+
+func TestDriverContract(t *testing.T) {
+	circuittest.TestDriver(t, func(*testing.T) sharedstate.Driver { return newMemStore() })
 }

@@ -40,11 +40,13 @@ type Config struct {
 	Random func() float64 // jitter source, safe for concurrent use (default math/rand/v2.Float64)
 	Owner  string         // written into this replica's probe leases
 	// MaxStaleness is how old the local snapshot may be and still decide an Acquire
-	// (0 means one second; 1ns reads the record on nearly every Acquire). One caller
-	// refreshes it once it is three quarters stale, while the others keep using it.
+	// (0 means one second; a negative value reads the record on every Acquire). One
+	// caller refreshes it once it is three quarters stale, while the others keep
+	// using it.
 	MaxStaleness time.Duration
 	// RetryDelay is how long a failed request to the store keeps the circuit from
-	// trying again (0 means one second); calls that need the store meanwhile fail at once.
+	// trying again (0 means one second; a negative value retries at once); calls that
+	// need the store meanwhile fail at once.
 	RetryDelay time.Duration
 	// IOTimeout bounds each request to the store (0 means two seconds).
 	IOTimeout time.Duration
@@ -135,8 +137,8 @@ func New(cfg Config) (*Circuit, error) {
 		return fail(&breaker.PolicyError{Field: "FailureWindow", Reason: "is set, but shared circuits count consecutive failures only; set it to 0"})
 	case p.Mode != breaker.Enforce:
 		return fail(&breaker.PolicyError{Field: "Mode", Reason: "is " + p.Mode.String() + ", but shared circuits only enforce; roll out with a local circuit first"})
-	case cfg.MaxStaleness < 0 || cfg.RetryDelay < 0 || cfg.IOTimeout < 0:
-		return fail(errors.New("MaxStaleness, RetryDelay and IOTimeout must not be negative"))
+	case cfg.IOTimeout < 0:
+		return fail(errors.New("IOTimeout must not be negative"))
 	}
 	if cfg.MaxStaleness == 0 {
 		cfg.MaxStaleness = DefaultMaxStaleness
@@ -157,7 +159,7 @@ func New(cfg Config) (*Circuit, error) {
 	c := &Circuit{cfg: cfg, policy: p.Normalized(), counting: p.Enabled()}
 	c.fingerprint, c.description = Fingerprint(p)
 	c.counter, _ = cfg.Driver.(Counter)
-	c.staleness = int64(cfg.MaxStaleness)
+	c.staleness = max(int64(cfg.MaxStaleness), 0)
 	c.refreshAfter = c.staleness - c.staleness/4
 	c.systemClock = cfg.Clock == nil
 	if c.systemClock {
@@ -195,7 +197,13 @@ func (c *Circuit) wall() int64 {
 	return c.cfg.Clock.Now().UnixNano()
 }
 
+// unavailable turns a cause into the error callers get. A record that is corrupt or
+// belongs to another policy will not mend by waiting: the snapshot is dropped, so that
+// no call is admitted on it.
 func (c *Circuit) unavailable(err error) error {
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrPolicyMismatch) {
+		c.view.Store(nil)
+	}
 	if errors.Is(err, breaker.ErrUnavailable) {
 		return err
 	}
@@ -211,9 +219,14 @@ func (c *Circuit) Refresh(ctx context.Context) error {
 	return err
 }
 
-// Forget drops the local snapshot, so that the next Acquire reads the record. Backends
-// call it after they remove a record.
-func (c *Circuit) Forget() { c.view.Store(nil) }
+// Forget drops the local snapshot and any failure being waited out, so that the next
+// Acquire reads the record. Backends call it after they remove a record.
+func (c *Circuit) Forget() {
+	c.mu.Lock()
+	c.setLastErr(nil)
+	c.view.Store(nil)
+	c.mu.Unlock()
+}
 
 // Acquire asks to make one call. On success the caller must Complete the permit
 // exactly once. A fresh closed snapshot admits without I/O and a fresh open one
@@ -244,8 +257,11 @@ func (c *Circuit) acquireSlow(ctx context.Context, v *view, m int64) (breaker.Pe
 	if v != nil && m-v.at >= 0 && (m-v.at < c.staleness && m < v.admitUntil || m < v.rejectUntil) {
 		// Soft refresh: one caller reads the record while the others keep deciding on
 		// the snapshot, which is still good enough. A failure is not theirs yet.
-		if nv, _ := c.refresh(ctx, true); nv != nil {
+		nv, err := c.refresh(ctx, true)
+		if nv != nil {
 			v = nv
+		} else if err != nil && c.view.Load() == nil {
+			return breaker.Permit{}, err // the record is corrupt or another policy's
 		}
 		// Re-read the clock: the refresh may have waited its whole I/O timeout, and
 		// the snapshot must not admit past MaxStaleness on an earlier reading.
@@ -457,9 +473,17 @@ func (c *Circuit) ioFailed(ctx context.Context, err error) error {
 func (c *Circuit) storeFailed(err error) error {
 	err = c.unavailable(err)
 	c.mu.Lock()
-	c.lastErr, c.retryAt = err, c.mono()+int64(c.cfg.RetryDelay)
+	c.setLastErr(err)
 	c.mu.Unlock()
 	return err
+}
+
+// setLastErr starts the RetryDelay after err (nil ends it). Requires c.mu held.
+func (c *Circuit) setLastErr(err error) {
+	if c.cfg.RetryDelay < 0 {
+		err = nil
+	}
+	c.lastErr, c.retryAt = err, c.mono()+int64(c.cfg.RetryDelay)
 }
 
 // backoff returns the last failure to reach the store while it is too recent to try
@@ -542,11 +566,7 @@ func (c *Circuit) refresh(ctx context.Context, soft bool) (*view, error) {
 
 	c.mu.Lock()
 	c.loading = nil
-	if call.err != nil {
-		c.lastErr, c.retryAt = call.err, c.mono()+int64(c.cfg.RetryDelay)
-	} else {
-		c.lastErr = nil
-	}
+	c.setLastErr(call.err)
 	c.mu.Unlock()
 	close(call.done)
 	c.events.Flush()

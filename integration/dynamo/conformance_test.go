@@ -13,6 +13,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/integration/harness"
 )
 
@@ -55,5 +56,14 @@ func TestConformance(t *testing.T) {
 				return dynamo.New(client, e.table, identity, cfg.Policy, opts...)
 			}
 		},
+	})
+}
+
+// The item codec and the table's conditions, on dynalite.
+func TestDriverContract(t *testing.T) {
+	harness.Require(t, harness.ServiceDynamoDB, sharedErr)
+	circuittest.TestDriver(t, func(t *testing.T) sharedstate.Driver {
+		e := setup(t)
+		return dynamo.NewDriver(e.client, e.table)
 	})
 }
