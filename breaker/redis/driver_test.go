@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/integration/harness"
@@ -44,102 +44,12 @@ func closedRecord(gen uint64) sharedstate.Record {
 
 const bigGen = uint64(1)<<62 + 1
 
-func TestReplaceAndLoadRoundTrip(t *testing.T) {
-	d, _ := testDriver(t)
-	ctx := t.Context()
-	if _, err := d.Load(ctx, "kafka:orders"); !errors.Is(err, sharedstate.ErrNotFound) {
-		t.Fatalf("Load of a new identity: %v; want ErrNotFound", err)
-	}
-	first := closedRecord(bigGen)
-	if err := d.Replace(ctx, "kafka:orders", 0, first); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Replace(ctx, "kafka:orders", 0, first); !errors.Is(err, sharedstate.ErrConflict) {
-		t.Fatalf("creating an existing record: %v; want ErrConflict", err)
-	}
-	next := sharedstate.Record{Version: bigGen + 1, Fingerprint: "fp1", Policy: "FailureThreshold=3",
-		State: breaker.HalfOpen, Generation: bigGen + 2, Failures: 3, FailedProbes: 2, Successes: 1,
-		Leases:   []sharedstate.Lease{{ID: 7, Owner: "replica-a", Expires: 1 << 61}, {ID: 9, Owner: "b", Expires: 5}},
-		Override: breaker.ForcedClosed, OverrideUntil: 77, Reason: "probe_succeeded", Since: 99, OpenUntil: 1 << 60}
-	for _, name := range sharedstate.RecordFields() { // so a field added to Record is round-tripped here too
-		if reflect.ValueOf(next).FieldByName(name).IsZero() {
-			t.Fatalf("the test record leaves %s zero; set it so that the round trip covers it", name)
-		}
-	}
-	if err := d.Replace(ctx, "kafka:orders", bigGen-1, next); !errors.Is(err, sharedstate.ErrConflict) {
-		t.Fatalf("replace with a version one below the stored one: %v; want ErrConflict", err)
-	}
-	if err := d.Replace(ctx, "kafka:orders", bigGen, next); err != nil {
-		t.Fatal(err)
-	}
-	got, err := d.Load(ctx, "kafka:orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, next) {
-		t.Fatalf("Load = %+v\nwant   %+v", got, next)
-	}
-	if _, err := d.Load(ctx, "kafka:payments"); !errors.Is(err, sharedstate.ErrNotFound) {
-		t.Fatalf("another identity: %v; want ErrNotFound", err)
-	}
-}
-
-func TestCounterConditions(t *testing.T) {
-	d, _ := testDriver(t)
-	ctx := t.Context()
-	const id = "sqs:jobs"
-	if _, err := d.AddFailure(ctx, id, sharedstate.Closed{Generation: bigGen, Fingerprint: "fp1", Limit: 2}); !errors.Is(err, sharedstate.ErrConflict) {
-		t.Fatalf("AddFailure without a record: %v; want ErrConflict", err)
-	}
-	if err := d.Replace(ctx, id, 0, closedRecord(bigGen)); err != nil {
-		t.Fatal(err)
-	}
-	match := sharedstate.Closed{Generation: bigGen, Fingerprint: "fp1", Limit: 2}
-	for _, c := range []struct {
-		name string
-		cond sharedstate.Closed
-	}{
-		{"generation 2^62 (one below, equal as a float64)", sharedstate.Closed{Generation: bigGen - 1, Fingerprint: "fp1", Limit: 2}},
-		{"other fingerprint", sharedstate.Closed{Generation: bigGen, Fingerprint: "fp2", Limit: 2}},
-	} {
-		if _, err := d.AddFailure(ctx, id, c.cond); !errors.Is(err, sharedstate.ErrConflict) {
-			t.Errorf("AddFailure with %s: %v; want ErrConflict", c.name, err)
-		}
-	}
-	if _, err := d.ResetFailures(ctx, id, match); !errors.Is(err, sharedstate.ErrConflict) {
-		t.Fatalf("ResetFailures with no failures: %v; want ErrConflict", err)
-	}
-	r, err := d.AddFailure(ctx, id, match)
-	if err != nil || r.Failures != 1 || r.Version != bigGen+1 || r.Generation != bigGen {
-		t.Fatalf("AddFailure = %+v, %v; want failures 1, version %d", r, err, bigGen+1)
-	}
-	if r, err = d.ResetFailures(ctx, id, match); err != nil || r.Failures != 0 || r.Version != bigGen+2 {
-		t.Fatalf("ResetFailures = %+v, %v; want failures 0, version %d", r, err, bigGen+2)
-	}
-	for want := int64(1); want <= 2; want++ {
-		if r, err = d.AddFailure(ctx, id, match); err != nil || r.Failures != want {
-			t.Fatalf("AddFailure = %+v, %v; want failures %d", r, err, want)
-		}
-	}
-	// Tripped: Failures == Limit; neither method applies until OPEN is written.
-	if _, err := d.AddFailure(ctx, id, match); !errors.Is(err, sharedstate.ErrConflict) {
-		t.Fatalf("AddFailure at the limit: %v; want ErrConflict", err)
-	}
-	if _, err := d.ResetFailures(ctx, id, match); !errors.Is(err, sharedstate.ErrConflict) {
-		t.Fatalf("ResetFailures at the limit: %v; want ErrConflict", err)
-	}
-	held := r
-	held.Version++
-	held.Override, held.OverrideUntil = breaker.ForcedClosed, 1
-	if err := d.Replace(ctx, id, r.Version, held); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.AddFailure(ctx, id, sharedstate.Closed{Generation: bigGen, Fingerprint: "fp1", Limit: 9}); !errors.Is(err, sharedstate.ErrConflict) {
-		t.Fatalf("AddFailure under an override: %v; want ErrConflict", err)
-	}
-	if got, err := d.Load(ctx, id); err != nil || got.Version != held.Version || got.Failures != 2 {
-		t.Fatalf("Load = %+v, %v; want version %d with 2 failures", got, err, held.Version)
-	}
+// The contract of every storage driver, on the machine's Redis.
+func TestDriverConformance(t *testing.T) {
+	circuittest.TestDriver(t, func(t *testing.T) sharedstate.Driver {
+		d, _ := testDriver(t)
+		return d
+	})
 }
 
 // lossyConn drops the reply to the next command while armed: it reads the server's
@@ -277,7 +187,7 @@ func TestCorruptRecordsAreNamed(t *testing.T) {
 			}
 			_, err := d.Load(ctx, id)
 			var re *redisstate.RecordError
-			if !errors.As(err, &re) || !errors.Is(err, redisstate.ErrCorruptRecord) || re.Field != c.field || re.Key != d.Key(id) {
+			if !errors.As(err, &re) || !errors.Is(err, redisstate.ErrCorruptRecord) || !errors.Is(err, sharedstate.ErrCorrupt) || re.Field != c.field || re.Key != d.Key(id) {
 				t.Fatalf("Load = %v; want a *RecordError naming key %s and field %s", err, d.Key(id), c.field)
 			}
 		})

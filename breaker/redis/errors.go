@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 // ErrCorruptRecord is matched (errors.Is) by every *RecordError.
@@ -25,8 +26,11 @@ func (e *RecordError) Error() string {
 	return "redisstate: corrupt circuit record at key " + strconv.Quote(e.Key) + ": field " + e.Field + " " + e.Reason
 }
 
-// Is reports whether target is ErrCorruptRecord.
-func (e *RecordError) Is(target error) bool { return target == ErrCorruptRecord }
+// Is reports whether target is ErrCorruptRecord or sharedstate.ErrCorrupt (which the
+// engine's own checks of a record match).
+func (e *RecordError) Is(target error) bool {
+	return target == ErrCorruptRecord || target == sharedstate.ErrCorrupt
+}
 
 // UnavailableError is how a shared circuit refuses a call it cannot protect: Redis
 // could not be reached (or answered with a corrupt record, or one written under
