@@ -23,8 +23,12 @@ const DefaultRedisAddr = "127.0.0.1:6379"
 
 const redisHint = "start it with `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no` or set REDIS_ADDR"
 
-// redisUpWait bounds waiting for the machine's server to start.
-const redisUpWait = 15 * time.Second
+// Bounds for waiting for the machine's server to start, and for a private cluster to
+// form.
+const (
+	redisUpWait   = 15 * time.Second
+	clusterUpWait = time.Minute
+)
 
 // startRedisOnce makes the harness try to start the local server at most once per test
 // binary.
@@ -178,7 +182,14 @@ func NewRedisCluster(t testing.TB, masters int) []string {
 	t.Helper()
 	var addrs []string
 	for range masters {
-		s, err := startRedis(t.TempDir(), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+		// The cluster bus gets a free port of its own: by default it is the port plus
+		// 10,000, which may be taken or past 65535.
+		bus, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := startRedis(t.TempDir(), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(bus))
 		Require(t, ServiceRedis, err)
 		t.Cleanup(func() {
 			if err := s.Close(); err != nil {
@@ -187,7 +198,7 @@ func NewRedisCluster(t testing.TB, masters int) []string {
 		})
 		addrs = append(addrs, s.Addr())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), redisUpWait)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterUpWait)
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, addrs...)
 	out, err := exec.CommandContext(ctx, "redis-cli", append(args, "--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput()
@@ -204,7 +215,7 @@ func NewRedisCluster(t testing.TB, masters int) []string {
 			}
 			if ctx.Err() != nil {
 				c.Close()
-				t.Fatalf("harness: Redis Cluster node %s not ok after %v: %v %s", addr, redisUpWait, err, oneLine(info))
+				t.Fatalf("harness: Redis Cluster node %s not ok after %v: %v %s", addr, clusterUpWait, err, oneLine(info))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
