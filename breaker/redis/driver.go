@@ -52,7 +52,7 @@ var (
 // *redis.ClusterClient (every script touches one key, hence one hash slot), a
 // *redis.Ring or a failover client. Of the options it uses WithKeyPrefix and WithTTL.
 // New makes a driver for each circuit; use NewDriver to run the driver alone (for
-// example, the conformance suite in breaker/sharedstate/circuittest).
+// example, circuittest.TestDriver).
 func NewDriver(client redis.Scripter, opts ...Option) (*Driver, error) {
 	return newDriver(client, collect(opts))
 }
