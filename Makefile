@@ -50,3 +50,4 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s): destinations, policies
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyValidate$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeItem$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/dynamo
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/filestate
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHash$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/redis

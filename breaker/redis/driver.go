@@ -249,12 +249,15 @@ func (d *Driver) decode(id string, v []any) (sharedstate.Record, error) {
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
 		return fail(fieldRecord, "is not a JSON record: %v", err)
 	}
+	// The scripts compare numbers as strings, so only the canonical form will do.
 	var err error
-	if r.Version, err = strconv.ParseUint(fields[fieldVersion], 10, 64); err != nil {
-		return fail(fieldVersion, "must be an unsigned 64-bit integer, got %q", fields[fieldVersion])
+	if r.Version, err = strconv.ParseUint(fields[fieldVersion], 10, 64); err != nil ||
+		strconv.FormatUint(r.Version, 10) != fields[fieldVersion] {
+		return fail(fieldVersion, "must be an unsigned 64-bit integer in decimal, got %q", fields[fieldVersion])
 	}
-	if r.Failures, err = strconv.ParseInt(fields[fieldFailures], 10, 64); err != nil || r.Failures < 0 {
-		return fail(fieldFailures, "must be a non-negative 64-bit integer, got %q", fields[fieldFailures])
+	if r.Failures, err = strconv.ParseInt(fields[fieldFailures], 10, 64); err != nil || r.Failures < 0 ||
+		strconv.FormatInt(r.Failures, 10) != fields[fieldFailures] {
+		return fail(fieldFailures, "must be a non-negative 64-bit integer in decimal, got %q", fields[fieldFailures])
 	}
 	for _, c := range []struct{ field, want string }{
 		{fieldState, r.State.String()},
