@@ -1,11 +1,9 @@
 package redisstate
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -128,12 +126,8 @@ func New(client redis.Scripter, identity string, p breaker.Policy, opts ...Optio
 	}
 	o.cfg.Identity, o.cfg.Policy, o.cfg.Scope, o.cfg.Driver = identity, p, breaker.SharedDependency, d
 	o.cfg.Unavailable = func(err error) error { return &UnavailableError{Identity: identity, Key: key, Err: err} }
-	// The engine reads a zero as "the default"; the shortest delay is "none".
-	o.cfg.MaxStaleness, o.cfg.RetryDelay, o.cfg.IOTimeout = o.staleness, max(o.retryDelay, 1), o.ioTimeout
-	if o.cfg.Owner == "" {
-		host, _ := os.Hostname()
-		o.cfg.Owner = host + "/" + strconv.Itoa(os.Getpid()) + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16)
-	}
+	// The engine reads a zero as "the default" and a negative delay as "none".
+	o.cfg.MaxStaleness, o.cfg.RetryDelay, o.cfg.IOTimeout = o.staleness, cmp.Or(o.retryDelay, -1), o.ioTimeout
 	c, err := sharedstate.New(o.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("redisstate: %w", err)
