@@ -27,7 +27,7 @@ test: services lint ## The test command: services, lint, then every test with -r
 	cd admin/browsertest && $(GO) test -race -count=1 ./...
 
 .PHONY: up
-up: ## Start docker-compose.yml's Kafka, RabbitMQ, LocalStack and PostgreSQL (needs a Docker engine).
+up: ## Start docker-compose.yml's Kafka, RabbitMQ, LocalStack, PostgreSQL and Redis (needs a Docker engine).
 	docker compose up -d --wait
 
 .PHONY: down
@@ -52,3 +52,4 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 30s): destinations, policies
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyValidate$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeItem$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/dynamo
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/filestate
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHash$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/redis

@@ -87,7 +87,7 @@ func TestComposeMatchesTestsAndReadme(t *testing.T) {
 			published[host] = name
 		}
 	}
-	for _, want := range []string{"kafka", "rabbitmq", "localstack", "postgres"} {
+	for _, want := range []string{"kafka", "rabbitmq", "localstack", "postgres", "redis"} {
 		if _, ok := compose.Services[want]; !ok {
 			t.Errorf("docker-compose.yml lacks %s", want)
 		}
@@ -99,7 +99,7 @@ func TestComposeMatchesTestsAndReadme(t *testing.T) {
 	env := readEnvFile(t, "../compose.env")
 	wantService := map[string]string{
 		"KAFKA_BROKERS": "kafka", "AMQP_URL": "rabbitmq", "SQS_ENDPOINT": "localstack",
-		"DYNAMODB_ENDPOINT": "localstack", "DATABASE_URL": "postgres",
+		"DYNAMODB_ENDPOINT": "localstack", "DATABASE_URL": "postgres", "REDIS_ADDR": "redis",
 	}
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -126,8 +126,10 @@ func TestComposeMatchesTestsAndReadme(t *testing.T) {
 		}
 	}
 	// The machine-local defaults are the compose values, so one set of tests fits both.
-	if env["DATABASE_URL"] != harness.DefaultDatabaseURL || env["AMQP_URL"] != harness.DefaultAMQPURL {
-		t.Errorf("compose.env and the harness defaults disagree: %s / %s vs %s / %s",
-			env["DATABASE_URL"], env["AMQP_URL"], harness.DefaultDatabaseURL, harness.DefaultAMQPURL)
+	if env["DATABASE_URL"] != harness.DefaultDatabaseURL || env["AMQP_URL"] != harness.DefaultAMQPURL ||
+		env["REDIS_ADDR"] != harness.DefaultRedisAddr {
+		t.Errorf("compose.env and the harness defaults disagree: %s / %s / %s vs %s / %s / %s",
+			env["DATABASE_URL"], env["AMQP_URL"], env["REDIS_ADDR"],
+			harness.DefaultDatabaseURL, harness.DefaultAMQPURL, harness.DefaultRedisAddr)
 	}
 }

@@ -8,6 +8,8 @@
 #   dynalite    integration/dynalite/node_modules (npm ci); skipped when DYNAMODB_ENDPOINT is set
 #   prometheus  Debian's prometheus package (prometheus, promtool) for the alert-rule tests;
 #               only installed: each test runs its own server on a free port
+#   Redis       127.0.0.1:6379   skipped when REDIS_ADDR is set; installs Debian's
+#               redis-server when missing (tests also start private ones on free ports)
 #
 # Kafka (kfake) and SQS run inside the test binaries and need nothing here.
 # Exits non-zero, naming the server, when one cannot be made ready.
@@ -27,6 +29,21 @@ wait_port() { # wait_port NAME PORT SECONDS: true once 127.0.0.1:PORT accepts co
 }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# Debian packages the tests need: redis-server, headless Chromium (the admin dashboard
+# test) and Prometheus with promtool (the telemetry alert tests). Installed only where
+# missing; apt's lists are refreshed once, and only when something is missing.
+apt_updated=
+apt_install() { # apt_install COMMAND PACKAGE: install PACKAGE unless COMMAND is on PATH
+	command -v "$1" >/dev/null 2>&1 && return 0
+	if [[ -z "$apt_updated" ]]; then
+		echo "services: apt-get update"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		apt_updated=1
+	fi
+	echo "services: installing $2"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+}
 
 if [[ -z "${DATABASE_URL:-}" ]] && ! port_open 5432; then
 	echo "services: starting PostgreSQL"
@@ -49,6 +66,14 @@ fi
 [[ -n "${AMQP_URL:-}" ]] || wait_port RabbitMQ 5672 120
 exec 8>&-
 
+apt_install redis-server redis-server
+if [[ -z "${REDIS_ADDR:-}" ]] && ! port_open 6379; then
+	echo "services: starting Redis"
+	redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+		--logfile "${TMPDIR:-/tmp}/brokerguard-redis.log" || true
+fi
+[[ -n "${REDIS_ADDR:-}" ]] || wait_port Redis 6379 30
+
 if [[ -z "${DYNAMODB_ENDPOINT:-}" ]]; then
 	dir=integration/dynalite
 	# The Go harness takes the same lock before installing, so the two never overlap.
@@ -63,20 +88,6 @@ if [[ -z "${DYNAMODB_ENDPOINT:-}" ]]; then
 	echo "services: dynalite installed in $dir"
 fi
 
-# Debian packages some tests drive: headless Chromium (the admin dashboard test) and
-# Prometheus with promtool (the telemetry alert tests). Installed only where missing;
-# apt's lists are refreshed once, and only when something is missing.
-apt_updated=
-apt_install() { # apt_install COMMAND PACKAGE: install PACKAGE unless COMMAND is on PATH
-	command -v "$1" >/dev/null 2>&1 && return 0
-	if [[ -z "$apt_updated" ]]; then
-		echo "services: apt-get update"
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq
-		apt_updated=1
-	fi
-	echo "services: installing $2"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
-}
 [[ -n "${CHROMIUM_PATH:-}" ]] || apt_install chromium chromium
 if ! command -v promtool >/dev/null; then
 	apt_install prometheus prometheus

@@ -57,35 +57,48 @@ func TestSharedCircuitHerdAdmitsExactlyMaxProbes(t *testing.T) {
 	}
 	clock.Advance(10 * time.Second) // the open deadline, and every snapshot is stale
 
+	circuits := make([]breaker.Circuit, len(replicas))
+	for i, c := range replicas {
+		circuits[i] = c
+	}
+	if probes := releaseHerd(t, ctx, circuits, perReplica); probes != maxProbes {
+		t.Fatalf("the fleet admitted %d probes, want exactly HalfOpenMaxProbes = %d", probes, maxProbes)
+	}
+	record(result{"shared herd: 1,000 calls on 20 replicas of one DynamoDB circuit (probes admitted)", fleet * perReplica, maxProbes, 0, 0, 0})
+}
+
+// releaseHerd releases perReplica goroutines on each replica of one shared circuit at
+// once, each making one Acquire, and returns how many probes were admitted. Probes are
+// held, not completed: a second wave of probes would be a herd. Any admission that is
+// not a probe, or an error other than a rejection or an unavailable store, fails t.
+func releaseHerd(t *testing.T, ctx context.Context, replicas []breaker.Circuit, perReplica int) int {
 	var probes, rejected, unavailable atomic.Int64
 	var start sync.WaitGroup
 	start.Add(1)
 	var wg sync.WaitGroup
-	for _, c := range replicas {
+	for i, c := range replicas {
 		for range perReplica {
 			wg.Go(func() {
 				start.Wait()
 				p, err := c.Acquire(ctx)
 				switch {
 				case err == nil && p.Probe():
-					probes.Add(1) // held: a second wave of probes would be a herd
+					probes.Add(1)
 				case err == nil:
-					t.Errorf("%s admitted a call that is not a probe", c.Owner())
+					t.Errorf("replica %d admitted a call that is not a probe", i)
 				case errors.Is(err, breaker.ErrOpen):
 					rejected.Add(1)
 				case errors.Is(err, breaker.ErrUnavailable):
 					unavailable.Add(1)
 				default:
-					t.Errorf("%s: %v", c.Owner(), err)
+					t.Errorf("replica %d: %v", i, err)
 				}
 			})
 		}
 	}
 	start.Done()
 	wg.Wait()
-	t.Logf("%d goroutines: %d probes, %d rejected, %d could not reach the table", fleet*perReplica, probes.Load(), rejected.Load(), unavailable.Load())
-	if probes.Load() != maxProbes {
-		t.Fatalf("the fleet admitted %d probes, want exactly HalfOpenMaxProbes = %d", probes.Load(), maxProbes)
-	}
-	record(result{"shared herd: 1,000 calls on 20 replicas of one DynamoDB circuit (probes admitted)", fleet * perReplica, int(probes.Load()), 0, 0, 0})
+	t.Logf("%d goroutines: %d probes, %d rejected, %d could not reach the store",
+		len(replicas)*perReplica, probes.Load(), rejected.Load(), unavailable.Load())
+	return int(probes.Load())
 }

@@ -2,9 +2,7 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,12 +16,8 @@ import (
 
 const dynamoHint = "run scripts/services.sh (installs dynalite with npm; needs Node.js 20) or set DYNAMODB_ENDPOINT"
 
-// Bounds for installing and starting dynalite.
-const (
-	npmTimeout       = 5 * time.Minute
-	dynaliteUpWait   = 30 * time.Second
-	dynaliteTermWait = 10 * time.Second
-)
+// npmTimeout bounds installing dynalite.
+const npmTimeout = 5 * time.Minute
 
 // DynamoDB returns DYNAMODB_ENDPOINT once its host accepts TCP connections, or "", nil
 // when the variable is unset: the caller then starts dynalite (see Dynalite).
@@ -64,22 +58,7 @@ func NewDynalite(t testing.TB) *DynaliteServer {
 // the same tables on the same endpoint. While the process runs, one goroutine of the
 // server waits for it to exit; Stop and Close end both. Create one with StartDynalite or
 // NewDynalite; the zero value is not usable.
-type DynaliteServer struct {
-	dir    string // holds the LevelDB store (db/) and the process output (dynalite.log)
-	ownDir bool   // dir was created by StartDynalite and is removed by Close
-	port   int
-
-	mu  sync.Mutex   // guards run
-	run *dynaliteRun // nil while stopped
-}
-
-// dynaliteRun is one life of the process.
-type dynaliteRun struct {
-	cmd    *exec.Cmd
-	log    *os.File
-	exited chan struct{} // closed once cmd has exited
-	err    error         // cmd.Wait's result; read it only after exited is closed
-}
+type DynaliteServer struct{ server }
 
 // StartDynalite installs dynalite with npm if integration/dynalite/node_modules is
 // missing, then starts it on a free loopback port with its store in dir (a new
@@ -105,23 +84,26 @@ type dynaliteRun struct {
 //		...
 //	}
 func StartDynalite(dir string) (*DynaliteServer, error) {
-	s := &DynaliteServer{dir: dir}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "dynalite-")
+	s := &DynaliteServer{server{dir: dir, log: "dynalite.log"}}
+	s.fail = func(err error) error {
+		return &UnavailableError{Service: ServiceDynamoDB, Addr: s.addr(), Hint: dynamoHint, Err: err}
+	}
+	s.command = func() (*exec.Cmd, error) {
+		node, err := exec.LookPath("node")
 		if err != nil {
-			return nil, fmt.Errorf("harness: %w", err)
+			return nil, err
 		}
-		s.dir, s.ownDir = d, true
-	}
-	port, err := freePort()
-	if err == nil {
-		s.port = port
-		err = s.Start()
-	}
-	if err != nil {
-		if s.ownDir {
-			_ = os.RemoveAll(s.dir)
+		cli, err := installDynalite()
+		if err != nil {
+			return nil, err
 		}
+		return exec.Command(node, cli,
+			"--host", "127.0.0.1", "--port", strconv.Itoa(s.port),
+			"--path", filepath.Join(s.dir, "db"),
+			// Tables become ACTIVE at once instead of after half a second.
+			"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"), nil
+	}
+	if err := startServer(&s.server, "dynalite-"); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -130,115 +112,6 @@ func StartDynalite(dir string) (*DynaliteServer, error) {
 // Endpoint returns the server's URL, for the SDK's BaseEndpoint.
 func (s *DynaliteServer) Endpoint() string {
 	return "http://" + s.addr()
-}
-
-func (s *DynaliteServer) addr() string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
-}
-
-// Start starts the stopped server again on the same port and store and waits until it
-// accepts connections. It does nothing when the server runs.
-func (s *DynaliteServer) Start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.run != nil {
-		return nil
-	}
-	unavailable := func(err error) error {
-		return &UnavailableError{Service: ServiceDynamoDB, Addr: s.addr(), Hint: dynamoHint, Err: err}
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		return unavailable(err)
-	}
-	cli, err := installDynalite()
-	if err != nil {
-		return unavailable(err)
-	}
-	log, err := os.OpenFile(filepath.Join(s.dir, "dynalite.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("harness: %w", err)
-	}
-	cmd := exec.Command(node, cli,
-		"--host", "127.0.0.1", "--port", strconv.Itoa(s.port),
-		"--path", filepath.Join(s.dir, "db"),
-		// Tables become ACTIVE at once instead of after half a second.
-		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
-	cmd.Stdout, cmd.Stderr = log, log
-	// Its own process group, so signals reach everything it starts; killed if the test
-	// binary dies first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return unavailable(err)
-	}
-	run := &dynaliteRun{cmd: cmd, log: log, exited: make(chan struct{})}
-	go func() {
-		run.err = cmd.Wait()
-		close(run.exited)
-	}()
-	s.run = run
-
-	deadline := time.Now().Add(dynaliteUpWait)
-	for dial(s.addr()) != nil {
-		select {
-		case <-run.exited:
-			s.run = nil
-			log.Close()
-			return unavailable(fmt.Errorf("harness: dynalite exited (%v); see %s", run.err, log.Name()))
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			_ = s.stopLocked()
-			return unavailable(fmt.Errorf("harness: dynalite not listening after %v; see %s", dynaliteUpWait, log.Name()))
-		}
-	}
-	return nil
-}
-
-// Stop ends the server process (SIGTERM, then SIGKILL after ten seconds) and waits for
-// it. It does nothing when the server is stopped.
-func (s *DynaliteServer) Stop() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stopLocked()
-}
-
-// stopLocked requires s.mu held.
-func (s *DynaliteServer) stopLocked() error {
-	run := s.run
-	if run == nil {
-		return nil
-	}
-	pgid := run.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-run.exited:
-	case <-time.After(dynaliteTermWait):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-run.exited
-	}
-	s.run = nil
-	return run.log.Close()
-}
-
-// Close stops the server and removes the directory StartDynalite created for it.
-func (s *DynaliteServer) Close() error {
-	err := s.Stop()
-	if s.ownDir {
-		err = errors.Join(err, os.RemoveAll(s.dir))
-	}
-	return err
-}
-
-// freePort asks the kernel for a loopback port nobody listens on.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("harness: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // DynaliteDir returns the directory of dynalite's package.json and package-lock.json

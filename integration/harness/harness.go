@@ -1,14 +1,14 @@
 // Package harness finds, starts and checks the real servers that the integration tests
-// in integration/ run against: PostgreSQL, RabbitMQ, Kafka (in-process kfake), SQS and
-// DynamoDB (dynalite, from npm).
+// in integration/ run against: PostgreSQL, RabbitMQ, Kafka (in-process kfake), SQS,
+// DynamoDB (dynalite, from npm) and Redis.
 //
 // Every server has a lookup function that needs no testing.TB (Postgres, RabbitMQ,
-// Kafka, SQS, DynamoDB): it reads the server's environment variable, falls back to the
-// default for a development machine and returns an *UnavailableError when the server
-// cannot be reached. The test helpers (PostgresSchema, AMQPURL, KafkaBrokers,
-// SQSEndpoint, Dynalite) call the lookup and hand any error to Require, which fails the
-// test under CI=true and otherwise skips it with one line saying how to start the
-// server.
+// Kafka, SQS, DynamoDB, Redis): it reads the server's environment variable, falls back
+// to the default for a development machine and returns an *UnavailableError when the
+// server cannot be reached. The test helpers (PostgresSchema, AMQPURL, KafkaBrokers,
+// SQSEndpoint, Dynalite, RedisAddr) call the lookup and hand any error to Require, which
+// fails the test under CI=true and otherwise skips it with one line saying how to start
+// the server.
 //
 // Environment variables:
 //
@@ -17,11 +17,12 @@
 //	KAFKA_BROKERS      comma-separated host:port list; unset means an in-process kfake cluster
 //	SQS_ENDPOINT       SQS endpoint URL; unset means the caller's in-process test server
 //	DYNAMODB_ENDPOINT  DynamoDB endpoint URL; unset means a dynalite child process
+//	REDIS_ADDR         Redis host:port; default 127.0.0.1:6379
 //	CI                 "true" (or any true value of strconv.ParseBool) turns skips into failures
 //
-// When DATABASE_URL or AMQP_URL is unset and the local server is down, the harness tries
-// once per test binary to start it with the machine's own command. scripts/services.sh
-// does the same before a CI run.
+// When DATABASE_URL, AMQP_URL or REDIS_ADDR is unset and the local server is down, the
+// harness tries once per test binary to start it with the machine's own command.
+// scripts/services.sh does the same before a CI run.
 package harness
 
 import (
@@ -43,6 +44,7 @@ const (
 	ServiceKafka    = "Kafka"
 	ServiceSQS      = "SQS"
 	ServiceDynamoDB = "DynamoDB"
+	ServiceRedis    = "Redis"
 )
 
 // dialTimeout bounds one reachability probe; servers here are on loopback.

@@ -36,6 +36,7 @@ func TestLayering(t *testing.T) {
 		"breaker/sharedstate": {"breaker", "internal/"},
 		"breaker/dynamo":      {"breaker", "breaker/sharedstate", "transport"},
 		"breaker/filestate":   {"breaker", "breaker/sharedstate", "transport"},
+		"breaker/redis":       {"breaker", "breaker/sharedstate", "transport"},
 	}
 	for pkg, ok := range allowed {
 		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, module+"/"+pkg).CombinedOutput()

@@ -38,6 +38,8 @@ var knownImports = map[string]string{
 	"pgx":        "github.com/jackc/pgx/v5",
 	"dynamo":     "github.com/brokerguard/brokerguard/breaker/dynamo",
 	"dynamodb":   "github.com/aws/aws-sdk-go-v2/service/dynamodb",
+	"redisstate": "github.com/brokerguard/brokerguard/breaker/redis",
+	"redis":      "github.com/redis/go-redis/v9",
 	"telemetry":  "github.com/brokerguard/brokerguard/telemetry",
 	"admin":      "github.com/brokerguard/brokerguard/admin",
 	"otel":       "go.opentelemetry.io/otel",

@@ -1,0 +1,273 @@
+package redisstate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
+)
+
+// Defaults of the driver options.
+const (
+	DefaultKeyPrefix = "brokerguard:circuit:"
+	DefaultTTL       = 24 * time.Hour
+)
+
+// Hash fields of a circuit's key (see the package documentation).
+const (
+	fieldRecord      = "record"
+	fieldVersion     = "version"
+	fieldFailures    = "failures"
+	fieldState       = "state"
+	fieldGeneration  = "generation"
+	fieldFingerprint = "fingerprint"
+	fieldOverride    = "override"
+)
+
+// Driver keeps shared circuit records in Redis, one hash per circuit identity, and
+// changes them only with Lua scripts, each one atomic step on one key. It implements
+// sharedstate.Driver and sharedstate.Counter. It is safe for concurrent use; create it
+// with NewDriver.
+type Driver struct {
+	client redis.Scripter
+	prefix string
+	ttl    time.Duration
+}
+
+var (
+	_ sharedstate.Driver  = (*Driver)(nil)
+	_ sharedstate.Counter = (*Driver)(nil)
+)
+
+// NewDriver returns a driver that keeps records through client: a *redis.Client, a
+// *redis.ClusterClient (every script touches one key, hence one hash slot), a
+// *redis.Ring or a failover client. Of the options it uses WithKeyPrefix and WithTTL.
+// New makes a driver for each circuit; use NewDriver to run the driver alone (for
+// example, circuittest.TestDriver).
+func NewDriver(client redis.Scripter, opts ...Option) (*Driver, error) {
+	return newDriver(client, collect(opts))
+}
+
+func newDriver(client redis.Scripter, o options) (*Driver, error) {
+	if client == nil {
+		return nil, errors.New("redisstate: nil Redis client")
+	}
+	if o.ttl < time.Second {
+		return nil, fmt.Errorf("redisstate: TTL must be at least one second (got %v)", o.ttl)
+	}
+	return &Driver{client: client, prefix: o.keyPrefix, ttl: o.ttl}, nil
+}
+
+// Key returns the Redis key that holds the record of id.
+func (d *Driver) Key(id string) string { return d.prefix + "{" + id + "}" }
+
+// The scripts. Each touches only KEYS[1]. Numbers that may exceed 2^53 (versions and
+// generations start at a Unix time in nanoseconds) are compared as decimal strings
+// and changed only with HINCRBY, never through Lua's floating-point numbers. Every
+// write stores ARGV[1], a random token, among the key's last few ("ops"): a client
+// that sends the same write again after losing its reply finds its token and is told
+// the write was done, instead of applying it twice or seeing a conflict.
+//
+// The prelude of every script: keepAlive extends the key's time to live to ARGV[2]
+// milliseconds, never shortening it; done says whether the write with token ARGV[1]
+// was applied already; remember records that it was. "ops" keeps the last 16 tokens
+// (32 hex digits and a space each: 528 characters).
+const prelude = `
+local function keepAlive()
+	local ttl = tonumber(ARGV[2])
+	if redis.call('PTTL', KEYS[1]) < ttl then
+		redis.call('PEXPIRE', KEYS[1], ttl)
+	end
+end
+local function done()
+	local ops = redis.call('HGET', KEYS[1], 'ops')
+	return ops and string.find(ops, ARGV[1], 1, true) ~= nil
+end
+local function remember()
+	local ops = ARGV[1] .. ' ' .. (redis.call('HGET', KEYS[1], 'ops') or '')
+	redis.call('HSET', KEYS[1], 'ops', string.sub(ops, 1, 528))
+end
+`
+
+// loadScript returns the key's fields (none when it does not exist) and keeps it alive.
+// ARGV: unused token, ttl.
+var loadScript = redis.NewScript(prelude + `
+local h = redis.call('HGETALL', KEYS[1])
+if #h > 0 then keepAlive() end
+return h
+`)
+
+// replaceScript writes the fields in ARGV[4..] if the stored version is ARGV[3] (or,
+// when ARGV[3] is "0", if the key does not exist). It returns 1 when written (or
+// already written by this token), 0 when the condition does not hold.
+// ARGV: token, ttl, expected version, field, value, ...
+var replaceScript = redis.NewScript(prelude + `
+if done() then return 1 end
+if ARGV[3] == '0' then
+	if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+elseif redis.call('HGET', KEYS[1], 'version') ~= ARGV[3] then
+	return 0
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+remember()
+keepAlive()
+return 1
+`)
+
+// countScript adds one failure ("add") or resets the count ("reset") of a record that
+// is closed in generation ARGV[4] under fingerprint ARGV[5] with no override, when its
+// count is below the limit ARGV[6] (and, to reset, above zero). It returns the key's
+// fields when written (or already written by this token), nil when the condition does
+// not hold. ARGV: token, ttl, mode, generation, fingerprint, limit, closed, none.
+var countScript = redis.NewScript(prelude + `
+if done() then return redis.call('HGETALL', KEYS[1]) end
+local h = redis.call('HMGET', KEYS[1], 'state', 'generation', 'fingerprint', 'override', 'failures')
+if h[1] ~= ARGV[7] or h[2] ~= ARGV[4] or h[3] ~= ARGV[5] or h[4] ~= ARGV[8] then return nil end
+local failures = tonumber(h[5])
+if failures == nil or failures >= tonumber(ARGV[6]) then return nil end
+if ARGV[3] == 'add' then
+	redis.call('HINCRBY', KEYS[1], 'failures', 1)
+else
+	if failures <= 0 then return nil end
+	redis.call('HSET', KEYS[1], 'failures', 0)
+end
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+remember()
+keepAlive()
+return redis.call('HGETALL', KEYS[1])
+`)
+
+// token returns a random write token.
+func token() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b[:])
+}
+
+// ttlFor returns the time to live, in milliseconds, of a key holding r: the TTL after
+// the latest deadline r holds.
+func (d *Driver) ttlFor(r sharedstate.Record) int64 {
+	latest := time.Now().UnixNano()
+	for _, t := range []int64{r.OpenUntil, r.OverrideUntil} {
+		latest = max(latest, t)
+	}
+	for _, l := range r.Leases {
+		latest = max(latest, l.Expires)
+	}
+	return (latest - time.Now().UnixNano() + int64(d.ttl)) / int64(time.Millisecond)
+}
+
+// Load returns the record of id, or sharedstate.ErrNotFound, and extends its key's
+// time to live.
+func (d *Driver) Load(ctx context.Context, id string) (sharedstate.Record, error) {
+	v, err := loadScript.Run(ctx, d.client, []string{d.Key(id)}, "", d.ttl.Milliseconds()).Slice()
+	if err != nil {
+		return sharedstate.Record{}, err
+	}
+	if len(v) == 0 {
+		return sharedstate.Record{}, sharedstate.ErrNotFound
+	}
+	return d.decode(id, v)
+}
+
+// Replace stores next as the record of id if its stored version is expect (or, when
+// expect is 0, if it has none), in one script; else sharedstate.ErrConflict.
+func (d *Driver) Replace(ctx context.Context, id string, expect uint64, next sharedstate.Record) error {
+	rec, err := json.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("redisstate: encode record of %q: %w", id, err)
+	}
+	args := []any{token(), d.ttlFor(next), strconv.FormatUint(expect, 10),
+		fieldRecord, rec,
+		fieldVersion, strconv.FormatUint(next.Version, 10),
+		fieldFailures, strconv.FormatInt(next.Failures, 10),
+		fieldState, next.State.String(),
+		fieldGeneration, strconv.FormatUint(next.Generation, 10),
+		fieldFingerprint, next.Fingerprint,
+		fieldOverride, next.Override.String(),
+	}
+	written, err := replaceScript.Run(ctx, d.client, []string{d.Key(id)}, args...).Int()
+	switch {
+	case err != nil:
+		return err
+	case written == 0:
+		return sharedstate.ErrConflict
+	}
+	return nil
+}
+
+// AddFailure adds one to the failures of the closed record of id, in one script.
+func (d *Driver) AddFailure(ctx context.Context, id string, c sharedstate.Closed) (sharedstate.Record, error) {
+	return d.count(ctx, id, "add", c)
+}
+
+// ResetFailures sets the failures of the closed record of id to zero, in one script.
+func (d *Driver) ResetFailures(ctx context.Context, id string, c sharedstate.Closed) (sharedstate.Record, error) {
+	return d.count(ctx, id, "reset", c)
+}
+
+func (d *Driver) count(ctx context.Context, id, mode string, c sharedstate.Closed) (sharedstate.Record, error) {
+	v, err := countScript.Run(ctx, d.client, []string{d.Key(id)}, token(), d.ttl.Milliseconds(), mode,
+		strconv.FormatUint(c.Generation, 10), c.Fingerprint, c.Limit,
+		breaker.Closed.String(), breaker.NoOverride.String()).Slice()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return sharedstate.Record{}, sharedstate.ErrConflict
+	case err != nil:
+		return sharedstate.Record{}, err
+	}
+	return d.decode(id, v)
+}
+
+// decode reads a record from HGETALL's flat list of fields and values: the JSON in
+// "record", with the version and the failure count (which the counting script changes
+// on its own) from their fields. The copies kept for the scripts must agree with it.
+func (d *Driver) decode(id string, v []any) (sharedstate.Record, error) {
+	fields := make(map[string]string, len(v)/2)
+	for i := 0; i+1 < len(v); i += 2 {
+		k, _ := v[i].(string)
+		val, _ := v[i+1].(string)
+		fields[k] = val
+	}
+	fail := func(field, format string, args ...any) (sharedstate.Record, error) {
+		return sharedstate.Record{}, &RecordError{Key: d.Key(id), Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	raw, ok := fields[fieldRecord]
+	if !ok {
+		return fail(fieldRecord, "is missing")
+	}
+	var r sharedstate.Record
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return fail(fieldRecord, "is not a JSON record: %v", err)
+	}
+	// The scripts compare numbers as strings, so only the canonical form will do.
+	var err error
+	if r.Version, err = strconv.ParseUint(fields[fieldVersion], 10, 64); err != nil ||
+		strconv.FormatUint(r.Version, 10) != fields[fieldVersion] {
+		return fail(fieldVersion, "must be an unsigned 64-bit integer in decimal, got %q", fields[fieldVersion])
+	}
+	if r.Failures, err = strconv.ParseInt(fields[fieldFailures], 10, 64); err != nil || r.Failures < 0 ||
+		strconv.FormatInt(r.Failures, 10) != fields[fieldFailures] {
+		return fail(fieldFailures, "must be a non-negative 64-bit integer in decimal, got %q", fields[fieldFailures])
+	}
+	for _, c := range []struct{ field, want string }{
+		{fieldState, r.State.String()},
+		{fieldGeneration, strconv.FormatUint(r.Generation, 10)},
+		{fieldFingerprint, r.Fingerprint},
+		{fieldOverride, r.Override.String()},
+	} {
+		if got := fields[c.field]; got != c.want {
+			return fail(c.field, "is %q but the record says %q; delete the key to reset the circuit", got, c.want)
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,212 @@
+package redisstate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/circuittest"
+	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
+	"github.com/brokerguard/brokerguard/integration/harness"
+)
+
+// testDriver returns a driver on the machine's Redis under a key prefix of the test's
+// own, and a client for looking at its keys.
+func testDriver(t *testing.T, opts ...redisstate.Option) (*redisstate.Driver, *redis.Client) {
+	t.Helper()
+	addr := harness.RedisAddr(t)
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { client.Close() })
+	opts = append([]redisstate.Option{redisstate.WithKeyPrefix(harness.RedisKeyPrefix(t, addr))}, opts...)
+	d, err := redisstate.NewDriver(client, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, client
+}
+
+// A closed record whose version and generation are creation times, as the engine
+// writes them: larger than 2^53, so a script that compared them as Lua numbers would
+// confuse neighbours.
+func closedRecord(gen uint64) sharedstate.Record {
+	return sharedstate.Record{Version: gen, Fingerprint: "fp1", Policy: "FailureThreshold=3",
+		State: breaker.Closed, Generation: gen, Reason: "created", Since: 42}
+}
+
+const bigGen = uint64(1)<<62 + 1
+
+// The contract of every storage driver, on the machine's Redis.
+func TestDriverConformance(t *testing.T) {
+	circuittest.TestDriver(t, func(t *testing.T) sharedstate.Driver {
+		d, _ := testDriver(t)
+		return d
+	})
+}
+
+// lossyConn drops the reply to the next command while armed: it reads the server's
+// answer, then reports a closed connection, as when a connection dies after the server
+// acted. go-redis then sends the command again on a new connection.
+type lossyConn struct {
+	net.Conn
+	armed *atomic.Bool
+	wrote bytes.Buffer
+}
+
+func (c *lossyConn) Write(p []byte) (int, error) {
+	c.wrote.Write(p)
+	return c.Conn.Write(p)
+}
+
+func (c *lossyConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err == nil && bytes.Contains(bytes.ToLower(c.wrote.Bytes()), []byte("evalsha")) && c.armed.CompareAndSwap(true, false) {
+		c.Conn.Close()
+		return 0, io.ErrUnexpectedEOF
+	}
+	c.wrote.Reset()
+	return n, err
+}
+
+// A write whose reply is lost is sent again by go-redis; it must count once and be
+// reported as done, not applied twice nor reported as a conflict (which would tell the
+// engine that nothing was written).
+func TestWriteSentTwiceAppliesOnce(t *testing.T) {
+	addr := harness.RedisAddr(t)
+	var armed atomic.Bool
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 3,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &lossyConn{Conn: c, armed: &armed}, nil
+		}})
+	t.Cleanup(func() { client.Close() })
+	d, err := redisstate.NewDriver(client, redisstate.WithKeyPrefix(harness.RedisKeyPrefix(t, addr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const id = "amqp:events"
+	if _, err := d.Load(ctx, id); !errors.Is(err, sharedstate.ErrNotFound) { // loads the scripts' connection
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	if err := d.Replace(ctx, id, 0, closedRecord(bigGen)); err != nil {
+		t.Fatalf("Replace whose first reply was lost: %v; want done", err)
+	}
+	if armed.Load() {
+		t.Fatal("no reply was dropped: the test did not test anything")
+	}
+	armed.Store(true)
+	r, err := d.AddFailure(ctx, id, sharedstate.Closed{Generation: bigGen, Fingerprint: "fp1", Limit: 5})
+	if err != nil || r.Failures != 1 || r.Version != bigGen+1 {
+		t.Fatalf("AddFailure whose first reply was lost = %+v, %v; want one failure counted once", r, err)
+	}
+	if armed.Load() {
+		t.Fatal("no reply was dropped")
+	}
+}
+
+func TestKeyAndTimeToLive(t *testing.T) {
+	d, client := testDriver(t, redisstate.WithTTL(time.Hour))
+	ctx := t.Context()
+	key := d.Key("kafka:orders")
+	if want := "{kafka:orders}"; len(key) < len(want) || key[len(key)-len(want):] != want {
+		t.Fatalf("Key = %q; want the identity in a hash tag at the end", key)
+	}
+	if err := d.Replace(ctx, "kafka:orders", 0, closedRecord(bigGen)); err != nil {
+		t.Fatal(err)
+	}
+	ttl := func() time.Duration {
+		t.Helper()
+		d, err := client.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if got := ttl(); got <= 59*time.Minute || got > time.Hour {
+		t.Fatalf("TTL after a write = %v; want about an hour", got)
+	}
+	if err := client.PExpire(ctx, key, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Load(ctx, "kafka:orders"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ttl(); got <= 59*time.Minute {
+		t.Fatalf("TTL after a read = %v; want it extended to about an hour", got)
+	}
+	open := closedRecord(bigGen)
+	open.Version, open.State, open.Generation = bigGen+1, breaker.Open, bigGen+1
+	open.OpenUntil = time.Now().Add(5 * time.Hour).UnixNano()
+	if err := d.Replace(ctx, "kafka:orders", bigGen, open); err != nil {
+		t.Fatal(err)
+	}
+	if got := ttl(); got <= 5*time.Hour+59*time.Minute {
+		t.Fatalf("TTL of a circuit open for 5 hours = %v; want past the deadline by the TTL", got)
+	}
+	if _, err := d.Load(ctx, "kafka:orders"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ttl(); got <= 5*time.Hour {
+		t.Fatalf("TTL after a read = %v; a read must never shorten it", got)
+	}
+}
+
+func TestCorruptRecordsAreNamed(t *testing.T) {
+	d, client := testDriver(t)
+	ctx := t.Context()
+	for _, c := range []struct {
+		name, field string
+		value       any
+	}{
+		{"no JSON", "record", "{"},
+		{"version not a number", "version", "x"},
+		{"negative failures", "failures", "-1"},
+		{"state copy differs", "state", "open"},
+		{"generation copy differs", "generation", "12"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := "kafka:" + c.name
+			if err := d.Replace(ctx, id, 0, closedRecord(bigGen)); err != nil {
+				t.Fatal(err)
+			}
+			if err := client.HSet(ctx, d.Key(id), c.field, c.value).Err(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := d.Load(ctx, id)
+			var re *redisstate.RecordError
+			if !errors.As(err, &re) || !errors.Is(err, redisstate.ErrCorruptRecord) || !errors.Is(err, sharedstate.ErrCorrupt) || re.Field != c.field || re.Key != d.Key(id) {
+				t.Fatalf("Load = %v; want a *RecordError naming key %s and field %s", err, d.Key(id), c.field)
+			}
+		})
+	}
+	if err := client.HSet(ctx, d.Key("bare"), "state", "closed").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Load(ctx, "bare"); !errors.Is(err, redisstate.ErrCorruptRecord) {
+		t.Fatalf("Load of a hash without a record: %v; want ErrCorruptRecord", err)
+	}
+}
+
+func TestNewDriverRefusesBadOptions(t *testing.T) {
+	if _, err := redisstate.NewDriver(nil); err == nil {
+		t.Error("NewDriver(nil) succeeded")
+	}
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer client.Close()
+	if _, err := redisstate.NewDriver(client, redisstate.WithTTL(time.Millisecond)); err == nil {
+		t.Error("a TTL of one millisecond was accepted")
+	}
+}

@@ -1,0 +1,124 @@
+package sharedredis
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/circuittest"
+	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
+	"github.com/brokerguard/brokerguard/integration/harness"
+)
+
+var errCut = errors.New("the path to Redis is cut")
+
+// cuttable refuses new connections and fails every command while broken, as a Redis
+// that cannot be reached.
+type cuttable struct{ broken atomic.Bool }
+
+func (c *cuttable) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if c.broken.Load() {
+			return nil, errCut
+		}
+		return next(ctx, network, addr)
+	}
+}
+
+func (c *cuttable) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if c.broken.Load() {
+			cmd.SetErr(errCut)
+			return errCut
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *cuttable) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// The conformance suite on the machine's Redis: every replica has its own client.
+func TestConformance(t *testing.T) {
+	addr := harness.RedisAddr(t)
+	runConformance(t, func(t *testing.T) string { return harness.RedisKeyPrefix(t, addr) },
+		func(t *testing.T) redis.UniversalClient {
+			client := redis.NewClient(&redis.Options{Addr: addr})
+			t.Cleanup(func() { client.Close() })
+			return client
+		}, nil)
+}
+
+// The conformance suite on a Redis Cluster of three masters, through cluster clients:
+// each circuit is one key, so every script runs on the node that owns its slot.
+func TestConformanceOnRedisCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node Redis Cluster; not run with -short")
+	}
+	addrs := harness.NewRedisCluster(t, 3)
+	var slots sync.Map
+	inspect := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { inspect.Close() })
+	runConformance(t, func(*testing.T) string { return "conformance:" },
+		func(t *testing.T) redis.UniversalClient {
+			client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+			t.Cleanup(func() { client.Close() })
+			return client
+		}, func(c *redisstate.Circuit) {
+			slot, err := inspect.ClusterKeySlot(t.Context(), c.Key()).Result()
+			if err != nil {
+				t.Error(err)
+			}
+			slots.Store(slot*3/16384, true) // the third of the slots, hence the node, that holds it
+		})
+	nodes := 0
+	slots.Range(func(any, any) bool { nodes++; return true })
+	if nodes < 2 {
+		t.Fatalf("the suite's circuits all lived on %d node(s); want them spread over the cluster", nodes)
+	}
+}
+
+// runConformance runs circuittest on replicas with a client each (from connect) under
+// the key prefix of the test. Each test of the suite has an identity of its own; made
+// (when not nil) is told of every circuit.
+func runConformance(t *testing.T, prefixFor func(*testing.T) string, connect func(*testing.T) redis.UniversalClient,
+	made func(*redisstate.Circuit)) {
+	path := &cuttable{}
+	var tests atomic.Int64
+	circuittest.Run(t, circuittest.Backend{
+		Scope:        breaker.SharedDependency,
+		Shared:       true,
+		MaxStaleness: redisstate.DefaultMaxStateStaleness,
+		Break:        func(broken bool) { path.broken.Store(broken) },
+		NewState: func(t *testing.T) func(circuittest.Config) (circuittest.Circuit, error) {
+			prefix := prefixFor(t)
+			id := identity + "-" + strconv.FormatInt(tests.Add(1), 10)
+			return func(cfg circuittest.Config) (circuittest.Circuit, error) {
+				client := connect(t)
+				client.AddHook(path)
+				opts := []redisstate.Option{redisstate.WithKeyPrefix(prefix), redisstate.WithClock(cfg.Clock),
+					redisstate.WithBackendRetryDelay(time.Millisecond), redisstate.WithIOTimeout(10 * time.Second)}
+				if cfg.Observer != nil {
+					opts = append(opts, redisstate.WithObserver(cfg.Observer))
+				}
+				c, err := redisstate.New(client, id, cfg.Policy, opts...)
+				if err != nil {
+					return nil, err
+				}
+				if made != nil {
+					made(c)
+				}
+				return c, nil
+			}
+		},
+	})
+}
