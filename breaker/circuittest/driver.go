@@ -3,8 +3,11 @@ package circuittest
 import (
 	"context"
 	"errors"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,8 +18,8 @@ import (
 
 // TestDriver checks a sharedstate.Driver against its contract: missing records, the
 // conditional replace (exactly one of several concurrent writers wins), every Record
-// field stored and read back, and, when the driver is a sharedstate.Counter, the
-// conditions of its counter updates. newDriver returns a driver on a fresh, empty
+// field stored and read back, when the driver is a sharedstate.Counter the
+// conditions of its counter updates, and when it is a sharedstate.Lister its listing. newDriver returns a driver on a fresh, empty
 // store each time it is called.
 func TestDriver(t *testing.T, newDriver func(t *testing.T) sharedstate.Driver) {
 	ctx := context.Background()
@@ -86,6 +89,59 @@ func TestDriver(t *testing.T, newDriver func(t *testing.T) sharedstate.Driver) {
 	})
 	if _, ok := newDriver(t).(sharedstate.Counter); ok {
 		t.Run("Counter", func(t *testing.T) { testCounter(t, newDriver(t)) })
+	}
+	if _, ok := newDriver(t).(sharedstate.Lister); ok {
+		t.Run("Lister", func(t *testing.T) { testLister(t, newDriver(t)) })
+	}
+}
+
+// testLister stores records under identities with and without a common prefix, and
+// checks that List names each one under the prefix once, stops when yield fails,
+// and names nothing in an empty listing.
+func testLister(t *testing.T, d sharedstate.Driver) {
+	ctx := context.Background()
+	l := d.(sharedstate.Lister)
+	list := func(prefix string) []string {
+		t.Helper()
+		var ids []string
+		if err := l.List(ctx, prefix, func(id string) error { ids = append(ids, id); return nil }); err != nil {
+			t.Fatalf("List(%q): %v", prefix, err)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	if ids := list(""); len(ids) != 0 {
+		t.Fatalf("List of an empty store = %q", ids)
+	}
+	r := SampleRecords()[0]
+	r.Leases, r.State = nil, breaker.Closed
+	// More than a page of most drivers; identities as a registry with an identity
+	// prefix names them, in characters every backend accepts.
+	var want []string
+	for i := range 120 {
+		id := "alpha.kafka:topic-" + strconv.Itoa(i)
+		want = append(want, id)
+		if err := d.Replace(ctx, id, 0, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, other := range []string{"beta.kafka:topic-1", "kafka:orders"} {
+		if err := d.Replace(ctx, other, 0, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(want)
+	if got := list("alpha."); !slices.Equal(got, want) {
+		t.Fatalf("List(\"alpha.\") named %d identities, want %d:\n%q", len(got), len(want), got)
+	}
+	if got := list(""); len(got) != len(want)+2 || !slices.Contains(got, "kafka:orders") {
+		t.Fatalf("List(\"\") named %q", got)
+	}
+	stop := errors.New("enough")
+	n := 0
+	err := l.List(ctx, "", func(string) error { n++; return stop })
+	if !errors.Is(err, stop) || n != 1 {
+		t.Fatalf("List whose yield fails = %v after %d calls; want the yield's error after 1", err, n)
 	}
 }
 
@@ -167,7 +223,7 @@ func SampleRecords() []sharedstate.Record {
 	return samples
 }
 
-// MemoryDriver is a sharedstate.Driver and sharedstate.Counter kept in memory, for
+// MemoryDriver is a sharedstate.Driver, Counter and Lister kept in memory, for
 // tests of the engine and of code that uses shared circuits. The zero MemoryDriver is
 // empty and ready. Down makes every request fail with the error given, as an
 // unreachable store.
@@ -180,6 +236,7 @@ type MemoryDriver struct {
 var (
 	_ sharedstate.Driver  = (*MemoryDriver)(nil)
 	_ sharedstate.Counter = (*MemoryDriver)(nil)
+	_ sharedstate.Lister  = (*MemoryDriver)(nil)
 )
 
 // Down makes every later request fail with err (nil: answer again).
@@ -218,6 +275,25 @@ func (m *MemoryDriver) Replace(ctx context.Context, id string, expect uint64, ne
 		m.records = map[string]sharedstate.Record{}
 	}
 	m.records[id] = clone(next)
+	return nil
+}
+
+// List implements sharedstate.Lister, in the order of the identities.
+func (m *MemoryDriver) List(ctx context.Context, prefix string, yield func(id string) error) error {
+	m.mu.Lock()
+	err := m.begin(ctx)
+	ids := slices.Sorted(maps.Keys(m.records))
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if strings.HasPrefix(id, prefix) {
+			if err := yield(id); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

@@ -329,9 +329,9 @@ func (c *Circuit) decide(ctx context.Context, v *view, m int64) (p breaker.Permi
 		}
 		next := r
 		if v.tripped { // the count reached the threshold; nobody has written OPEN yet
-			c.toOpen(&next, now, now+c.breakFor(0), breaker.ReasonFailureThreshold)
+			toOpen(&next, now, now+c.breakFor(0), breaker.ReasonFailureThreshold)
 		} else { // a ForceClose ended
-			c.toClosed(&next, now, breaker.ReasonOverrideExpired)
+			toClosed(&next, now, breaker.ReasonOverrideExpired)
 		}
 		nv, err := c.write(ctx, r, next)
 		switch {
@@ -355,7 +355,7 @@ func (c *Circuit) decide(ctx context.Context, v *view, m int64) (p breaker.Permi
 		if r.Override == breaker.ForcedOpen {
 			reason = breaker.ReasonOverrideExpired
 		}
-		c.toHalfOpen(&next, now, reason)
+		toHalfOpen(&next, now, reason)
 		return c.takeLease(ctx, r, next, now)
 	default: // HalfOpen
 		live := liveLeases(r.Leases, now)
@@ -465,19 +465,19 @@ func (c *Circuit) write(ctx context.Context, prev, next Record) (*view, error) {
 // The transitions. Each starts a new generation, which makes every permit of the
 // previous one stale, and records why and when for the replicas that learn of it.
 
-func (c *Circuit) toOpen(r *Record, now, until int64, reason string) {
+func toOpen(r *Record, now, until int64, reason string) {
 	r.State, r.Generation, r.OpenUntil = breaker.Open, r.Generation+1, max(until, 1)
 	r.Successes, r.Leases, r.Override, r.OverrideUntil = 0, nil, breaker.NoOverride, 0
 	r.Reason, r.Since = reason, now
 }
 
-func (c *Circuit) toHalfOpen(r *Record, now int64, reason string) {
+func toHalfOpen(r *Record, now int64, reason string) {
 	r.State, r.Generation, r.OpenUntil = breaker.HalfOpen, r.Generation+1, 0
 	r.Successes, r.Leases, r.Override, r.OverrideUntil = 0, nil, breaker.NoOverride, 0
 	r.Reason, r.Since = reason, now
 }
 
-func (c *Circuit) toClosed(r *Record, now int64, reason string) {
+func toClosed(r *Record, now int64, reason string) {
 	r.State, r.Generation, r.OpenUntil = breaker.Closed, r.Generation+1, 0
 	r.Failures, r.Successes, r.Leases, r.Override, r.OverrideUntil = 0, 0, nil, breaker.NoOverride, 0
 	r.Reason, r.Since = reason, now
@@ -696,13 +696,20 @@ func (c *Circuit) reportError(err error) {
 // generation 0. InFlight counts this process's permits when the policy sets
 // MaxInFlight; Probes counts the unexpired leases of every replica.
 func (c *Circuit) Snapshot() breaker.Snapshot {
-	s := breaker.Snapshot{Identity: c.cfg.Identity, Scope: c.cfg.Scope, InFlight: int(c.inFlight.Load())}
 	v := c.view.Load()
 	if v == nil {
-		return s
+		return breaker.Snapshot{Identity: c.cfg.Identity, Scope: c.cfg.Scope, InFlight: int(c.inFlight.Load())}
 	}
-	r := v.rec
-	s.State, s.Generation, s.Failures, s.Override = r.State, r.Generation, int(r.Failures), r.Override
+	s := snapshotOf(c.cfg.Identity, c.cfg.Scope, v.rec, c.wall())
+	s.InFlight = int(c.inFlight.Load())
+	return s
+}
+
+// snapshotOf presents the record r of identity in a circuit's terms at wall time now
+// (Unix nanoseconds): Probes counts the leases unexpired then.
+func snapshotOf(identity string, scope breaker.Scope, r Record, now int64) breaker.Snapshot {
+	s := breaker.Snapshot{Identity: identity, Scope: scope,
+		State: r.State, Generation: r.Generation, Failures: int(r.Failures), Override: r.Override}
 	if r.Override != breaker.NoOverride {
 		s.OverrideUntil = time.Unix(0, r.OverrideUntil)
 	}
@@ -710,7 +717,7 @@ func (c *Circuit) Snapshot() breaker.Snapshot {
 	case breaker.Open:
 		s.NotBefore = time.Unix(0, r.OpenUntil)
 	case breaker.HalfOpen:
-		s.Probes = len(liveLeases(r.Leases, c.wall()))
+		s.Probes = len(liveLeases(r.Leases, now))
 	}
 	return s
 }

@@ -145,7 +145,7 @@ func (c *Circuit) updateClosed(ctx context.Context, r Record, fn func(*Record) b
 		}
 		if c.counting && next.Failures >= int64(c.policy.FailureThreshold) {
 			now := c.wall()
-			c.toOpen(&next, now, now+c.breakFor(0), breaker.ReasonFailureThreshold)
+			toOpen(&next, now, now+c.breakFor(0), breaker.ReasonFailureThreshold)
 		}
 		_, err := c.write(ctx, r, next)
 		if err == nil {
@@ -175,7 +175,7 @@ func (c *Circuit) openIfTripped(ctx context.Context, r Record) {
 			return
 		}
 		next, now := r, c.wall()
-		c.toOpen(&next, now, now+c.breakFor(0), breaker.ReasonFailureThreshold)
+		toOpen(&next, now, now+c.breakFor(0), breaker.ReasonFailureThreshold)
 		_, err := c.write(ctx, r, next)
 		if err == nil {
 			return
@@ -204,11 +204,11 @@ func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome) bool
 			next.Successes++
 			if next.Successes >= int64(c.policy.SuccessesToClose) {
 				next.FailedProbes = 0
-				c.toClosed(next, now, breaker.ReasonProbeSucceeded)
+				toClosed(next, now, breaker.ReasonProbeSucceeded)
 			}
 		case breaker.Failure:
 			next.FailedProbes++
-			c.toOpen(next, now, now+c.breakFor(next.FailedProbes), breaker.ReasonProbeFailed)
+			toOpen(next, now, now+c.breakFor(next.FailedProbes), breaker.ReasonProbeFailed)
 		}
 		return true
 	})
@@ -271,64 +271,42 @@ func (c *Circuit) updateProbe(gen, id uint64, fn func(next *Record, start, now i
 // calls are rejected and outcomes change nothing. Replicas see it within
 // MaxStaleness. When the hold ends the next Acquire is a half-open probe.
 func (c *Circuit) ForceOpen(ctx context.Context, until time.Time) error {
-	return c.override(ctx, func(r *Record, now int64) bool {
-		c.toOpen(r, now, until.UnixNano(), breaker.ReasonForcedOpen)
-		r.Override, r.OverrideUntil = breaker.ForcedOpen, max(until.UnixNano(), 1)
-		return true
-	})
+	return c.override(ctx, forceOpen(until))
 }
 
 // ForceClose holds the shared circuit closed until the given time on every replica:
 // calls are admitted (MaxInFlight still applies) and outcomes change nothing. When
 // the hold ends the circuit is closed with no failure evidence.
 func (c *Circuit) ForceClose(ctx context.Context, until time.Time) error {
-	return c.override(ctx, func(r *Record, now int64) bool {
-		c.toClosed(r, now, breaker.ReasonForcedClosed)
-		r.Override, r.OverrideUntil = breaker.ForcedClosed, max(until.UnixNano(), 1)
-		return true
-	})
+	return c.override(ctx, forceClose(until))
 }
 
 // ClearOverride ends a ForceOpen or ForceClose now, as if its deadline had passed: a
 // cleared ForceOpen admits a probe next, a cleared ForceClose is closed with no
 // failure evidence. Without an override it writes nothing.
 func (c *Circuit) ClearOverride(ctx context.Context) error {
-	return c.override(ctx, func(r *Record, now int64) bool {
-		switch r.Override {
-		case breaker.ForcedOpen:
-			c.toHalfOpen(r, now, breaker.ReasonOverrideCleared)
-		case breaker.ForcedClosed:
-			c.toClosed(r, now, breaker.ReasonOverrideCleared)
-		default:
-			return false
-		}
-		return true
-	})
+	return c.override(ctx, clearOverride)
 }
 
-// override reads the record and writes what fn makes of it, reading again after a
-// lost write. An operator's action always reads first: it must act on the state as
-// it is, not on a snapshot.
-func (c *Circuit) override(ctx context.Context, fn func(r *Record, now int64) bool) error {
+// override applies h to the record (see overrideRecord), checking it and its policy
+// as every read does, and makes the result the snapshot.
+func (c *Circuit) override(ctx context.Context, h hold) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.IOTimeout)
 	defer cancel()
 	defer c.events.Flush()
-	for range maxAttempts {
+	load := func() (Record, error) {
 		v, err := c.load(ctx)
 		if err != nil {
-			return err
+			return Record{}, err
 		}
-		next := v.rec
-		if !fn(&next, c.wall()) {
-			return nil
-		}
-		_, err = c.write(ctx, v.rec, next)
-		if !errors.Is(err, ErrConflict) {
-			if err != nil {
-				return c.unavailable(err)
-			}
-			return nil
-		}
+		return v.rec, nil
 	}
-	return c.unavailable(errContention)
+	replace := func(prev, next Record) error {
+		_, err := c.write(ctx, prev, next)
+		return err
+	}
+	if _, err := overrideRecord(load, replace, c.wall, h); err != nil {
+		return c.unavailable(err)
+	}
+	return nil
 }
