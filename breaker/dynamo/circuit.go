@@ -101,9 +101,10 @@ func New(client *dynamodb.Client, table, identity string, p breaker.Policy, opts
 	return newCircuit(&tableStore{client: client, table: table}, table, identity, p, opts...)
 }
 
-// NewDriver returns the sharedstate.Driver (and sharedstate.Counter) that keeps
-// records in table, one item per identity: what New builds its circuits on. Tools that
-// read or repair shared state use it, and circuittest.TestDriver checks it.
+// NewDriver returns the sharedstate.Driver (also a sharedstate.Counter and Lister)
+// that keeps records in table, one item per identity: what New builds its circuits
+// on. Tools that read or hold shared state use it (sharedstate.Operator, "brokerguard
+// circuits --dynamodb-table"), and circuittest.TestDriver checks it.
 func NewDriver(client *dynamodb.Client, table string) sharedstate.Driver {
 	return &tableStore{client: client, table: table}
 }

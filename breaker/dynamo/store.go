@@ -20,6 +20,7 @@ import (
 var (
 	_ sharedstate.Driver  = (*tableStore)(nil)
 	_ sharedstate.Counter = (*tableStore)(nil)
+	_ sharedstate.Lister  = (*tableStore)(nil)
 )
 
 // api is the part of *dynamodb.Client the store uses.
@@ -27,6 +28,7 @@ type api interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
 // tableStore keeps items in a DynamoDB table whose partition key is the string "id".
@@ -70,6 +72,45 @@ func (s *tableStore) Replace(ctx context.Context, id string, expect uint64, next
 	}
 	_, err := s.client.PutItem(ctx, in)
 	return conflict(err)
+}
+
+// listPage bounds the items one Scan request reads: a listing is many small requests
+// rather than one that takes a large share of the table's read capacity at once.
+const listPage = 100
+
+// List implements sharedstate.Lister with a Scan of the key attribute alone, in pages
+// of listPage items (a prefix is a filter: the whole table is still read). It is for
+// operators' tools, never a circuit's decision.
+func (s *tableStore) List(ctx context.Context, prefix string, yield func(id string) error) error {
+	in := &dynamodb.ScanInput{
+		TableName:                aws.String(s.table),
+		ProjectionExpression:     aws.String("#k"),
+		ExpressionAttributeNames: map[string]string{"#k": attrID},
+		Limit:                    aws.Int32(listPage),
+	}
+	if prefix != "" {
+		in.FilterExpression = aws.String("begins_with(#k, :p)")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":p": str(prefix)}
+	}
+	for {
+		out, err := s.client.Scan(ctx, in)
+		if err != nil {
+			return fmt.Errorf("dynamo: list table %q: %w", s.table, err)
+		}
+		for _, item := range out.Items {
+			id, ok := item[attrID].(*types.AttributeValueMemberS)
+			if !ok || !strings.HasPrefix(id.Value, prefix) {
+				continue // not a circuit's item
+			}
+			if err := yield(id.Value); err != nil {
+				return err
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }
 
 // AddFailure implements sharedstate.Counter with ADD.

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
@@ -38,7 +39,10 @@ func (c *Circuit) Snapshot() breaker.Snapshot {
 // from the read that checks the version to the rename.
 type files struct{ s *Store }
 
-var _ sharedstate.Driver = files{}
+var (
+	_ sharedstate.Driver = files{}
+	_ sharedstate.Lister = files{}
+)
 
 // Load reads the record of id.
 func (d files) Load(_ context.Context, id string) (sharedstate.Record, error) {
@@ -74,6 +78,39 @@ func (d files) Replace(ctx context.Context, id string, expect uint64, next share
 	return writeState(id, d.s.root, name, path, &fileRecord{Format: recordFormat, Identity: id, Record: next})
 }
 
+// List implements sharedstate.Lister by listing the root directory: a state file is
+// named by its identity's digest and holds the identity. A file that cannot be read
+// does not stop the listing; the errors of such files are returned together at the
+// end. It is for operators' tools, never a circuit's decision.
+func (d files) List(ctx context.Context, prefix string, yield func(id string) error) error {
+	entries, err := os.ReadDir(d.s.root)
+	if err != nil {
+		return fmt.Errorf("filestate: list %s: %w", d.s.root, err)
+	}
+	var unreadable []error
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || len(name) != len(nameOf("")) || strings.Trim(name, "0123456789abcdef") != "" {
+			continue // a lock or temporary file, or not the store's
+		}
+		r, err := readState("", filepath.Join(d.s.root, e.Name()))
+		switch {
+		case err != nil:
+			unreadable = append(unreadable, err)
+		case r == nil || nameOf(r.Identity) != name || !strings.HasPrefix(r.Identity, prefix):
+			// removed meanwhile, not where its identity's record lives, or not asked for
+		default:
+			if err := yield(r.Identity); err != nil {
+				return err
+			}
+		}
+	}
+	return errors.Join(unreadable...)
+}
+
 // removeTemporaries deletes the temporary files of the circuit name. Requires its
 // lock held. Failures are ignored: a leftover file is harmless, only untidy.
 func removeTemporaries(dir, name string) {
@@ -83,8 +120,9 @@ func removeTemporaries(dir, name string) {
 	}
 }
 
-// readState reads and decodes the record at path. It needs no lock: a record is only
-// ever replaced whole, by rename. A missing file is (nil, nil).
+// readState reads and decodes the record at path, which must belong to identity ("":
+// to any identity, for a listing). It needs no lock: a record is only ever replaced
+// whole, by rename. A missing file is (nil, nil).
 func readState(identity, path string) (*fileRecord, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -105,7 +143,7 @@ func readState(identity, path string) (*fileRecord, error) {
 	if err != nil {
 		return nil, &StateError{Identity: identity, Path: path, Op: "read", Err: err}
 	}
-	if r.Identity != identity {
+	if identity != "" && r.Identity != identity {
 		return nil, &StateError{Identity: identity, Path: path, Op: "read", Err: corrupt("the record belongs to circuit %q", r.Identity)}
 	}
 	return r, nil

@@ -230,8 +230,10 @@ func (s *Store) Circuit(identity string, p breaker.Policy) (*Circuit, error) {
 	return c, nil
 }
 
-// Driver returns the sharedstate.Driver that keeps the store's records, one file per
-// identity: what the store's circuits are built on. circuittest.TestDriver checks it.
+// Driver returns the sharedstate.Driver (also a sharedstate.Lister) that keeps the
+// store's records, one file per identity: what the store's circuits are built on, and
+// what operators' tools read and hold them through (sharedstate.Operator, "brokerguard
+// circuits --state-dir"). circuittest.TestDriver checks it.
 // Identities must follow the rule of Circuit.
 func (s *Store) Driver() sharedstate.Driver { return files{s} }
 

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,7 +37,7 @@ const (
 
 // Driver keeps shared circuit records in Redis, one hash per circuit identity, and
 // changes them only with Lua scripts, each one atomic step on one key. It implements
-// sharedstate.Driver and sharedstate.Counter. It is safe for concurrent use; create it
+// sharedstate.Driver, sharedstate.Counter and (for operators' tools) sharedstate.Lister. It is safe for concurrent use; create it
 // with NewDriver.
 type Driver struct {
 	client redis.Scripter
@@ -46,6 +48,7 @@ type Driver struct {
 var (
 	_ sharedstate.Driver  = (*Driver)(nil)
 	_ sharedstate.Counter = (*Driver)(nil)
+	_ sharedstate.Lister  = (*Driver)(nil)
 )
 
 // NewDriver returns a driver that keeps records through client: a *redis.Client, a
@@ -270,4 +273,70 @@ func (d *Driver) decode(id string, v []any) (sharedstate.Record, error) {
 		}
 	}
 	return r, nil
+}
+
+// listCount is the COUNT hint of each SCAN a listing sends: how many keys the server
+// looks at per request, so that a listing never blocks it for long.
+const listCount = 100
+
+// List implements sharedstate.Lister with SCAN ... MATCH <key prefix>{<prefix>* TYPE
+// hash, a page of about listCount keys at a time, on every primary of a cluster or
+// shard of a ring. Only keys of the driver's form (its key prefix, the identity in
+// braces) are named, each once. It is for operators' tools, never a circuit's
+// decision; it needs Redis 6 or later and a client that can SCAN (a *redis.Client,
+// *redis.ClusterClient, *redis.Ring or another redis.Cmdable).
+func (d *Driver) List(ctx context.Context, prefix string, yield func(id string) error) error {
+	var mu sync.Mutex // a cluster's primaries are scanned concurrently
+	seen := map[string]bool{}
+	head := d.prefix + "{"
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for {
+			keys, next, err := c.ScanType(ctx, cursor, globEscape(head+prefix)+"*", listCount, "hash").Result()
+			if err != nil {
+				return fmt.Errorf("redisstate: list %s*: %w", head+prefix, err)
+			}
+			for _, k := range keys {
+				id, inHead := strings.CutPrefix(k, head)
+				id, inBraces := strings.CutSuffix(id, "}")
+				if !inHead || !inBraces || !strings.HasPrefix(id, prefix) {
+					continue
+				}
+				mu.Lock()
+				dup := seen[id]
+				seen[id] = true
+				if !dup {
+					err = yield(id)
+				}
+				mu.Unlock()
+				if err != nil {
+					return err
+				}
+			}
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	switch c := d.client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return scan(ctx, n) })
+	case *redis.Ring:
+		return c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return scan(ctx, n) })
+	case redis.Cmdable:
+		return scan(ctx, c)
+	}
+	return fmt.Errorf("redisstate: cannot list circuits through a %T, which cannot SCAN", d.client)
+}
+
+// globEscape quotes the characters SCAN's MATCH pattern treats specially.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
