@@ -52,7 +52,10 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-func view(d transport.Destination, s breaker.Snapshot, now time.Time) Circuit {
+// View is the JSON view of destination d's circuit from its snapshot s at time now:
+// what the handler answers, and what "brokerguard circuits" prints for a circuit it
+// read from shared state itself.
+func View(d transport.Destination, s breaker.Snapshot, now time.Time) Circuit {
 	c := Circuit{
 		Destination: d.String(), Broker: d.Broker, Name: d.Name,
 		Scope: s.Scope.String(), State: s.State.String(), Generation: s.Generation,
@@ -75,7 +78,7 @@ func (h *Handler) listCircuits(w http.ResponseWriter, _ *http.Request) {
 	snaps := h.reg.Snapshots()
 	out := Circuits{Now: now, Mutations: h.token != nil, Circuits: make([]Circuit, 0, len(snaps))}
 	for d, s := range snaps {
-		out.Circuits = append(out.Circuits, view(d, s, now))
+		out.Circuits = append(out.Circuits, View(d, s, now))
 	}
 	slices.SortFunc(out.Circuits, func(a, b Circuit) int { return strings.Compare(a.Destination, b.Destination) })
 	writeJSON(w, http.StatusOK, out)
@@ -101,7 +104,7 @@ func (h *Handler) getCircuit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, view(d, c.Snapshot(), h.now()))
+	writeJSON(w, http.StatusOK, View(d, c.Snapshot(), h.now()))
 }
 
 // holdRequest is the body of force-open and force-close: exactly one of For and Until.
@@ -215,7 +218,7 @@ func (h *Handler) mutate(w http.ResponseWriter, r *http.Request) {
 		ev.Status, ev.Err = ae.Status, ae.Msg
 		writeError(w, ae)
 	} else {
-		writeJSON(w, http.StatusOK, view(d, c.Snapshot(), h.now()))
+		writeJSON(w, http.StatusOK, View(d, c.Snapshot(), h.now()))
 	}
 	if h.audit != nil {
 		h.audit(r.Context(), ev)

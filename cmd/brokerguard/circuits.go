@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -35,19 +34,81 @@ func (e *exitError) Unwrap() error { return e.err }
 
 const circuitsUsage = `usage: brokerguard circuits COMMAND [flags] [DESTINATION]
 
-Commands, against a running service's admin handler (package admin):
-  list                      every live circuit
+Commands:
+  list                      every circuit
   show DESTINATION          one circuit, e.g. kafka:orders
   force-open DESTINATION    hold it open:   --for 10m  or  --until 2026-11-30T15:00:00Z
   force-close DESTINATION   hold it closed: the same flags
   clear DESTINATION         end the hold
 
-Shared circuits (DynamoDB, Redis, a state directory) hold fleet-wide whichever
-replica's handler applied the override.
+Where the circuits are: exactly one of these (a flag wins over the environment):
+  --url URL                 a running service's admin handler (package admin);
+                            env BROKERGUARD_ADMIN_URL, token --token or BROKERGUARD_ADMIN_TOKEN
+  --dynamodb-table TABLE    shared state in DynamoDB (breaker/dynamo); env
+                            BROKERGUARD_DYNAMODB_TABLE; --dynamodb-endpoint or DYNAMODB_ENDPOINT
+                            for a local server; AWS_REGION and AWS_ACCESS_KEY_ID,
+                            AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN from the environment
+  --redis-addr HOST:PORT    shared state in Redis (breaker/redis); env REDIS_ADDR;
+                            --redis-prefix or BROKERGUARD_REDIS_PREFIX if the service set
+                            WithKeyPrefix (default brokerguard:circuit:)
+  --state-dir DIR           shared state in a filestate directory; env BROKERGUARD_STATE_DIR
 
-Exit codes: 0 done, 1 the service could not be reached or failed, 2 usage,
+On shared state no service is involved and no token is asked: access to the store
+is the authority. A hold is written into the circuit's record as a replica's own
+ForceOpen would be, and every replica follows it within its MaxStateStaleness. Give
+--identity-prefix (env BROKERGUARD_IDENTITY_PREFIX) as the service's
+WithIdentityPrefix, so that DESTINATION names its circuit; list shows the circuits
+under that prefix. A circuit has a record once some replica has used it.
+
+Exit codes: 0 done, 1 the service or store failed or could not be reached, 2 usage,
 3 no such destination, 4 refused (mutations disabled, wrong token, bad input).
 `
+
+// circuitRow is one circuit as "brokerguard circuits" prints it: the admin handler's
+// view, and for a circuit read from shared state its record's key and details.
+type circuitRow struct {
+	admin.Circuit
+	Identity string        `json:"identity,omitempty"`
+	Record   *recordDetail `json:"record,omitempty"`
+}
+
+// recordDetail is what a shared record says beyond the admin view.
+type recordDetail struct {
+	Version      uint64      `json:"version"`
+	Reason       string      `json:"reason,omitempty"` // of the transition that began the generation
+	Since        *time.Time  `json:"since,omitempty"`
+	FailedProbes int64       `json:"failed_probes,omitempty"`
+	Leases       []leaseView `json:"leases,omitempty"`
+	Policy       string      `json:"policy,omitempty"` // the fields the replicas share, in words
+}
+
+type leaseView struct {
+	Owner   string    `json:"owner"`
+	Expires time.Time `json:"expires"`
+}
+
+// circuitList is the JSON of list, the admin handler's shape.
+type circuitList struct {
+	Now       time.Time    `json:"now"`
+	Mutations bool         `json:"mutations"`
+	Circuits  []circuitRow `json:"circuits"`
+}
+
+// holdSpec is what force-open and force-close ask for.
+type holdSpec struct {
+	holdFor       time.Duration
+	until, reason string
+}
+
+// circuitSource is where the command finds circuits: a service's admin handler, or
+// the shared state itself.
+type circuitSource interface {
+	list(ctx context.Context) (circuitList, error)
+	show(ctx context.Context, dest string) (circuitRow, error)
+	// hold applies "force-open", "force-close" or "clear" and returns the circuit after.
+	hold(ctx context.Context, action, dest string, h holdSpec) (circuitRow, error)
+	close()
+}
 
 // circuitsCmd runs "brokerguard circuits ...".
 func circuitsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -61,17 +122,15 @@ func circuitsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cmd := args[0]
 	fs := flag.NewFlagSet("brokerguard circuits "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	base := fs.String("url", os.Getenv("BROKERGUARD_ADMIN_URL"), "the admin handler's base URL, e.g. http://svc:8080/admin (env BROKERGUARD_ADMIN_URL)")
-	token := fs.String("token", os.Getenv("BROKERGUARD_ADMIN_TOKEN"), "bearer token for mutations (env BROKERGUARD_ADMIN_TOKEN)")
-	asJSON := fs.Bool("json", false, "print the service's JSON instead of a table")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the service")
-	var holdFor time.Duration
-	var until, reason string
-	mutating := cmd == "force-open" || cmd == "force-close" || cmd == "clear"
+	var src sourceFlags
+	src.define(fs)
+	asJSON := fs.Bool("json", false, "print JSON (the admin handler's shape) instead of a table")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the service or the store")
+	var h holdSpec
 	if cmd == "force-open" || cmd == "force-close" {
-		fs.DurationVar(&holdFor, "for", 0, "hold for this long, e.g. 10m")
-		fs.StringVar(&until, "until", "", "hold until this RFC 3339 time")
-		fs.StringVar(&reason, "reason", "", "why, for the audit log")
+		fs.DurationVar(&h.holdFor, "for", 0, "hold for this long, e.g. 10m")
+		fs.StringVar(&h.until, "until", "", "hold until this RFC 3339 time")
+		fs.StringVar(&h.reason, "reason", "", "why, for the audit log")
 	}
 	switch cmd {
 	case "list", "show", "force-open", "force-close", "clear":
@@ -91,69 +150,66 @@ func circuitsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stderr, "brokerguard circuits %s: want %d argument(s), got %d\n", cmd, wantArgs, len(pos))
 		return errUsage
 	}
-	if *base == "" {
-		fmt.Fprintln(stderr, "brokerguard circuits: --url (or BROKERGUARD_ADMIN_URL) is required")
+	if (cmd == "force-open" || cmd == "force-close") && (h.holdFor == 0) == (h.until == "") {
+		fmt.Fprintln(stderr, "brokerguard circuits "+cmd+": give --for or --until (one of them)")
 		return errUsage
 	}
-	c := adminClient{base: strings.TrimSuffix(*base, "/"), token: *token, http: &http.Client{Timeout: *timeout}}
-	var path, method string
-	var body []byte
-	switch cmd {
-	case "list":
-		method, path = http.MethodGet, "/api/circuits"
-	case "show":
-		method, path = http.MethodGet, "/api/circuits/"+url.PathEscape(pos[0])
-	default:
-		method, path = http.MethodPost, "/api/circuits/"+url.PathEscape(pos[0])+"/"+cmd
-		if cmd != "clear" {
-			if (holdFor == 0) == (until == "") {
-				fmt.Fprintln(stderr, "brokerguard circuits "+cmd+": give --for or --until (one of them)")
-				return errUsage
-			}
-			req := map[string]string{"reason": reason}
-			if holdFor != 0 {
-				req["for"] = holdFor.String()
-			} else {
-				req["until"] = until
-			}
-			body, _ = json.Marshal(req)
-		}
-	}
-	if mutating && c.token == "" {
-		fmt.Fprintln(stderr, "brokerguard circuits "+cmd+": --token (or BROKERGUARD_ADMIN_TOKEN) is required")
-		return errUsage
-	}
-	raw, err := c.do(ctx, method, path, body)
+	source, err := src.open(cmd, *timeout, stderr)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		_, err := stdout.Write(raw)
+	defer source.close()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if cmd == "list" {
+		list, err := source.list(ctx)
+		if perr := printCircuits(stdout, *asJSON, list, list.Circuits); perr != nil {
+			return perr
+		}
+		return err // a listing that failed part-way prints what it found, then the error
+	}
+	var row circuitRow
+	if cmd == "show" {
+		row, err = source.show(ctx, pos[0])
+	} else {
+		row, err = source.hold(ctx, cmd, pos[0], h)
+	}
+	if err != nil {
 		return err
 	}
-	var list admin.Circuits
-	if cmd == "list" {
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return fmt.Errorf("the service's answer is not a circuit list: %w", err)
-		}
-	} else {
-		var one admin.Circuit
-		if err := json.Unmarshal(raw, &one); err != nil {
-			return fmt.Errorf("the service's answer is not a circuit: %w", err)
-		}
-		list.Circuits = []admin.Circuit{one}
-	}
-	return printCircuits(stdout, list.Circuits)
+	return printCircuits(stdout, *asJSON, row, []circuitRow{row})
 }
 
-func printCircuits(w io.Writer, cs []admin.Circuit) error {
+// printCircuits prints v as JSON, or rows as a table (with a shared record's details
+// under the table when there is one row).
+func printCircuits(w io.Writer, asJSON bool, v any, rows []circuitRow) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DESTINATION\tSTATE\tFAILURES\tNOT BEFORE\tOVERRIDE\tUNTIL\tMODE\tSCOPE")
-	for _, c := range cs {
+	for _, c := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", c.Destination, c.State, c.Failures,
 			fmtTime(c.NotBefore), c.Override, fmtTime(c.OverrideUntil), c.Mode, c.Scope)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(rows) != 1 || rows[0].Record == nil {
+		return nil
+	}
+	r := rows[0].Record
+	fmt.Fprintf(w, "\nidentity %s, generation %d since %s (%s), version %d\n",
+		rows[0].Identity, rows[0].Generation, fmtTime(r.Since), r.Reason, r.Version)
+	for _, l := range r.Leases {
+		fmt.Fprintf(w, "probe lease of %s until %s\n", l.Owner, fmtTime(&l.Expires))
+	}
+	if r.Policy != "" {
+		fmt.Fprintf(w, "policy %s\n", r.Policy)
+	}
+	return nil
 }
 
 func fmtTime(t *time.Time) string {
@@ -167,6 +223,47 @@ func fmtTime(t *time.Time) string {
 type adminClient struct {
 	base, token string
 	http        *http.Client
+}
+
+func (c adminClient) close() {}
+
+func (c adminClient) list(ctx context.Context) (circuitList, error) {
+	var list circuitList
+	raw, err := c.do(ctx, http.MethodGet, "/api/circuits", nil)
+	if err == nil {
+		if err = json.Unmarshal(raw, &list); err != nil {
+			err = fmt.Errorf("the service's answer is not a circuit list: %w", err)
+		}
+	}
+	return list, err
+}
+
+func (c adminClient) show(ctx context.Context, dest string) (circuitRow, error) {
+	return c.circuit(c.do(ctx, http.MethodGet, "/api/circuits/"+url.PathEscape(dest), nil))
+}
+
+func (c adminClient) hold(ctx context.Context, action, dest string, h holdSpec) (circuitRow, error) {
+	var body []byte
+	if action != "clear" {
+		req := map[string]string{"reason": h.reason}
+		if h.holdFor != 0 {
+			req["for"] = h.holdFor.String()
+		} else {
+			req["until"] = h.until
+		}
+		body, _ = json.Marshal(req)
+	}
+	return c.circuit(c.do(ctx, http.MethodPost, "/api/circuits/"+url.PathEscape(dest)+"/"+action, body))
+}
+
+func (c adminClient) circuit(raw []byte, err error) (circuitRow, error) {
+	var row circuitRow
+	if err == nil {
+		if err = json.Unmarshal(raw, &row); err != nil {
+			err = fmt.Errorf("the service's answer is not a circuit: %w", err)
+		}
+	}
+	return row, err
 }
 
 func (c adminClient) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {

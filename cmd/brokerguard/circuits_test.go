@@ -54,17 +54,30 @@ func exitCode(err error) int {
 	return 1
 }
 
+// cli runs "brokerguard circuits args..." and returns its output, its error output
+// (with the error main would print) and the exit code main would exit with.
+func cli(args ...string) (string, string, int) {
+	var out, errOut strings.Builder
+	err := run(context.Background(), append([]string{"circuits"}, args...), &out, &errOut)
+	if err != nil {
+		errOut.WriteString(err.Error())
+	}
+	return out.String(), errOut.String(), exitCode(err)
+}
+
+// clearSourceEnv unsets the variables that name where circuits are, so that a test
+// run with REDIS_ADDR (or another) in its environment gives the command one source.
+func clearSourceEnv(t *testing.T) {
+	for _, v := range []string{"BROKERGUARD_ADMIN_URL", "BROKERGUARD_ADMIN_TOKEN", "BROKERGUARD_DYNAMODB_TABLE",
+		"DYNAMODB_ENDPOINT", "REDIS_ADDR", "BROKERGUARD_REDIS_PREFIX", "BROKERGUARD_STATE_DIR", "BROKERGUARD_IDENTITY_PREFIX"} {
+		t.Setenv(v, "")
+	}
+}
+
 func TestCircuitsCommand(t *testing.T) {
+	clearSourceEnv(t)
 	reg, url := adminServer(t)
 	payments := transport.Destination{Broker: "kafka", Name: "payments"}
-	cli := func(args ...string) (string, string, int) {
-		var out, errOut strings.Builder
-		err := run(context.Background(), append([]string{"circuits"}, args...), &out, &errOut)
-		if err != nil {
-			errOut.WriteString(err.Error())
-		}
-		return out.String(), errOut.String(), exitCode(err)
-	}
 
 	out, _, code := cli("list", "--url", url)
 	if code != 0 || !strings.Contains(out, "kafka:payments") || !strings.Contains(out, "open") {
@@ -100,6 +113,7 @@ func TestCircuitsCommand(t *testing.T) {
 		{[]string{"explode"}, 2, "unknown command"},
 		{[]string{"show"}, 2, "want 1 argument"},
 		{[]string{"list", "--url", "http://127.0.0.1:1"}, 1, "connect"},
+		{[]string{"list", "--url", "http://127.0.0.1:1", "--state-dir", t.TempDir()}, 2, "one place to find circuits, not --url and --state-dir"},
 	} {
 		_, errOut, code := cli(tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -577,12 +576,8 @@ func rabbitDestination(ctx context.Context, url string, reg *registry.Registry) 
 }
 
 func sqsDestination(ctx context.Context, endpoint string, reg *registry.Registry) (transport.Destination, transport.Publisher, error) {
-	client := awssqs.New(awssqs.Options{
-		BaseEndpoint: aws.String(endpoint),
-		Region:       envOr("AWS_REGION", "us-east-1"),
-		Credentials: credentials.NewStaticCredentialsProvider(envOr("AWS_ACCESS_KEY_ID", "test"),
-			envOr("AWS_SECRET_ACCESS_KEY", "test"), os.Getenv("AWS_SESSION_TOKEN")),
-	})
+	region, creds := awsFromEnv()
+	client := awssqs.New(awssqs.Options{BaseEndpoint: aws.String(endpoint), Region: region, Credentials: creds})
 	if _, err := client.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("brokerguard-demo")}); err != nil {
 		return transport.Destination{}, nil, fmt.Errorf("--sqs-endpoint: creating queue brokerguard-demo: %w", err)
 	}
