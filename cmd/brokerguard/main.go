@@ -9,6 +9,8 @@
 // Flags read the same environment variables (BROKERGUARD_ADMIN_URL,
 // BROKERGUARD_ADMIN_TOKEN); --json prints the service's JSON; exit codes: 0 done, 1 the
 // service failed or could not be reached, 2 usage, 3 no such destination, 4 refused.
+// Shared circuits are also read and held in their shared state, with no service and
+// no policy: --dynamodb-table, --redis-addr or --state-dir instead of --url.
 //
 // "brokerguard demo" runs an outbox dispatching to three Kafka
 // topics while one of them goes through a scripted outage, showing per topic the
@@ -72,7 +74,7 @@ type config struct {
 const usage = `usage: brokerguard COMMAND [flags]
 
   demo       an outbox dispatching to Kafka through a scripted outage (demo --help)
-  circuits   list, show and hold circuits of a running service (circuits --help)
+  circuits   list, show and hold circuits of a running service or in shared state (circuits --help)
 `
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
