@@ -1,10 +1,12 @@
 package filestate_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 func TestCorruptRecordsFailClosedUntilCleared(t *testing.T) {
@@ -202,4 +205,43 @@ func TestStateOfThePreviousLayoutIsKept(t *testing.T) {
 		t.Fatalf("record after a write: %s, %v; want format 2", data, err)
 	}
 	wantState(t, c, breaker.Closed)
+}
+
+// TestListSkipsOtherFilesAndReportsUnreadableOnes: a listing names every circuit whose
+// record it can read, passes over lock, temporary and foreign files, and reports a
+// corrupt record by its path after naming the others.
+func TestListSkipsOtherFilesAndReportsUnreadableOnes(t *testing.T) {
+	e := newEnv(t)
+	for _, id := range []string{"kafka:orders", "kafka:payments", "sqs:audit"} {
+		call(t, e.circuit(id, policy), breaker.Success)
+	}
+	corrupt := e.statePath("kafka:broken")
+	orders, err := os.ReadFile(e.statePath("kafka:orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{
+		e.statePath("kafka:copied"):         string(orders), // a record under another identity's name
+		corrupt:                             "not json",
+		filepath.Join(e.root, "notes.json"): "{}", // not named by a digest
+		filepath.Join(e.root, "."+filepath.Base(corrupt)+".tmp-1"):                                          "{}",
+		filepath.Join(e.root, strings.Repeat("ab", 32)+".json.bak"):                                         "{}",
+		filepath.Join(e.root, strings.TrimSuffix(filepath.Base(e.statePath("sqs:audit")), ".json")+".lock"): "",
+	} {
+		if err := os.WriteFile(name, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	err = e.store().Driver().(sharedstate.Lister).List(context.Background(), "kafka:", func(id string) error {
+		ids = append(ids, id)
+		return nil
+	})
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"kafka:orders", "kafka:payments"}) {
+		t.Fatalf("List(\"kafka:\") named %q", ids)
+	}
+	if !errors.Is(err, filestate.ErrCorrupt) || !strings.Contains(err.Error(), corrupt) {
+		t.Fatalf("List with a corrupt record = %v; want ErrCorrupt naming %s", err, corrupt)
+	}
 }

@@ -286,7 +286,10 @@ const listCount = 100
 // decision; it needs Redis 6 or later and a client that can SCAN (a *redis.Client,
 // *redis.ClusterClient, *redis.Ring or another redis.Cmdable).
 func (d *Driver) List(ctx context.Context, prefix string, yield func(id string) error) error {
-	var mu sync.Mutex // a cluster's primaries are scanned concurrently
+	// A cluster's primaries are scanned concurrently: yield is called under mu, and
+	// not again once it has failed.
+	var mu sync.Mutex
+	var stopped error
 	seen := map[string]bool{}
 	head := d.prefix + "{"
 	scan := func(ctx context.Context, c redis.Cmdable) error {
@@ -303,11 +306,11 @@ func (d *Driver) List(ctx context.Context, prefix string, yield func(id string) 
 					continue
 				}
 				mu.Lock()
-				dup := seen[id]
-				seen[id] = true
-				if !dup {
-					err = yield(id)
+				if stopped == nil && !seen[id] {
+					seen[id] = true
+					stopped = yield(id)
 				}
+				err = stopped
 				mu.Unlock()
 				if err != nil {
 					return err

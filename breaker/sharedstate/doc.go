@@ -45,6 +45,14 @@
 // a lease that is there is handed out, or given back when the caller has gone, so no
 // replica waits for a lease nobody holds.
 //
+// # Operators
+//
+// An Operator reads a circuit's record and holds it open or closed without knowing
+// the policy, for tools run by people on call (brokerguard circuits). Its holds are
+// the ones Circuit.ForceOpen, ForceClose and ClearOverride write, by the same code. A
+// driver that is also a Lister names the identities it stores; listing reads the
+// whole store and is never on a circuit's path.
+//
 // # Fingerprints
 //
 // The record stores the fingerprint of the policy fields that must agree across

@@ -125,7 +125,7 @@ func circuitsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var src sourceFlags
 	src.define(fs)
 	asJSON := fs.Bool("json", false, "print JSON (the admin handler's shape) instead of a table")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the service or the store")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long the command may take (a listing reads every circuit's record)")
 	var h holdSpec
 	if cmd == "force-open" || cmd == "force-close" {
 		fs.DurationVar(&h.holdFor, "for", 0, "hold for this long, e.g. 10m")

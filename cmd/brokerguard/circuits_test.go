@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,8 @@ func TestCircuitsCommand(t *testing.T) {
 		{[]string{"explode"}, 2, "unknown command"},
 		{[]string{"show"}, 2, "want 1 argument"},
 		{[]string{"list", "--url", "http://127.0.0.1:1"}, 1, "connect"},
+		{[]string{"list", "--redis-addr", "127.0.0.1:1"}, 1, "Redis 127.0.0.1:1"},
+		{[]string{"show", "kafka:payments", "--state-dir", filepath.Join(t.TempDir(), "missing")}, exitRefused, "not a directory"},
 		{[]string{"list", "--url", "http://127.0.0.1:1", "--state-dir", t.TempDir()}, 2, "one place to find circuits, not --url and --state-dir"},
 	} {
 		_, errOut, code := cli(tc.args...)

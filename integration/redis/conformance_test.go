@@ -15,6 +15,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/integration/harness"
 )
 
@@ -85,6 +86,24 @@ func TestConformanceOnRedisCluster(t *testing.T) {
 	if nodes < 2 {
 		t.Fatalf("the suite's circuits all lived on %d node(s); want them spread over the cluster", nodes)
 	}
+}
+
+// The driver's contract on a Redis Cluster of three masters, listing included: a
+// listing scans every master, since the circuits' keys are spread over them.
+func TestDriverOnRedisCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node Redis Cluster; not run with -short")
+	}
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: harness.NewRedisCluster(t, 3)})
+	t.Cleanup(func() { client.Close() })
+	var stores atomic.Int64
+	circuittest.TestDriver(t, func(t *testing.T) sharedstate.Driver {
+		d, err := redisstate.NewDriver(client, redisstate.WithKeyPrefix("driver-"+strconv.FormatInt(stores.Add(1), 10)+":"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	})
 }
 
 // runConformance runs circuittest on replicas with a client each (from connect) under
