@@ -49,3 +49,36 @@ func verdict(err error) string {
 	}
 	return "admitted"
 }
+
+// A person on call holds a service's circuit closed through its store, knowing
+// nothing of the service's policy; the service's replica follows on its next read.
+func ExampleOperator() {
+	store := &circuittest.MemoryDriver{} // a backend's driver: dynamo.NewDriver, redisstate.NewDriver, ...
+	ctx := context.Background()
+	service, err := sharedstate.New(sharedstate.Config{
+		Identity: "billing/kafka:orders", Scope: breaker.SharedDependency, Driver: store,
+		Policy:       breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, Scope: breaker.SharedDependency},
+		MaxStaleness: -1, // read the record on every call, for the example
+	})
+	if err != nil {
+		panic(err)
+	}
+	p, _ := service.Acquire(ctx)
+	p.Complete(breaker.Failure) // the threshold: the circuit opens
+
+	op := &sharedstate.Operator{Driver: store}
+	_ = op.List(ctx, "billing/", func(id string) error {
+		st, err := op.Status(ctx, id)
+		fmt.Println(id, st.State, st.Record.Reason, err)
+		return nil
+	})
+	st, err := op.ForceClose(ctx, "billing/kafka:orders", time.Now().Add(10*time.Minute))
+	fmt.Println("held:", st.State, st.Override, err)
+	p, err = service.Acquire(ctx)
+	fmt.Println("the service:", verdict(err))
+	p.Complete(breaker.Success)
+	// Output:
+	// billing/kafka:orders open failure_threshold <nil>
+	// held: closed forced-closed <nil>
+	// the service: admitted
+}
