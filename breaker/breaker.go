@@ -24,7 +24,7 @@ func WithClock(c Clock) Option { return func(b *Breaker) { b.clock = c } }
 // WithObserver adds a function called after every transition, outside any lock and in
 // transition order. It may call the Breaker.
 func WithObserver(f func(Transition)) Option {
-	return func(b *Breaker) { b.events.Observers = append(b.events.Observers, f) }
+	return func(b *Breaker) { b.events.Observe(f) }
 }
 
 // WithBypassHook is called once for every call a Shadow or FailOpen circuit admits

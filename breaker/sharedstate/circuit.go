@@ -178,9 +178,16 @@ func New(cfg Config) (*Circuit, error) {
 	} else {
 		c.epoch = cfg.Clock.Now()
 	}
-	c.events.Observers = cfg.Observers
+	for _, f := range cfg.Observers {
+		c.events.Observe(f)
+	}
 	return c, nil
 }
+
+// Observe adds an observer to a circuit in use, as Config.Observers does at creation:
+// it sees the transitions from now on, not the earlier ones. A registry uses it to
+// report a factory-made circuit's transitions to its own observers.
+func (c *Circuit) Observe(f func(breaker.Transition)) { c.events.Observe(f) }
 
 // Identity returns the circuit's identity: the key of its record.
 func (c *Circuit) Identity() string { return c.cfg.Identity }
