@@ -44,8 +44,8 @@ type Bypass struct {
 	Err        error     // the refusal: an *OpenError or ErrSaturated
 }
 
-// WithRandom sets the source of jitter: f returns a number in [0, 1). The default is
-// math/rand/v2.Float64.
+// WithRandom sets the source of jitter, and of where a ramp's sequence of decisions
+// starts: f returns a number in [0, 1). The default is math/rand/v2.Float64.
 func WithRandom(f func() float64) Option { return func(b *Breaker) { b.random = f } }
 
 // Transition reports a change of state. Every transition starts a new generation.
@@ -507,7 +507,7 @@ func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *p
 // a ForceClose leaves has been taking full traffic.
 func (b *Breaker) recoveredPhase(gen uint64, now int64) *phase {
 	ph := b.closedPhase(gen, now, NoOverride, 0)
-	if ph.ramp = NewRamp(b.identity, b.policy, b.timeAt(now)); ph.ramp != nil {
+	if ph.ramp = NewRamp(b.identity, b.policy, b.timeAt(now), uint64(b.random()*0x1p64)); ph.ramp != nil {
 		ph.rampStart, ph.rampEnd = now, now+int64(b.policy.RampDuration)
 		ph.admitAll.Store(false)
 	}

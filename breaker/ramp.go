@@ -21,8 +21,9 @@ type Ramp struct {
 	// seq numbers the calls. Call n is admitted when the n-th point of a Weyl
 	// sequence (n times the golden ratio, modulo 1) falls below the share: the points
 	// fill [0, 1) so evenly that any run of calls admits the share to within a few
-	// calls, with one atomic add and no random source, and the same calls give the
-	// same decisions under a fake clock.
+	// calls, with one atomic add and no random source. The sequence starts at the seed,
+	// so that replicas seeing the same traffic do not err the same way, and the same
+	// seed and calls give the same decisions under a fake clock.
 	seq atomic.Uint64
 	// rejects keeps the refusals made for recent NotBefore slots, so that turning a
 	// call away allocates only once per slot.
@@ -42,17 +43,20 @@ type rampReject struct {
 const golden = 0x9E3779B97F4A7C15
 
 // NewRamp returns the ramp of a circuit named identity that closed at closedAt under
-// policy p, or nil when p has no ramp.
-func NewRamp(identity string, p Policy, closedAt time.Time) *Ramp {
+// policy p, or nil when p has no ramp. seed picks where its sequence of decisions
+// starts: give each process its own (a Breaker draws it from its random source).
+func NewRamp(identity string, p Policy, closedAt time.Time, seed uint64) *Ramp {
 	if p.RampDuration <= 0 {
 		return nil
 	}
-	return &Ramp{
+	r := &Ramp{
 		policy:   p.Normalized(),
 		identity: identity,
 		closedAt: closedAt,
 		slot:     max(p.RampDuration/(8*rampSlots), 1),
 	}
+	r.seq.Store(seed)
+	return r
 }
 
 // Until returns when the ramp ends and every call is admitted again.
