@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brokerguard/brokerguard/internal/eventq"
 	"github.com/brokerguard/brokerguard/internal/window"
 )
 
@@ -24,7 +25,7 @@ func WithClock(c Clock) Option { return func(b *Breaker) { b.clock = c } }
 // WithObserver adds a function called after every transition, outside any lock and in
 // transition order. It may call the Breaker.
 func WithObserver(f func(Transition)) Option {
-	return func(b *Breaker) { b.events.observers = append(b.events.observers, f) }
+	return func(b *Breaker) { b.events.Observers = append(b.events.Observers, f) }
 }
 
 // WithBypassHook is called once for every call a Shadow or FailOpen circuit admits
@@ -101,7 +102,7 @@ type Breaker struct {
 	win          *window.Window // window mode evidence
 	failedProbes int            // consecutive failed probes since the circuit last closed
 
-	events eventQueue
+	events eventq.Queue[Transition]
 }
 
 // phase is one generation of the circuit. Its identity is its generation: a permit
@@ -228,7 +229,7 @@ func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
 		case Closed: // a ForceClose ended
 			ph = b.enter(ph, b.closedPhase(ph.gen+1, now, NoOverride, 0), now, ReasonOverrideExpired)
 			b.mu.Unlock()
-			b.events.flush()
+			b.events.Flush()
 			continue
 		case Open: // the break (or a ForceOpen) ended: the first caller becomes the probe
 			reason := ReasonBreakElapsed
@@ -239,7 +240,7 @@ func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
 		}
 		p, err := b.acquireProbe(ph, now)
 		b.mu.Unlock()
-		b.events.flush()
+		b.events.Flush()
 		if err != nil {
 			return b.refuse(ph, now, err)
 		}
@@ -389,7 +390,7 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 			b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonFailureThreshold)
 		}
 		b.mu.Unlock()
-		b.events.flush()
+		b.events.Flush()
 	}
 	return true
 }
@@ -408,7 +409,7 @@ func (b *Breaker) recordWindow(ph *phase, failure bool) bool {
 		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonFailureWindow)
 	}
 	b.mu.Unlock()
-	b.events.flush()
+	b.events.Flush()
 	return true
 }
 
@@ -436,7 +437,7 @@ func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome) bo
 	}
 	b.probeOutcome(ph, now, o)
 	b.mu.Unlock()
-	b.events.flush()
+	b.events.Flush()
 	return true
 }
 
@@ -453,7 +454,7 @@ func (b *Breaker) completeBypass(ph *phase, o Outcome) bool {
 		b.probeOutcome(ph, b.now(), o)
 	}
 	b.mu.Unlock()
-	b.events.flush()
+	b.events.Flush()
 	return live
 }
 
@@ -482,7 +483,7 @@ func (b *Breaker) breakFor(failedProbes int) int64 {
 // Requires b.mu held; the caller flushes b.events after unlocking.
 func (b *Breaker) enter(from, to *phase, now int64, reason string) *phase {
 	b.cur.Store(to)
-	b.events.push(Transition{
+	b.events.Push(Transition{
 		Identity: b.identity, From: from.state, To: to.state,
 		Generation: to.gen, At: b.timeAt(now), Reason: reason,
 	})
@@ -544,7 +545,7 @@ func (b *Breaker) ForceOpen(until time.Time) {
 	ph, now := b.cur.Load(), b.now()
 	b.enter(ph, b.openPhase(ph, now, b.nanosAt(until), ForcedOpen), now, ReasonForcedOpen)
 	b.mu.Unlock()
-	b.events.flush()
+	b.events.Flush()
 }
 
 // ForceClose holds the circuit closed until the given time: every call is admitted
@@ -555,7 +556,7 @@ func (b *Breaker) ForceClose(until time.Time) {
 	ph, now := b.cur.Load(), b.now()
 	b.enter(ph, b.closedPhase(ph.gen+1, now, ForcedClosed, b.nanosAt(until)), now, ReasonForcedClosed)
 	b.mu.Unlock()
-	b.events.flush()
+	b.events.Flush()
 }
 
 // ClearOverride ends a ForceOpen or ForceClose now, as if its deadline had passed: a
@@ -571,7 +572,7 @@ func (b *Breaker) ClearOverride() {
 		b.enter(ph, b.closedPhase(ph.gen+1, now, NoOverride, 0), now, ReasonOverrideCleared)
 	}
 	b.mu.Unlock()
-	b.events.flush()
+	b.events.Flush()
 }
 
 // State returns the circuit's state. An open circuit whose deadline has passed reports

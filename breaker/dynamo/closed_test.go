@@ -3,11 +3,15 @@ package dynamo
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 func TestClosedAdmissionDoesNoIOWhileFresh(t *testing.T) {
@@ -47,15 +51,15 @@ func TestFailuresFromReplicasOpenTheSharedCircuit(t *testing.T) {
 	}
 	for i, c := range f.r {
 		fail(t, c, 1)
-		if got := f.item().failures; got != int64(i+1) {
+		if got := f.item().Failures; got != int64(i+1) {
 			t.Fatalf("shared count after %d failures = %d", i+1, got)
 		}
 	}
 	it := f.item()
-	if it.state != breaker.Open || it.gen != gen0+1 || it.failures != 3 {
+	if it.State != breaker.Open || it.Generation != gen0+1 || it.Failures != 3 {
 		t.Fatalf("item after three failures on three replicas = %+v; want open, generation %d, 3 failures", it, gen0+1)
 	}
-	deadline := time.Unix(0, it.openUntil)
+	deadline := time.Unix(0, it.OpenUntil)
 	if want := t0.Add(10 * time.Second); !deadline.Equal(want) {
 		t.Fatalf("open deadline = %v; want %v", deadline, want)
 	}
@@ -81,7 +85,7 @@ func TestFailuresFromReplicasOpenTheSharedCircuit(t *testing.T) {
 	if got := f.st.count() - before; got != 0 {
 		t.Fatalf("rejections by an open snapshot made %d requests; want 0", got)
 	}
-	if got := f.item(); got.openUntil != it.openUntil || got.version != it.version {
+	if got := f.item(); got.OpenUntil != it.OpenUntil || got.Version != it.Version {
 		t.Fatalf("rejections changed the item: %+v; was %+v", got, it)
 	}
 }
@@ -103,7 +107,7 @@ func TestSuccessResetsTheSharedCountOnlyWhenThereIsOne(t *testing.T) {
 	if !mustAcquire(t, a).Complete(breaker.Success) {
 		t.Fatal("Complete(Success) = false; want true")
 	}
-	if got, n := f.item().failures, f.st.count("resetFailures"); got != 0 || n != 1 {
+	if got, n := f.item().Failures, f.st.count("resetFailures"); got != 0 || n != 1 {
 		t.Fatalf("after a success: shared count %d with %d resets; want 0 with 1", got, n)
 	}
 	mustAcquire(t, a).Complete(breaker.Success)
@@ -114,12 +118,12 @@ func TestSuccessResetsTheSharedCountOnlyWhenThereIsOne(t *testing.T) {
 	// A failure recorded by b is reset by a's success once a's snapshot shows it.
 	fail(t, b, 1)
 	mustAcquire(t, a).Complete(breaker.Success)
-	if got := f.item().failures; got != 1 {
+	if got := f.item().Failures; got != 1 {
 		t.Fatalf("shared count = %d; want 1: a's fresh snapshot shows no failures, so it writes nothing", got)
 	}
 	f.clk.Advance(time.Second)
 	mustAcquire(t, a).Complete(breaker.Success)
-	if got := f.item().failures; got != 0 {
+	if got := f.item().Failures; got != 0 {
 		t.Fatalf("shared count after a refreshed = %d; want 0", got)
 	}
 }
@@ -130,7 +134,7 @@ func TestResetLostToAnotherReplicaStillCounts(t *testing.T) {
 	fail(t, a, 1)
 	f.clk.Advance(time.Second)
 	mustAcquire(t, b).Complete(breaker.Success) // b refreshes (sees 1 failure) and resets
-	if got := f.item().failures; got != 0 {
+	if got := f.item().Failures; got != 0 {
 		t.Fatalf("shared count = %d; want 0", got)
 	}
 	// a's snapshot still shows one failure: its reset finds nothing to reset.
@@ -142,11 +146,11 @@ func TestResetLostToAnotherReplicaStillCounts(t *testing.T) {
 func TestTrippedItemIsOpenedByTheNextAcquire(t *testing.T) {
 	f := newFleet(t, 1, sharedPolicy())
 	// A replica reached the threshold and died before writing OPEN.
-	it := item{id: testID, version: 4, fingerprint: sharedPolicy().Fingerprint(), state: breaker.Closed, gen: 1, failures: 3}
-	f.st.raw(testID, it.encode())
+	it := sharedstate.Record{Version: 4, Fingerprint: testFingerprint(), State: breaker.Closed, Generation: 1, Failures: 3}
+	f.st.raw(testID, encode(testID, it))
 	oe := mustReject(t, f.r[0])
 	got := f.item()
-	if got.state != breaker.Open || got.gen != 2 || !oe.NotBefore.Equal(time.Unix(0, got.openUntil)) {
+	if got.State != breaker.Open || got.Generation != 2 || !oe.NotBefore.Equal(time.Unix(0, got.OpenUntil)) {
 		t.Fatalf("item = %+v, NotBefore %v; want open in generation 2 until NotBefore", got, oe.NotBefore)
 	}
 }
@@ -164,7 +168,7 @@ func TestLateOutcomesOfAnOlderGenerationChangeNothing(t *testing.T) {
 	if lateB.Complete(breaker.Failure) {
 		t.Fatal("Complete(Failure) by a replica that has not seen the open = true; want false")
 	}
-	if got := f.item(); got.version != before.version {
+	if got := f.item(); got.Version != before.Version {
 		t.Fatalf("late outcomes changed the item: %+v; was %+v", got, before)
 	}
 }
@@ -179,7 +183,7 @@ func TestNeutralChangesNothing(t *testing.T) {
 			t.Fatal("Complete(Neutral) = false; want true")
 		}
 	}
-	if got := f.item(); got.version != before.version || got.failures != 2 {
+	if got := f.item(); got.Version != before.Version || got.Failures != 2 {
 		t.Fatalf("Neutral outcomes changed the item: %+v; was %+v", got, before)
 	}
 }
@@ -193,7 +197,7 @@ func TestDisabledPolicyCountsNothing(t *testing.T) {
 			t.Fatal("Complete(Failure) on a disabled circuit = false; want true")
 		}
 	}
-	if got := f.item(); got.state != breaker.Closed || got.failures != 0 || f.st.count("addFailure") != 0 {
+	if got := f.item(); got.State != breaker.Closed || got.Failures != 0 || f.st.count("addFailure") != 0 {
 		t.Fatalf("disabled circuit recorded failures: %+v", got)
 	}
 }
@@ -236,7 +240,7 @@ func TestSlowSuccessCountsAsFailure(t *testing.T) {
 	fast.Complete(breaker.Success)
 	f.clk.Advance(200 * time.Millisecond)
 	slow.Complete(breaker.Success)
-	if got := f.item().failures; got != 1 {
+	if got := f.item().Failures; got != 1 {
 		t.Fatalf("shared count after a slow success = %d; want 1", got)
 	}
 }
@@ -259,7 +263,7 @@ func TestCompletingTwiceCountsOnce(t *testing.T) {
 	if !p.Complete(breaker.Failure) || p.Complete(breaker.Failure) {
 		t.Fatal("Complete twice: want true then false")
 	}
-	if got := f.item().failures; got != 1 {
+	if got := f.item().Failures; got != 1 {
 		t.Fatalf("shared count = %d; want 1", got)
 	}
 }
@@ -281,8 +285,8 @@ func TestReadInFlightDoesNotUndoANewerWrite(t *testing.T) {
 	if p, err := c.Acquire(context.Background()); err == nil {
 		p.Complete(breaker.Neutral)
 	}
-	if it := f.item(); it.state != breaker.Open {
-		t.Fatalf("stored state = %v; want open", it.state)
+	if it := f.item(); it.State != breaker.Open {
+		t.Fatalf("stored state = %v; want open", it.State)
 	}
 	if s := c.Snapshot(); s.State != breaker.Open {
 		t.Fatalf("Snapshot after a read older than this replica's own OPEN = %+v; want open", s)
@@ -304,5 +308,71 @@ func TestOpenRejectionAllocatesNothing(t *testing.T) {
 	}
 	if !strings.Contains(msg, testID) {
 		t.Fatalf("rejection message %q does not name the circuit", msg)
+	}
+}
+
+// Issue 17 (1): the failure that reaches the threshold and the write of OPEN are two
+// requests. A Success of another replica slipped in between must not reset the count
+// (its reset is conditional on a count below the threshold), so the circuit opens.
+func TestSuccessBetweenThresholdAndOpenCannotWipeTheThreshold(t *testing.T) {
+	f := newFleet(t, 2, sharedPolicy())
+	a, b := f.r[0], f.r[1]
+	fail(t, a, 2)
+	f.clk.Advance(time.Second) // b reads the item: two failures
+	late := mustAcquire(t, b)
+	if got := b.Snapshot().Failures; got != 2 {
+		t.Fatalf("b sees %d failures; want 2", got)
+	}
+	f.st.afterUpdate = func() { late.Complete(breaker.Success) } // after a's ADD reached 3, before a writes OPEN
+	mustAcquire(t, a).Complete(breaker.Failure)
+	if it := f.item(); it.State != breaker.Open || it.Failures != 3 {
+		t.Fatalf("item after F,F,F with an S slipped in before OPEN = %+v; want open with 3 failures", it)
+	}
+	f.clk.Advance(time.Second)
+	mustReject(t, a)
+	mustReject(t, b)
+}
+
+// Issue 17 (4): one failure followed by 64 concurrent successes sends one reset, not
+// one each (nor a read for each that lost).
+func TestBurstOfSuccessesSendsOneReset(t *testing.T) {
+	f := newFleet(t, 1, sharedPolicy())
+	c := f.r[0]
+	fail(t, c, 1)
+	permits := make([]breaker.Permit, 64)
+	for i := range permits {
+		permits[i] = mustAcquire(t, c)
+	}
+	base := f.st.count()
+	// The first reset to reach the table waits until every other completion has
+	// returned, so that they all decide on the snapshot with one failure.
+	var returned atomic.Int32
+	first := true
+	f.st.onRequest = func(method string) { // runs under the store's lock
+		if method != "resetFailures" || !first {
+			return
+		}
+		first = false
+		f.st.mu.Unlock()
+		defer f.st.mu.Lock()
+		for deadline := time.Now().Add(10 * time.Second); returned.Load() < 63 && time.Now().Before(deadline); {
+			runtime.Gosched()
+		}
+	}
+	var wg sync.WaitGroup
+	for _, p := range permits {
+		wg.Go(func() {
+			if !p.Complete(breaker.Success) {
+				t.Error("Complete(Success) = false; want true")
+			}
+			returned.Add(1)
+		})
+	}
+	wg.Wait()
+	if resets, all := f.st.count("resetFailures"), f.st.count()-base; resets != 1 || all != 1 {
+		t.Fatalf("64 concurrent successes sent %d resets and %d requests in all; want 1 reset and nothing else", resets, all)
+	}
+	if it := f.item(); it.Failures != 0 {
+		t.Fatalf("failures after the burst = %d; want 0", it.Failures)
 	}
 }

@@ -8,45 +8,39 @@
 // through the fingerprint stored in the item. The local breaker refuses
 // SharedDependency, and this backend refuses every other scope.
 //
+// The state machine is breaker/sharedstate's (see its documentation for admission,
+// counting under contention, probe leases and fingerprints); this package is its
+// DynamoDB driver, and circuittest.Run checks the whole on dynalite.
+//
 // # Admission
 //
-// Each replica keeps a process-local snapshot of the item. While it shows a closed
-// circuit and is younger than MaxStateStaleness, Acquire admits without any I/O; once
-// it is three quarters stale, one caller reads the item again while the others keep
-// using the snapshot. An OPEN written by one replica therefore reaches the others
-// within MaxStateStaleness, and a healthy replica reads the item about once per
-// 0.75 × MaxStateStaleness whatever its traffic. An open snapshot rejects without I/O
-// until its deadline, which no replica can cut short. Half-open decisions and probe
-// results read and write the item.
-//
-// When the table cannot be reached, a closed snapshot keeps serving until it is
-// stale; after that Acquire fails with an *UnavailableError (errors.Is
-// breaker.ErrUnavailable). There is no fall back to local protection. A failed attempt
-// to reach the table is not repeated within BackendRetryDelay: calls that need the
-// table in between are refused at once, and outcomes that would be written are
-// dropped (Complete returns false).
+// A healthy closed admission uses a process-local snapshot of the item no older than
+// MaxStateStaleness and does no I/O; a healthy replica reads the item about once per
+// 0.75 × MaxStateStaleness whatever its traffic. When the table cannot be reached, a
+// closed snapshot keeps serving until it is stale; after that Acquire fails with an
+// *UnavailableError (errors.Is breaker.ErrUnavailable). There is no fall back to local
+// protection. A failed attempt to reach the table is not repeated within
+// BackendRetryDelay: calls that need the table in between are refused at once, and
+// outcomes that would be written are dropped (Complete returns false).
 //
 // # Evidence and transitions
 //
 // Only consecutive counting is supported (Policy.FailureWindow must be 0). A Failure
-// adds one to the shared count with one conditional UpdateItem (guarded by the
-// generation), so the threshold counts the whole fleet's failures; the update that
-// reaches the threshold is followed by a conditional write of OPEN. A Success resets
-// the count only when this replica's snapshot shows failures, so healthy traffic
-// writes nothing. Every other change (open, half-open, probe lease, probe result,
-// close) is a PutItem of the whole item conditional on its version; a write that loses
-// reads the item and decides again. No multi-item transaction is used.
+// adds one to the shared count with one UpdateItem (ADD, conditional on the closed
+// generation, the fingerprint, no override and a count below the threshold), so the
+// threshold counts the whole fleet's failures without a read; the update that reaches
+// it is followed by a conditional PutItem of OPEN, and no Success can reset the count
+// in between. Every other change (open, half-open, probe lease, probe result, close,
+// overrides) is a PutItem of the whole item conditional on its version; a write that
+// loses reads the item and decides again. No multi-item transaction is used.
 //
-// After the open deadline the first replica to write HALF-OPEN holds the first probe
-// lease. At most HalfOpenMaxProbes unexpired leases exist across all replicas; a
-// rejected caller's NotBefore is the later of now+HalfOpenRetryDelay and the earliest
-// lease expiry. A lease that expires (its holder died or hung) may be taken over by
-// any replica. The result of a probe whose lease expired, or of a permit of an older
-// generation, changes nothing and Complete returns false.
+// ForceOpen, ForceClose and ClearOverride write an operator's hold (with its end) into
+// the item; every replica honours it within MaxStateStaleness. WithObserver sees the
+// transitions a replica writes and those it learns of from the item.
 //
-// MaxInFlight is counted per process, not across the fleet. SlowCallDuration is
-// supported. Deadlines are written from each replica's clock, so replicas need
-// clocks that agree to well within BreakDuration and ProbeLease.
+// MaxInFlight is counted per process, not across the fleet, and may differ between
+// replicas. SlowCallDuration is supported. Deadlines are written from each replica's
+// clock, so replicas need clocks that agree to well within BreakDuration and ProbeLease.
 //
 // # Item layout
 //
@@ -55,7 +49,8 @@
 //	id             S   the circuit's identity (the key)
 //	ver            N   version, advanced by every write; conditional writes compare it (starts
 //	                   at the creation time in Unix nanoseconds, like gen)
-//	fp             S   breaker.Policy.Fingerprint of the policy that wrote the item
+//	fp             S   sharedstate.Fingerprint of the policy that wrote the item
+//	policy         S   the fingerprinted policy fields in words, to name a mismatch (optional)
 //	state          S   "closed", "open" or "half-open"
 //	gen            N   generation, advanced by every transition (starts at the creation
 //	                   time in Unix nanoseconds, so a re-created item never reuses one)
@@ -67,6 +62,10 @@
 //	                     lease    N  the lease id (random, non-zero, unique in the item)
 //	                     owner    S  the replica that took it (WithOwner)
 //	                     expires  N  Unix nanoseconds after which it may be taken over
+//	override       S   "forced-open" or "forced-closed" while an operator holds it (else absent)
+//	override_until N   when that hold ends, Unix nanoseconds
+//	reason         S   why the current generation started (a breaker.Reason constant)
+//	since          N   when it started, Unix nanoseconds
 //
 // Decoding is strict: a missing attribute, a wrong type, an unknown state or a value
 // out of range gives an *ItemError naming the identity and the attribute, and the

@@ -1,17 +1,18 @@
 package dynamo
 
 import (
-	"errors"
 	"strconv"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 // UnavailableError is how a shared circuit refuses a call it cannot protect: the table
 // could not be reached (or answered with a corrupt item, or with a policy fingerprint
 // other than ours) and the circuit's last known state is too old to trust.
 // errors.Is(err, breaker.ErrUnavailable) holds for it, and errors.As reaches the cause
-// (an *ItemError, a *FingerprintError or the SDK's error).
+// (an *ItemError, a *sharedstate.RecordError, a *sharedstate.PolicyMismatchError or the
+// SDK's error).
 type UnavailableError struct {
 	Identity string // the circuit's identity
 	Table    string // the table holding its state
@@ -30,26 +31,7 @@ func (e *UnavailableError) Is(target error) bool { return target == breaker.ErrU
 // Unwrap returns the cause.
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
-// ErrFingerprintMismatch is matched (errors.Is) by every *FingerprintError.
-var ErrFingerprintMismatch = errors.New("dynamo: policy fingerprint mismatch")
-
-// FingerprintError reports an item written under a policy other than this replica's:
-// replicas sharing one circuit must run one policy, so the circuit refuses to use it.
-type FingerprintError struct {
-	Identity string // the circuit's identity
-	Stored   string // the fingerprint in the item
-	Ours     string // breaker.Policy.Fingerprint of this replica's policy
-}
-
-// Error names the identity and both fingerprints.
-func (e *FingerprintError) Error() string {
-	return "dynamo: circuit " + strconv.Quote(e.Identity) + " is stored with policy fingerprint " +
-		e.Stored + " but this replica's policy has fingerprint " + e.Ours +
-		"; replicas sharing a circuit must use the same policy"
-}
-
-// Is reports whether target is ErrFingerprintMismatch.
-func (e *FingerprintError) Is(target error) bool { return target == ErrFingerprintMismatch }
-
-// errContention is the cause when conditional writes kept losing to other replicas.
-var errContention = errors.New("dynamo: the item kept changing under concurrent writers; try again")
+// ErrFingerprintMismatch is matched (errors.Is) by the refusal of an item written
+// under another policy: a *sharedstate.PolicyMismatchError, which names the fields
+// that differ.
+var ErrFingerprintMismatch = sharedstate.ErrPolicyMismatch

@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func TestExactlyOneProbeAcrossReplicasAndItsSuccessClosesForAll(t *testing.T) {
 		t.Fatalf("%d probes across 3 replicas; want exactly 1", len(probes))
 	}
 	it := f.item()
-	if it.state != breaker.HalfOpen || len(it.leases) != 1 || it.leases[0].owner != "replica-0" {
+	if it.State != breaker.HalfOpen || len(it.Leases) != 1 || it.Leases[0].Owner != "replica-0" {
 		t.Fatalf("item = %+v; want half-open with one lease of replica-0", it)
 	}
 	if s := f.r[0].Snapshot(); s.State != breaker.HalfOpen || s.Probes != 1 {
@@ -58,7 +59,7 @@ func TestExactlyOneProbeAcrossReplicasAndItsSuccessClosesForAll(t *testing.T) {
 	if !probes[0].Complete(breaker.Success) {
 		t.Fatal("probe Complete(Success) = false; want true")
 	}
-	if it := f.item(); it.state != breaker.Closed || it.gen != gen0+3 || it.failures != 0 {
+	if it := f.item(); it.State != breaker.Closed || it.Generation != gen0+3 || it.Failures != 0 {
 		t.Fatalf("item after the probe succeeded = %+v; want closed in generation gen0+3, no failures", it)
 	}
 	mustAcquire(t, f.r[0]).Complete(breaker.Success)
@@ -83,16 +84,16 @@ func TestExpiredLeaseIsTakenOverAndItsLateResultIgnored(t *testing.T) {
 		t.Fatal("takeover permit is not a probe")
 	}
 	it := f.item()
-	if len(it.leases) != 1 || it.leases[0].owner != "replica-1" {
-		t.Fatalf("leases = %+v; want only replica-1's", it.leases)
+	if len(it.Leases) != 1 || it.Leases[0].Owner != "replica-1" {
+		t.Fatalf("leases = %+v; want only replica-1's", it.Leases)
 	}
 	if lost.Complete(breaker.Success) {
 		t.Fatal("Complete of an expired, taken-over probe = true; want false")
 	}
-	if got := f.item(); got.version != it.version {
+	if got := f.item(); got.Version != it.Version {
 		t.Fatalf("late result changed the item: %+v; was %+v", got, it)
 	}
-	if !taken.Complete(breaker.Success) || f.item().state != breaker.Closed {
+	if !taken.Complete(breaker.Success) || f.item().State != breaker.Closed {
 		t.Fatalf("takeover probe's success did not close: %+v", f.item())
 	}
 }
@@ -106,7 +107,7 @@ func TestExpiredLeaseResultIgnoredEvenWithoutTakeover(t *testing.T) {
 	if p.Complete(breaker.Failure) {
 		t.Fatal("Complete after the lease expired = true; want false")
 	}
-	if got := f.item(); got.version != before.version {
+	if got := f.item(); got.Version != before.Version {
 		t.Fatalf("expired probe's result changed the item: %+v", got)
 	}
 }
@@ -122,13 +123,13 @@ func TestProbeOfAnOlderGenerationIsIgnored(t *testing.T) {
 		t.Fatal("probe Complete(Failure) = false; want true")
 	}
 	reopened := f.item()
-	if reopened.state != breaker.Open || reopened.gen != old.Generation()+1 {
+	if reopened.State != breaker.Open || reopened.Generation != old.Generation()+1 {
 		t.Fatalf("item = %+v; want open in generation %d", reopened, old.Generation()+1)
 	}
 	if old.Complete(breaker.Success) {
 		t.Fatal("Complete(Success) of an older generation's probe = true; want false")
 	}
-	if got := f.item(); got.version != reopened.version {
+	if got := f.item(); got.Version != reopened.Version {
 		t.Fatalf("stale probe changed the item: %+v; was %+v", got, reopened)
 	}
 }
@@ -141,7 +142,7 @@ func TestNeutralProbeReleasesItsSlot(t *testing.T) {
 	if !p.Complete(breaker.Neutral) {
 		t.Fatal("probe Complete(Neutral) = false; want true")
 	}
-	if it := f.item(); it.state != breaker.HalfOpen || len(it.leases) != 0 {
+	if it := f.item(); it.State != breaker.HalfOpen || len(it.Leases) != 0 {
 		t.Fatalf("item = %+v; want half-open with no lease", it)
 	}
 	if again := mustAcquire(t, c); !again.Probe() || !again.Complete(breaker.Success) {
@@ -162,19 +163,19 @@ func TestFailedProbesDoubleTheBreakUpToTheMaximum(t *testing.T) {
 			t.Fatal("probe Complete(Failure) = false; want true")
 		}
 		it := f.item()
-		if got := time.Unix(0, it.openUntil).Sub(now); it.state != breaker.Open || got != want {
-			t.Fatalf("after a failed probe: %v for %v; want open for %v", it.state, got, want)
+		if got := time.Unix(0, it.OpenUntil).Sub(now); it.State != breaker.Open || got != want {
+			t.Fatalf("after a failed probe: %v for %v; want open for %v", it.State, got, want)
 		}
-		if oe := mustReject(t, c); !oe.NotBefore.Equal(time.Unix(0, it.openUntil)) {
-			t.Fatalf("NotBefore = %v; want %v", oe.NotBefore, time.Unix(0, it.openUntil))
+		if oe := mustReject(t, c); !oe.NotBefore.Equal(time.Unix(0, it.OpenUntil)) {
+			t.Fatalf("NotBefore = %v; want %v", oe.NotBefore, time.Unix(0, it.OpenUntil))
 		}
-		f.clk.Set(time.Unix(0, it.openUntil))
+		f.clk.Set(time.Unix(0, it.OpenUntil))
 	}
 	if !mustAcquire(t, c).Complete(breaker.Success) {
 		t.Fatal("probe Complete(Success) = false")
 	}
 	fail(t, c, 3) // closed again with the failed-probe count reset: the next break is 10s
-	if it := f.item(); time.Unix(0, it.openUntil).Sub(f.clk.Now()) != 10*time.Second || it.failedProbes != 0 {
+	if it := f.item(); time.Unix(0, it.OpenUntil).Sub(f.clk.Now()) != 10*time.Second || it.FailedProbes != 0 {
 		t.Fatalf("item = %+v; want a 10s break after closing", it)
 	}
 }
@@ -190,11 +191,11 @@ func TestSeveralProbesAndSuccessesToClose(t *testing.T) {
 		t.Fatalf("%d probes across 3 replicas; want HalfOpenMaxProbes = 2", len(probes))
 	}
 	probes[0].Complete(breaker.Success)
-	if it := f.item(); it.state != breaker.HalfOpen || it.successes != 1 || len(it.leases) != 1 {
+	if it := f.item(); it.State != breaker.HalfOpen || it.Successes != 1 || len(it.Leases) != 1 {
 		t.Fatalf("item after one success = %+v; want half-open, 1 success, 1 lease", it)
 	}
 	probes[1].Complete(breaker.Success)
-	if it := f.item(); it.state != breaker.Closed {
+	if it := f.item(); it.State != breaker.Closed {
 		t.Fatalf("item after two successes = %+v; want closed", it)
 	}
 }
@@ -207,4 +208,43 @@ func TestJitterSpreadsTheBreak(t *testing.T) {
 	if got := deadline.Sub(t0); got != 5*time.Second {
 		t.Fatalf("break with jitter 0.5 at the low end = %v; want 5s", got)
 	}
+}
+
+// Issue 17 (3): a probe lease whose write reached the table but whose answer was lost
+// is found by reading the item again: the caller gets its probe, or, when its context
+// ended meanwhile, the lease is given back so that another replica can probe at once
+// rather than after the lease runs out.
+func TestLeaseWriteWithLostAnswer(t *testing.T) {
+	t.Run("caller still waiting gets the probe", func(t *testing.T) {
+		f := newFleet(t, 2, sharedPolicy())
+		deadline := f.open()
+		f.clk.Set(deadline)
+		f.st.lostAnswer = func() error { return errDown }
+		p := mustAcquire(t, f.r[0])
+		if !p.Probe() {
+			t.Fatal("the permit is not a probe")
+		}
+		if !p.Complete(breaker.Success) {
+			t.Fatal("the probe whose lease write lost its answer did not count")
+		}
+		if it := f.item(); it.State != breaker.Closed {
+			t.Fatalf("item = %+v; want closed by the probe", it)
+		}
+	})
+	t.Run("caller gone gives the lease back", func(t *testing.T) {
+		f := newFleet(t, 2, sharedPolicy())
+		deadline := f.open()
+		f.clk.Set(deadline)
+		ctx, cancel := context.WithCancel(t.Context())
+		f.st.lostAnswer = func() error { cancel(); return context.Canceled }
+		if _, err := f.r[0].Acquire(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Acquire whose context ended during the lease write = %v; want context.Canceled", err)
+		}
+		if it := f.item(); it.State != breaker.HalfOpen || len(it.Leases) != 0 {
+			t.Fatalf("item = %+v; want half-open with the stranded lease given back", it)
+		}
+		if p := mustAcquire(t, f.r[1]); !p.Probe() {
+			t.Fatal("another replica's call is not a probe")
+		}
+	})
 }

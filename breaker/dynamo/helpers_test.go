@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 
@@ -62,7 +63,7 @@ func (f *fleet) replica(p breaker.Policy, opts ...Option) *Circuit {
 }
 
 // item returns the stored item.
-func (f *fleet) item() item {
+func (f *fleet) item() sharedstate.Record {
 	f.t.Helper()
 	it, err := f.st.get(testID)
 	if err != nil {
@@ -125,8 +126,14 @@ func (f *fleet) open() time.Time {
 	f.t.Helper()
 	fail(f.t, f.r[0], sharedPolicy().FailureThreshold)
 	it := f.item()
-	if it.state != breaker.Open {
-		f.t.Fatalf("state after %d failures = %v; want open", sharedPolicy().FailureThreshold, it.state)
+	if it.State != breaker.Open {
+		f.t.Fatalf("state after %d failures = %v; want open", sharedPolicy().FailureThreshold, it.State)
 	}
-	return time.Unix(0, it.openUntil)
+	return time.Unix(0, it.OpenUntil)
+}
+
+// testFingerprint is the fingerprint sharedPolicy's replicas store.
+func testFingerprint() string {
+	fp, _ := sharedstate.Fingerprint(sharedPolicy())
+	return fp
 }

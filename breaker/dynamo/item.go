@@ -4,52 +4,41 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 // Attribute names of a circuit's item (see the package documentation).
 const (
-	attrID           = "id"
-	attrVersion      = "ver"
-	attrFingerprint  = "fp"
-	attrState        = "state"
-	attrGeneration   = "gen"
-	attrFailures     = "failures"
-	attrOpenUntil    = "open_until"
-	attrFailedProbes = "failed_probes"
-	attrSuccesses    = "successes"
-	attrLeases       = "leases"
-	attrLeaseID      = "lease"
-	attrLeaseOwner   = "owner"
-	attrLeaseExpires = "expires"
+	attrID            = "id"
+	attrVersion       = "ver"
+	attrFingerprint   = "fp"
+	attrPolicy        = "policy"
+	attrState         = "state"
+	attrGeneration    = "gen"
+	attrFailures      = "failures"
+	attrOpenUntil     = "open_until"
+	attrFailedProbes  = "failed_probes"
+	attrSuccesses     = "successes"
+	attrLeases        = "leases"
+	attrLeaseID       = "lease"
+	attrLeaseOwner    = "owner"
+	attrLeaseExpires  = "expires"
+	attrOverride      = "override"
+	attrOverrideUntil = "override_until"
+	attrReason        = "reason"
+	attrSince         = "since"
 )
 
-// maxLeases bounds the leases a decoded item may hold, so that a corrupted item cannot
-// make a replica walk a huge list on every probe decision.
-const maxLeases = 1024
-
-// item is the decoded state of one circuit, as stored in its table row. Times are
-// Unix nanoseconds of the writers' clocks.
-type item struct {
-	id           string
-	version      uint64 // advanced by every write; 0 only for an item not stored yet
-	fingerprint  string
-	state        breaker.State
-	gen          uint64
-	failures     int64 // closed: consecutive failures; otherwise the evidence that opened it
-	openUntil    int64 // open: the deadline after which a probe may be admitted
-	failedProbes int64 // consecutive failed probes since the circuit last closed
-	successes    int64 // half-open: probe successes of this generation
-	leases       []lease
-}
-
-// lease is one probe in flight while the circuit is half-open.
-type lease struct {
-	id      uint64 // the permit's PermitInfo.Lease
-	owner   string // the replica that took it
-	expires int64  // after this the slot may be taken over
+// attrOf names the attribute that stores each Record field.
+var attrOf = map[string]string{
+	"Version": attrVersion, "Fingerprint": attrFingerprint, "Policy": attrPolicy, "State": attrState,
+	"Generation": attrGeneration, "Failures": attrFailures, "OpenUntil": attrOpenUntil,
+	"FailedProbes": attrFailedProbes, "Successes": attrSuccesses, "Leases": attrLeases,
+	"Override": attrOverride, "OverrideUntil": attrOverrideUntil, "Reason": attrReason, "Since": attrSince,
 }
 
 // ErrCorruptItem is matched (errors.Is) by every *ItemError.
@@ -73,8 +62,6 @@ func (e *ItemError) Error() string {
 // Is reports whether target is ErrCorruptItem.
 func (e *ItemError) Is(target error) bool { return target == ErrCorruptItem }
 
-func stateName(s breaker.State) string { return s.String() }
-
 func parseState(s string) (breaker.State, bool) {
 	switch s {
 	case "closed":
@@ -97,28 +84,41 @@ func unum(v uint64) types.AttributeValue {
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
-// encode returns the attributes PutItem stores for it.
-func (it item) encode() map[string]types.AttributeValue {
-	leases := make([]types.AttributeValue, len(it.leases))
-	for i, l := range it.leases {
+// encode returns the attributes PutItem stores for r under id. Optional attributes
+// are left out at their zero value, so an override's end removes it.
+func encode(id string, r sharedstate.Record) map[string]types.AttributeValue {
+	leases := make([]types.AttributeValue, len(r.Leases))
+	for i, l := range r.Leases {
 		leases[i] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			attrLeaseID:      unum(l.id),
-			attrLeaseOwner:   str(l.owner),
-			attrLeaseExpires: num(l.expires),
+			attrLeaseID:      unum(l.ID),
+			attrLeaseOwner:   str(l.Owner),
+			attrLeaseExpires: num(l.Expires),
 		}}
 	}
-	return map[string]types.AttributeValue{
-		attrID:           str(it.id),
-		attrVersion:      unum(it.version),
-		attrFingerprint:  str(it.fingerprint),
-		attrState:        str(stateName(it.state)),
-		attrGeneration:   unum(it.gen),
-		attrFailures:     num(it.failures),
-		attrOpenUntil:    num(it.openUntil),
-		attrFailedProbes: num(it.failedProbes),
-		attrSuccesses:    num(it.successes),
+	m := map[string]types.AttributeValue{
+		attrID:           str(id),
+		attrVersion:      unum(r.Version),
+		attrFingerprint:  str(r.Fingerprint),
+		attrState:        str(r.State.String()),
+		attrGeneration:   unum(r.Generation),
+		attrFailures:     num(r.Failures),
+		attrOpenUntil:    num(r.OpenUntil),
+		attrFailedProbes: num(r.FailedProbes),
+		attrSuccesses:    num(r.Successes),
 		attrLeases:       &types.AttributeValueMemberL{Value: leases},
 	}
+	if r.Policy != "" {
+		m[attrPolicy] = str(r.Policy)
+	}
+	if r.Override != breaker.NoOverride {
+		m[attrOverride] = str(r.Override.String())
+		m[attrOverrideUntil] = num(r.OverrideUntil)
+	}
+	if r.Reason != "" {
+		m[attrReason] = str(r.Reason)
+		m[attrSince] = num(r.Since)
+	}
+	return m
 }
 
 // decoder reads attributes strictly and keeps the first problem it finds.
@@ -219,23 +219,24 @@ func typeName(v types.AttributeValue) string {
 
 // decodeItem reads a stored item strictly. identity is the key the caller asked for;
 // an item stored under another key is refused as well. Attributes it does not know are
-// ignored, so operators may tag items (a TTL attribute, for example).
-func decodeItem(identity string, m map[string]types.AttributeValue) (item, error) {
+// ignored, so operators may tag items (a TTL attribute, for example). The engine
+// checks the decoded record's values against each other.
+func decodeItem(identity string, m map[string]types.AttributeValue) (sharedstate.Record, error) {
 	d := &decoder{identity: identity}
-	it := item{
-		id:           d.str(m, attrID, attrID),
-		version:      d.uint(m, attrVersion, attrVersion),
-		fingerprint:  d.str(m, attrFingerprint, attrFingerprint),
-		gen:          d.uint(m, attrGeneration, attrGeneration),
-		failures:     d.int(m, attrFailures, attrFailures),
-		openUntil:    d.int(m, attrOpenUntil, attrOpenUntil),
-		failedProbes: d.int(m, attrFailedProbes, attrFailedProbes),
-		successes:    d.int(m, attrSuccesses, attrSuccesses),
+	id := d.str(m, attrID, attrID)
+	r := sharedstate.Record{
+		Version:      d.uint(m, attrVersion, attrVersion),
+		Fingerprint:  d.str(m, attrFingerprint, attrFingerprint),
+		Generation:   d.uint(m, attrGeneration, attrGeneration),
+		Failures:     d.int(m, attrFailures, attrFailures),
+		OpenUntil:    d.int(m, attrOpenUntil, attrOpenUntil),
+		FailedProbes: d.int(m, attrFailedProbes, attrFailedProbes),
+		Successes:    d.int(m, attrSuccesses, attrSuccesses),
 	}
 	stateText := d.str(m, attrState, attrState)
 	if d.err == nil {
 		var ok bool
-		if it.state, ok = parseState(stateText); !ok {
+		if r.State, ok = parseState(stateText); !ok {
 			d.fail(attrState, "is not a known state (closed, open, half-open): %q", stateText)
 		}
 	}
@@ -244,39 +245,58 @@ func decodeItem(identity string, m map[string]types.AttributeValue) (item, error
 		switch {
 		case !ok || l == nil:
 			d.fail(attrLeases, "must be a list (L), got %s", typeName(v))
-		case len(l.Value) > maxLeases:
-			d.fail(attrLeases, "holds %d leases, more than %d", len(l.Value), maxLeases)
+		case len(l.Value) > sharedstate.MaxLeases:
+			d.fail(attrLeases, "holds %d leases, more than %d", len(l.Value), sharedstate.MaxLeases)
 		default:
-			it.leases = d.leases(l.Value)
+			r.Leases = d.leases(l.Value)
 		}
 	}
+	if _, ok := m[attrPolicy]; ok {
+		r.Policy = d.str(m, attrPolicy, attrPolicy)
+	}
+	if _, ok := m[attrOverride]; ok && d.err == nil {
+		text := d.str(m, attrOverride, attrOverride)
+		switch text {
+		case breaker.ForcedOpen.String():
+			r.Override = breaker.ForcedOpen
+		case breaker.ForcedClosed.String():
+			r.Override = breaker.ForcedClosed
+		default:
+			d.fail(attrOverride, "is not a known override (forced-open, forced-closed): %q", text)
+		}
+		r.OverrideUntil = d.int(m, attrOverrideUntil, attrOverrideUntil)
+	}
+	if _, ok := m[attrReason]; ok {
+		r.Reason = d.str(m, attrReason, attrReason)
+		r.Since = d.int(m, attrSince, attrSince)
+	}
+	if d.err == nil && id != identity {
+		d.fail(attrID, "is %q, not the identity asked for", id)
+	}
 	if d.err == nil {
-		switch {
-		case it.id != identity:
-			d.fail(attrID, "is %q, not the identity asked for", it.id)
-		case it.version == 0:
-			d.fail(attrVersion, "must be at least 1")
-		case it.fingerprint == "":
-			d.fail(attrFingerprint, "must not be empty")
-		case it.gen == 0:
-			d.fail(attrGeneration, "must be at least 1")
-		case it.state == breaker.Open && it.openUntil == 0:
-			d.fail(attrOpenUntil, "must be set while the circuit is open")
-		case it.state != breaker.HalfOpen && len(it.leases) > 0:
-			d.fail(attrLeases, "must be empty while the circuit is %v", it.state)
+		// Values that contradict each other are the engine's to find; name the
+		// attribute rather than the record field.
+		var re *sharedstate.RecordError
+		if err := r.Check(identity); errors.As(err, &re) {
+			field, rest, _ := strings.Cut(re.Field, ".")
+			field = attrOf[strings.Split(field, "[")[0]] + strings.TrimPrefix(field, strings.Split(field, "[")[0])
+			if rest != "" {
+				field += "." + attrLeaseID
+			}
+			d.fail(field, "%s", re.Reason)
 		}
 	}
 	if d.err != nil {
-		return item{}, d.err
+		return sharedstate.Record{}, d.err
 	}
-	return it, nil
+	return r, nil
 }
 
-func (d *decoder) leases(list []types.AttributeValue) []lease {
+func (d *decoder) leases(list []types.AttributeValue) []sharedstate.Lease {
 	if len(list) == 0 {
 		return nil
 	}
-	out := make([]lease, 0, len(list))
+	out := make([]sharedstate.Lease, 0, len(list))
 	seen := make(map[uint64]bool, len(list))
 	for i, v := range list {
 		field := attrLeases + "[" + strconv.Itoa(i) + "]"
@@ -285,19 +305,19 @@ func (d *decoder) leases(list []types.AttributeValue) []lease {
 			d.fail(field, "must be a map (M), got %s", typeName(v))
 			return nil
 		}
-		l := lease{
-			id:      d.uint(m.Value, field+"."+attrLeaseID, attrLeaseID),
-			owner:   d.str(m.Value, field+"."+attrLeaseOwner, attrLeaseOwner),
-			expires: d.int(m.Value, field+"."+attrLeaseExpires, attrLeaseExpires),
+		l := sharedstate.Lease{
+			ID:      d.uint(m.Value, field+"."+attrLeaseID, attrLeaseID),
+			Owner:   d.str(m.Value, field+"."+attrLeaseOwner, attrLeaseOwner),
+			Expires: d.int(m.Value, field+"."+attrLeaseExpires, attrLeaseExpires),
 		}
 		if d.err != nil {
 			return nil
 		}
-		if l.id == 0 || seen[l.id] {
-			d.fail(field+"."+attrLeaseID, "must be a non-zero id unique in the item, got %d", l.id)
+		if l.ID == 0 || seen[l.ID] {
+			d.fail(field+"."+attrLeaseID, "must be a non-zero id unique in the item, got %d", l.ID)
 			return nil
 		}
-		seen[l.id] = true
+		seen[l.ID] = true
 		out = append(out, l)
 	}
 	return out

@@ -10,22 +10,23 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
-func sampleItems() []item {
-	fp := sharedPolicy().Fingerprint()
-	return []item{
-		{id: testID, version: 1, fingerprint: fp, state: breaker.Closed, gen: 1},
-		{id: testID, version: 7, fingerprint: fp, state: breaker.Closed, gen: 3, failures: 2, failedProbes: 0},
-		{id: testID, version: 9, fingerprint: fp, state: breaker.Open, gen: 4, failures: 3, openUntil: 1 << 62, failedProbes: 2},
-		{id: testID, version: 12, fingerprint: fp, state: breaker.HalfOpen, gen: 5, failures: 3, openUntil: 17, successes: 1,
-			leases: []lease{{id: 1<<63 - 1, owner: "a", expires: 99}, {id: 5, owner: "", expires: 0}}},
+func sampleItems() []sharedstate.Record {
+	fp := testFingerprint()
+	return []sharedstate.Record{
+		{Version: 1, Fingerprint: fp, State: breaker.Closed, Generation: 1},
+		{Version: 7, Fingerprint: fp, State: breaker.Closed, Generation: 3, Failures: 2, FailedProbes: 0},
+		{Version: 9, Fingerprint: fp, State: breaker.Open, Generation: 4, Failures: 3, OpenUntil: 1 << 62, FailedProbes: 2},
+		{Version: 12, Fingerprint: fp, State: breaker.HalfOpen, Generation: 5, Failures: 3, OpenUntil: 17, Successes: 1,
+			Leases: []sharedstate.Lease{{ID: 1<<63 - 1, Owner: "a", Expires: 99}, {ID: 5, Owner: "", Expires: 0}}},
 	}
 }
 
 func TestItemRoundTrip(t *testing.T) {
 	for _, want := range sampleItems() {
-		got, err := decodeItem(testID, want.encode())
+		got, err := decodeItem(testID, encode(testID, want))
 		if err != nil {
 			t.Fatalf("decode(encode(%+v)): %v", want, err)
 		}
@@ -37,7 +38,7 @@ func TestItemRoundTrip(t *testing.T) {
 
 func TestDecodeIgnoresUnknownAttributes(t *testing.T) {
 	want := sampleItems()[1]
-	attrs := want.encode()
+	attrs := encode(testID, want)
 	attrs["ttl"] = num(1234)
 	if got, err := decodeItem(testID, attrs); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("decode with an extra attribute = %+v, %v; want %+v", got, err, want)
@@ -88,7 +89,7 @@ func TestDecodeItemNamesTheBadAttribute(t *testing.T) {
 			leaseList(m)[0].(*types.AttributeValueMemberM).Value[attrLeaseID] = num(0)
 		}, "leases[0].lease"},
 		{"too many leases", func(m map[string]types.AttributeValue) {
-			m[attrLeases] = &types.AttributeValueMemberL{Value: make([]types.AttributeValue, maxLeases+1)}
+			m[attrLeases] = &types.AttributeValueMemberL{Value: make([]types.AttributeValue, sharedstate.MaxLeases+1)}
 		}, attrLeases},
 		{"leases while closed", func(m map[string]types.AttributeValue) { m[attrState] = str("closed") }, attrLeases},
 		{"open without a deadline", func(m map[string]types.AttributeValue) {
@@ -107,7 +108,7 @@ func TestDecodeItemNamesTheBadAttribute(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			attrs := halfOpen.encode()
+			attrs := encode(testID, halfOpen)
 			tt.edit(attrs)
 			_, err := decodeItem(testID, attrs)
 			var ie *ItemError
@@ -211,7 +212,7 @@ func attrFromJSON(data json.RawMessage) (types.AttributeValue, error) {
 }
 
 func FuzzDecodeItem(f *testing.F) {
-	fp := sharedPolicy().Fingerprint()
+	fp := testFingerprint()
 	f.Add(`{"id":{"S":"kafka:orders"},"ver":{"N":"3"},"fp":{"S":"` + fp + `"},"state":{"S":"half-open"},"gen":{"N":"2"},` +
 		`"failures":{"N":"3"},"open_until":{"N":"0"},"failed_probes":{"N":"1"},"successes":{"N":"0"},` +
 		`"leases":{"L":[{"M":{"lease":{"N":"42"},"owner":{"S":"r1"},"expires":{"N":"1000"}}}]}}`)
@@ -232,7 +233,7 @@ func FuzzDecodeItem(f *testing.F) {
 			}
 			return
 		}
-		again, err := decodeItem(testID, it.encode())
+		again, err := decodeItem(testID, encode(testID, it))
 		if err != nil || !reflect.DeepEqual(again, it) {
 			t.Fatalf("re-encoding a decoded item: %+v, %v; want %+v", again, err, it)
 		}

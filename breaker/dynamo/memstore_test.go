@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 // memStore is the in-memory table of the unit tests. It keeps items encoded, as the
@@ -23,6 +23,15 @@ type memStore struct {
 	// before it is returned (without the store's lock), so a test can change the
 	// table under a read in flight.
 	afterRead func()
+	// lostAnswer, when set, runs once after the next Replace has written, and the
+	// Replace fails with its error: a request whose answer never arrives.
+	lostAnswer func() error
+	// afterUpdate, when set, runs once after the next counter update has written and
+	// before it answers (without the store's lock), so a test can slip another
+	// replica's request in between.
+	afterUpdate func()
+	// onRequest, when set, runs at the start of every request (under the lock).
+	onRequest func(method string)
 }
 
 var errDown = errors.New("memstore: table unreachable")
@@ -67,12 +76,12 @@ func (m *memStore) raw(id string, attrs map[string]types.AttributeValue) {
 }
 
 // get decodes the stored item of id, for assertions.
-func (m *memStore) get(id string) (item, error) {
+func (m *memStore) get(id string) (sharedstate.Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	attrs, ok := m.items[id]
 	if !ok {
-		return item{}, errNotFound
+		return sharedstate.Record{}, sharedstate.ErrNotFound
 	}
 	return decodeItem(id, attrs)
 }
@@ -89,6 +98,9 @@ func (m *memStore) setHang(hang bool) {
 // hanging store releases it while the request waits.
 func (m *memStore) begin(ctx context.Context, method string) error {
 	m.calls[method]++
+	if m.onRequest != nil {
+		m.onRequest(method)
+	}
 	if m.hang {
 		m.mu.Unlock()
 		<-ctx.Done()
@@ -100,11 +112,11 @@ func (m *memStore) begin(ctx context.Context, method string) error {
 	return m.down
 }
 
-func (m *memStore) load(ctx context.Context, id string) (item, error) {
+func (m *memStore) Load(ctx context.Context, id string) (sharedstate.Record, error) {
 	m.mu.Lock()
 	if err := m.begin(ctx, "load"); err != nil {
 		m.mu.Unlock()
-		return item{}, err
+		return sharedstate.Record{}, err
 	}
 	attrs, ok := m.items[id]
 	hook := m.afterRead
@@ -114,25 +126,29 @@ func (m *memStore) load(ctx context.Context, id string) (item, error) {
 		hook()
 	}
 	if !ok {
-		return item{}, errNotFound
+		return sharedstate.Record{}, sharedstate.ErrNotFound
 	}
 	return decodeItem(id, attrs)
 }
 
-func (m *memStore) put(ctx context.Context, it item, expected uint64) error {
+func (m *memStore) Replace(ctx context.Context, id string, expected uint64, r sharedstate.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.begin(ctx, "put"); err != nil {
 		return err
 	}
-	cur, ok := m.items[it.id]
+	cur, ok := m.items[id]
 	switch {
 	case expected == 0 && ok:
-		return errConflict
+		return sharedstate.ErrConflict
 	case expected != 0 && (!ok || !numIs(cur[attrVersion], int64(expected))):
-		return errConflict
+		return sharedstate.ErrConflict
 	}
-	m.items[it.id] = it.encode()
+	m.items[id] = encode(id, r)
+	if lost := m.lostAnswer; lost != nil {
+		m.lostAnswer = nil
+		return lost() // written, but the caller never hears so
+	}
 	return nil
 }
 
@@ -141,41 +157,55 @@ func numIs(v types.AttributeValue, want int64) bool {
 	return ok && n.Value == num(want).(*types.AttributeValueMemberN).Value
 }
 
-func (m *memStore) addFailure(ctx context.Context, id, fingerprint string, gen uint64) (item, error) {
-	return m.update(ctx, "addFailure", id, fingerprint, gen, func(it *item) bool {
-		it.failures++
+func (m *memStore) AddFailure(ctx context.Context, id string, c sharedstate.Closed) (sharedstate.Record, error) {
+	return m.update(ctx, "addFailure", id, c, func(r *sharedstate.Record) bool {
+		r.Failures++
 		return true
 	})
 }
 
-func (m *memStore) resetFailures(ctx context.Context, id, fingerprint string, gen uint64) (item, error) {
-	return m.update(ctx, "resetFailures", id, fingerprint, gen, func(it *item) bool {
-		if it.failures == 0 {
+func (m *memStore) ResetFailures(ctx context.Context, id string, c sharedstate.Closed) (sharedstate.Record, error) {
+	return m.update(ctx, "resetFailures", id, c, func(r *sharedstate.Record) bool {
+		if r.Failures == 0 {
 			return false
 		}
-		it.failures = 0
+		r.Failures = 0
 		return true
 	})
 }
 
-func (m *memStore) update(ctx context.Context, method, id, fingerprint string, gen uint64, f func(*item) bool) (item, error) {
+func (m *memStore) update(ctx context.Context, method, id string, c sharedstate.Closed, f func(*sharedstate.Record) bool) (sharedstate.Record, error) {
+	r, err := m.updateLocked(ctx, method, id, c, f)
+	m.mu.Lock()
+	hook := m.afterUpdate
+	if err == nil {
+		m.afterUpdate = nil
+	}
+	m.mu.Unlock()
+	if hook != nil && err == nil {
+		hook()
+	}
+	return r, err
+}
+
+func (m *memStore) updateLocked(ctx context.Context, method, id string, c sharedstate.Closed, f func(*sharedstate.Record) bool) (sharedstate.Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.begin(ctx, method); err != nil {
-		return item{}, err
+		return sharedstate.Record{}, err
 	}
 	attrs, ok := m.items[id]
 	if !ok {
-		return item{}, errConflict
+		return sharedstate.Record{}, sharedstate.ErrConflict
 	}
-	it, err := decodeItem(id, attrs)
+	r, err := decodeItem(id, attrs)
 	if err != nil {
-		return item{}, err
+		return sharedstate.Record{}, err
 	}
-	if it.gen != gen || it.state != breaker.Closed || it.fingerprint != fingerprint || !f(&it) {
-		return item{}, errConflict
+	if !c.Matches(r) || r.Failures >= c.Limit || !f(&r) {
+		return sharedstate.Record{}, sharedstate.ErrConflict
 	}
-	it.version++
-	m.items[id] = it.encode()
-	return it, nil
+	r.Version++
+	m.items[id] = encode(id, r)
+	return r, nil
 }

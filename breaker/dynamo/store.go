@@ -10,28 +10,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
-// store is what the state machine needs from the table: one item per identity,
-// conditional writes on its version, and two counter updates that spare a read.
-type store interface {
-	// load returns the item of id, or errNotFound.
-	load(ctx context.Context, id string) (item, error)
-	// put stores it (whose version the caller has advanced) if the stored version is
-	// still expected, or if expected is 0 and no item exists; else errConflict.
-	put(ctx context.Context, it item, expected uint64) error
-	// addFailure adds one to the failures of the closed item of id in generation gen
-	// and returns the item written; errConflict when the item is not closed in gen.
-	addFailure(ctx context.Context, id, fingerprint string, gen uint64) (item, error)
-	// resetFailures sets the failures of the closed item of id in generation gen to
-	// zero and returns the item written; errConflict when the item is not closed in
-	// gen or has no failures to reset.
-	resetFailures(ctx context.Context, id, fingerprint string, gen uint64) (item, error)
-}
-
+// tableStore is the sharedstate.Driver of a table. Beside the conditional PutItem
+// every driver has, it counts with UpdateItem (sharedstate.Counter): ADD one to the
+// failures of the closed generation, or SET them to zero, in one request without a
+// read and without racing other replicas' counts.
 var (
-	errNotFound = errors.New("dynamo: item not found")
-	errConflict = errors.New("dynamo: conditional write lost to a concurrent change")
+	_ sharedstate.Driver  = (*tableStore)(nil)
+	_ sharedstate.Counter = (*tableStore)(nil)
 )
 
 // api is the part of *dynamodb.Client the store uses.
@@ -51,50 +39,56 @@ func key(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrID: str(id)}
 }
 
-func (s *tableStore) load(ctx context.Context, id string) (item, error) {
+// Load reads the item of id with a strongly consistent read.
+func (s *tableStore) Load(ctx context.Context, id string) (sharedstate.Record, error) {
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            key(id),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return item{}, err
+		return sharedstate.Record{}, err
 	}
 	if len(out.Item) == 0 {
-		return item{}, errNotFound
+		return sharedstate.Record{}, sharedstate.ErrNotFound
 	}
 	return decodeItem(id, out.Item)
 }
 
-func (s *tableStore) put(ctx context.Context, it item, expected uint64) error {
+// Replace puts the whole item, conditional on the stored version (or on no item).
+func (s *tableStore) Replace(ctx context.Context, id string, expect uint64, next sharedstate.Record) error {
 	in := &dynamodb.PutItemInput{
 		TableName:                aws.String(s.table),
-		Item:                     it.encode(),
+		Item:                     encode(id, next),
 		ExpressionAttributeNames: map[string]string{"#k": attrID},
 		ConditionExpression:      aws.String("attribute_not_exists(#k)"),
 	}
-	if expected != 0 {
+	if expect != 0 {
 		in.ExpressionAttributeNames = map[string]string{"#v": attrVersion}
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": unum(expected)}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": unum(expect)}
 		in.ConditionExpression = aws.String("#v = :v")
 	}
 	_, err := s.client.PutItem(ctx, in)
 	return conflict(err)
 }
 
-func (s *tableStore) addFailure(ctx context.Context, id, fingerprint string, gen uint64) (item, error) {
-	return s.update(ctx, id, fingerprint, gen, "ADD #f :one, #v :one", "")
+// AddFailure implements sharedstate.Counter with ADD.
+func (s *tableStore) AddFailure(ctx context.Context, id string, c sharedstate.Closed) (sharedstate.Record, error) {
+	return s.update(ctx, id, c, "ADD #f :one, #v :one", "")
 }
 
-func (s *tableStore) resetFailures(ctx context.Context, id, fingerprint string, gen uint64) (item, error) {
-	return s.update(ctx, id, fingerprint, gen, "SET #f = :zero ADD #v :one", " AND #f > :zero")
+// ResetFailures implements sharedstate.Counter with SET.
+func (s *tableStore) ResetFailures(ctx context.Context, id string, c sharedstate.Closed) (sharedstate.Record, error) {
+	return s.update(ctx, id, c, "SET #f = :zero ADD #v :one", " AND #f > :zero")
 }
 
-// update applies expr to the closed item of id in generation gen (plus the extra
-// condition) and decodes the item written.
-func (s *tableStore) update(ctx context.Context, id, fingerprint string, gen uint64, expr, cond string) (item, error) {
+// update applies expr to the item of id if it is closed in c's generation, under
+// c's fingerprint, with no override and fewer failures than c.Limit (plus the extra
+// condition), and decodes the item written.
+func (s *tableStore) update(ctx context.Context, id string, c sharedstate.Closed, expr, cond string) (sharedstate.Record, error) {
 	values := map[string]types.AttributeValue{
-		":one": num(1), ":gen": unum(gen), ":closed": str("closed"), ":fp": str(fingerprint),
+		":one": num(1), ":gen": unum(c.Generation), ":closed": str("closed"), ":fp": str(c.Fingerprint),
+		":limit": num(c.Limit),
 	}
 	if strings.Contains(expr+cond, ":zero") { // DynamoDB refuses values the expressions do not use
 		values[":zero"] = num(0)
@@ -104,16 +98,16 @@ func (s *tableStore) update(ctx context.Context, id, fingerprint string, gen uin
 		Key:              key(id),
 		UpdateExpression: aws.String(expr),
 		ConditionExpression: aws.String("attribute_exists(#k) AND #g = :gen AND #s = :closed AND #fp = :fp" +
-			cond),
+			" AND attribute_not_exists(#o) AND #f < :limit" + cond),
 		ExpressionAttributeNames: map[string]string{
 			"#k": attrID, "#f": attrFailures, "#v": attrVersion, "#g": attrGeneration,
-			"#s": attrState, "#fp": attrFingerprint,
+			"#s": attrState, "#fp": attrFingerprint, "#o": attrOverride,
 		},
 		ExpressionAttributeValues: values,
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if err != nil {
-		return item{}, conflict(err)
+		return sharedstate.Record{}, conflict(err)
 	}
 	return decodeItem(id, out.Attributes)
 }
@@ -122,7 +116,7 @@ func (s *tableStore) update(ctx context.Context, id, fingerprint string, gen uin
 func conflict(err error) error {
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		return errConflict
+		return sharedstate.ErrConflict
 	}
 	return err
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 func TestUnreachableTableServesAFreshClosedSnapshotThenRefuses(t *testing.T) {
@@ -65,7 +66,7 @@ func TestOutcomesAreDroppedWhileTheTableIsUnreachable(t *testing.T) {
 		{"timed out", func(m *memStore) { m.setHang(true) }},
 	} {
 		t.Run(fault.name, func(t *testing.T) {
-			f := newFleet(t, 1, sharedPolicy(), WithIOTimeout(time.Millisecond))
+			f := newFleet(t, 1, sharedPolicy(), WithIOTimeout(50*time.Millisecond))
 			c := f.r[0]
 			p1, p2 := mustAcquire(t, c), mustAcquire(t, c)
 			fault.apply(f.st)
@@ -83,34 +84,39 @@ func TestOutcomesAreDroppedWhileTheTableIsUnreachable(t *testing.T) {
 	}
 }
 
-func TestFingerprintMismatchIsRefused(t *testing.T) {
+// Issue 17 (6): the refusal names the field that differs, not two hashes, and
+// replicas that differ only in a per-process field (MaxInFlight) share the circuit.
+func TestFingerprintMismatchNamesTheField(t *testing.T) {
 	f := newFleet(t, 1, sharedPolicy())
 	mustAcquire(t, f.r[0]).Complete(breaker.Success)
 	other := sharedPolicy()
 	other.FailureThreshold = 5
 	c := f.replica(other)
 	ue := mustUnavailable(t, c)
-	var fe *FingerprintError
-	if !errors.Is(ue, ErrFingerprintMismatch) || !errors.As(ue, &fe) {
-		t.Fatalf("error = %v; want a *FingerprintError", ue)
+	var pm *sharedstate.PolicyMismatchError
+	if !errors.Is(ue, ErrFingerprintMismatch) || !errors.As(ue, &pm) {
+		t.Fatalf("error = %v; want a *sharedstate.PolicyMismatchError", ue)
 	}
-	stored, ours := sharedPolicy().Fingerprint(), other.Fingerprint()
-	if fe.Stored != stored || fe.Ours != ours || fe.Identity != testID {
-		t.Fatalf("FingerprintError = %+v; want stored %s, ours %s", fe, stored, ours)
+	if len(pm.Fields) != 1 || !strings.HasPrefix(pm.Fields[0], "FailureThreshold: stored 3, ours 5") {
+		t.Fatalf("differing fields = %q; want FailureThreshold only, stored 3 and ours 5", pm.Fields)
 	}
-	if msg := ue.Error(); !strings.Contains(msg, stored) || !strings.Contains(msg, ours) || !strings.HasPrefix(msg, "dynamo: ") {
-		t.Fatalf("message %q does not name both fingerprints", msg)
+	if msg := ue.Error(); !strings.Contains(msg, "FailureThreshold") || !strings.HasPrefix(msg, "dynamo: ") {
+		t.Fatalf("message %q does not name the field", msg)
 	}
 	if err := c.Refresh(t.Context()); !errors.Is(err, ErrFingerprintMismatch) {
 		t.Fatalf("Refresh = %v; want the mismatch", err)
 	}
-	if it := f.item(); it.fingerprint != stored {
-		t.Fatalf("the refused replica changed the item's fingerprint to %s", it.fingerprint)
+	stored, _ := sharedstate.Fingerprint(sharedPolicy())
+	if it := f.item(); it.Fingerprint != stored {
+		t.Fatalf("the refused replica changed the item's fingerprint to %s", it.Fingerprint)
 	}
+	perProcess := sharedPolicy()
+	perProcess.MaxInFlight = 7 // documented as per process
+	mustAcquire(t, f.replica(perProcess)).Complete(breaker.Success)
 }
 
 func TestCorruptItemFailsClosed(t *testing.T) {
-	good := item{id: testID, version: 3, fingerprint: sharedPolicy().Fingerprint(), state: breaker.Closed, gen: 2}
+	good := sharedstate.Record{Version: 3, Fingerprint: testFingerprint(), State: breaker.Closed, Generation: 2}
 	tests := []struct {
 		name  string
 		edit  func(map[string]types.AttributeValue)
@@ -128,7 +134,7 @@ func TestCorruptItemFailsClosed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFleet(t, 1, sharedPolicy())
-			attrs := good.encode()
+			attrs := encode(testID, good)
 			tt.edit(attrs)
 			f.st.raw(testID, attrs)
 			ue := mustUnavailable(t, f.r[0])
@@ -205,7 +211,7 @@ func TestDeletedItemStartsClosedAgain(t *testing.T) {
 	mustAcquire(t, f.r[0]).Complete(breaker.Success)
 	// Created again a minute later, it starts from the clock: no snapshot or permit of
 	// the deleted item can match it.
-	if it := f.item(); it.state != breaker.Closed || it.gen != uint64(t0.Add(time.Minute).UnixNano()) || it.version <= gen0+10 {
+	if it := f.item(); it.State != breaker.Closed || it.Generation != uint64(t0.Add(time.Minute).UnixNano()) || it.Version <= gen0+10 {
 		t.Fatalf("item = %+v; want a new closed item whose version and generation start at the clock", it)
 	}
 }
@@ -251,7 +257,28 @@ func TestPermitFromBeforeADeletionIsStale(t *testing.T) {
 	if old.Complete(breaker.Failure) {
 		t.Fatal("a permit of the deleted item counted against the new one")
 	}
-	if it := f.item(); it.failures != 0 {
+	if it := f.item(); it.Failures != 0 {
 		t.Fatalf("item = %+v; want no failures", it)
+	}
+}
+
+// Issue 17 (2): the caller that refreshes a three-quarters-stale snapshot may wait
+// for the table up to its I/O timeout. If the refresh fails and the wait made the
+// snapshot older than MaxStateStaleness, the caller is refused rather than admitted
+// on the time it read before waiting.
+func TestFailedRefreshThatOutlivedTheSnapshotRefuses(t *testing.T) {
+	f := newFleet(t, 1, sharedPolicy())
+	c := f.r[0]
+	mustAcquire(t, c).Complete(breaker.Success)
+	f.clk.Advance(800 * time.Millisecond) // three quarters stale: the next caller refreshes
+	f.st.setDown(errDown)
+	f.st.onRequest = func(string) { f.clk.Advance(2 * time.Second) } // the read takes the whole I/O timeout
+	p, err := c.Acquire(t.Context())
+	if err == nil {
+		p.Complete(breaker.Neutral)
+		t.Fatalf("admitted on a snapshot %v old after a failed refresh; want ErrUnavailable", f.clk.Now().Sub(t0))
+	}
+	if !errors.Is(err, breaker.ErrUnavailable) {
+		t.Fatalf("Acquire = %v; want ErrUnavailable", err)
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 func TestOpensAtThresholdAndRejectsUntilTheBreakEnds(t *testing.T) {
@@ -294,12 +296,12 @@ func TestClosedAdmissionIsServedFromTheSnapshot(t *testing.T) {
 	e := newEnv(t)
 	c := e.circuit("kafka:orders", policy)
 	call(t, c, breaker.Success)
-	// Replace the record behind the circuit's back: within the staleness bound no
-	// Acquire reads it.
+	// Replace the record behind the circuit's back: until the snapshot is three
+	// quarters stale no Acquire reads it; then one does, and fails closed.
 	if err := os.WriteFile(e.statePath("kafka:orders"), []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(staleness - time.Nanosecond)
+	e.clock.Advance(staleness*3/4 - time.Nanosecond)
 	for range 3 {
 		call(t, c, breaker.Success)
 	}
@@ -453,17 +455,17 @@ func TestPolicyFingerprintMismatchIsRefused(t *testing.T) {
 	other := policy
 	other.FailureThreshold = 5
 	err := unavailable(t, e.circuit("kafka:orders", other), filestate.ErrPolicyMismatch)
-	var pm *filestate.PolicyMismatchError
-	if !errors.As(err, &pm) || pm.Stored != policy.Fingerprint() || pm.Policy != other.Fingerprint() || pm.Identity != "kafka:orders" {
-		t.Fatalf("error %#v, want both fingerprints named", err)
+	var pm *sharedstate.PolicyMismatchError
+	if !errors.As(err, &pm) || len(pm.Fields) != 1 || pm.Fields[0] != "FailureThreshold: stored 3, ours 5" || pm.Identity != "kafka:orders" {
+		t.Fatalf("error %v, want FailureThreshold named", err)
 	}
 	// Within one store, the same identity cannot be had under two policies.
 	s := e.store()
 	if _, err := s.Circuit("kafka:orders", policy); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Circuit("kafka:orders", other); !errors.As(err, &pm) {
-		t.Fatalf("Circuit with another policy: %v, want a *PolicyMismatchError", err)
+	if _, err := s.Circuit("kafka:orders", other); !errors.As(err, &pm) || !strings.Contains(err.Error(), "FailureThreshold") {
+		t.Fatalf("Circuit with another policy: %v, want a *sharedstate.PolicyMismatchError naming the field", err)
 	}
 }
 

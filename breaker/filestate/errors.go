@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 var (
@@ -14,8 +15,11 @@ var (
 	// file that another user could read or write: it is group- or world-accessible,
 	// owned by someone else, or not the kind of file expected.
 	ErrNotPrivate = errors.New("filestate: state is not private")
-	// ErrPolicyMismatch is matched by a *PolicyMismatchError.
-	ErrPolicyMismatch = errors.New("filestate: policy mismatch")
+	// ErrPolicyMismatch is matched by the refusal of a circuit whose stored policy
+	// differs from the policy it is used with: a *sharedstate.PolicyMismatchError,
+	// which names the fields that differ. To change the policy on purpose, drain the
+	// calls in flight and call Store.Clear.
+	ErrPolicyMismatch = sharedstate.ErrPolicyMismatch
 )
 
 // StateError reports a state or lock file that could not be used: it could not be
@@ -36,24 +40,3 @@ func (e *StateError) Error() string {
 
 // Unwrap returns breaker.ErrUnavailable and the underlying error.
 func (e *StateError) Unwrap() []error { return []error{breaker.ErrUnavailable, e.Err} }
-
-// PolicyMismatchError is the refusal of a circuit whose stored policy fingerprint
-// differs from the policy it is used with: processes sharing a circuit must share its
-// policy. It matches ErrPolicyMismatch and breaker.ErrUnavailable. To change the policy
-// on purpose, drain the calls in flight and call Store.Clear.
-type PolicyMismatchError struct {
-	Identity string // the circuit
-	Stored   string // the fingerprint in the state file (or of the policy this process already uses)
-	Policy   string // the fingerprint of the policy offered
-}
-
-// Error names the circuit and both fingerprints.
-func (e *PolicyMismatchError) Error() string {
-	return "filestate: circuit " + e.Identity + ": stored policy fingerprint " + e.Stored +
-		" differs from this policy's " + e.Policy + " (use one policy per circuit, or Clear it after draining)"
-}
-
-// Is reports whether target is ErrPolicyMismatch or breaker.ErrUnavailable.
-func (e *PolicyMismatchError) Is(target error) bool {
-	return target == ErrPolicyMismatch || target == breaker.ErrUnavailable
-}

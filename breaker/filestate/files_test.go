@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -32,15 +33,15 @@ func TestCorruptRecordsFailClosedUntilCleared(t *testing.T) {
 		{"empty", nil},
 		{"truncated", valid[:len(valid)/2]},
 		{"garbage", []byte("\x00\xffnot json at all")},
-		{"unknown field", replace(`"version":1`, `"version":1,"owner":"someone"`)},
-		{"wrong version", replace(`"version":1`, `"version":2`)},
-		{"missing version", replace(`"version":1,`, ``)},
+		{"unknown field", replace(`"format":2`, `"format":2,"owner":"someone"`)},
+		{"wrong format", replace(`"format":2`, `"format":1`)},
+		{"missing format", replace(`"format":2,`, ``)},
 		{"another circuit's record", replace(`"identity":"kafka:orders"`, `"identity":"kafka:payments"`)},
-		{"bad fingerprint", replace(`"fingerprint":"`, `"fingerprint":"zz`)},
-		{"unknown state", replace(`"state":"closed"`, `"state":"ajar"`)},
+		{"empty fingerprint", regexp.MustCompile(`"fingerprint":"[0-9a-f]*"`).ReplaceAll(valid, []byte(`"fingerprint":""`))},
+		{"unknown state", replace(`"state":0`, `"state":7`)},
 		{"negative failures", replace(`"failures":1`, `"failures":-1`)},
-		{"failures over the threshold while closed", replace(`"failures":1`, `"failures":3`)},
-		{"open without a deadline", replace(`"state":"closed"`, `"state":"open"`)},
+		{"open without a deadline", replace(`"state":0`, `"state":1`)},
+		{"leases while closed", replace(`"failures":1`, `"failures":1,"leases":[{"id":1,"owner":"x","expires":5}]`)},
 		{"a second record", append(append([]byte{}, valid...), valid...)},
 		{"a string for a number", replace(`"failures":1`, `"failures":"1"`)},
 	} {

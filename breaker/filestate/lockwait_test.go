@@ -1,10 +1,13 @@
 package filestate_test
 
 import (
+	"context"
+	"errors"
 	"os"
-	"runtime"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -12,69 +15,75 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 )
 
-// waitForLockWaiter returns once the kernel lists a process waiting for an flock on
-// the file f (a "->" line of /proc/locks), so that a test knows a goroutine is blocked
-// on the lock rather than guessing with a sleep. It fails the test after ten seconds.
-func waitForLockWaiter(t *testing.T, f *os.File) {
+// holdLock takes the circuit's file lock as another process would, and returns the
+// function that releases it.
+func holdLock(t *testing.T, e *env, id string) func() {
 	t.Helper()
-	fi, err := f.Stat()
+	lock, err := os.OpenFile(strings.TrimSuffix(e.statePath(id), ".json")+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ino := ":" + strconv.FormatUint(fi.Sys().(*syscall.Stat_t).Ino, 10) + " "
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		locks, err := os.ReadFile("/proc/locks")
-		if err != nil {
-			t.Skipf("needs /proc/locks to see a lock waiter: %v", err)
-		}
-		for l := range strings.Lines(string(locks)) {
-			if strings.Contains(l, "->") && strings.Contains(l, ino) {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("gave up waiting for the completion to wait on the lock")
-		}
-		runtime.Gosched()
-	}
-}
-
-// A probe whose completion waited on the file lock while its lease ran out is stale:
-// the time that decides is the time the lock was taken, not the time the wait began.
-func TestProbeLeaseEndingWhileWaitingForTheLockIsStale(t *testing.T) {
-	e := newEnv(t)
-	p := policy
-	p.ProbeLease = 10 * time.Second
-	c := e.circuit("kafka:orders", p)
-	for range 3 {
-		call(t, c, breaker.Failure)
-	}
-	e.clock.Advance(time.Minute)
-	probe := acquire(t, c)
-	if !probe.Probe() {
-		t.Fatal("want the probe")
-	}
-
-	// Another process holds the circuit's lock.
-	lock, err := os.OpenFile(strings.TrimSuffix(e.statePath("kafka:orders"), ".json")+".lock", os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	counted := make(chan bool, 1)
-	go func() { counted <- probe.Complete(breaker.Success) }()
-	waitForLockWaiter(t, lock)
-	e.clock.Advance(11 * time.Second)
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_UN); err != nil {
-		t.Fatal(err)
+	return func() { lock.Close() }
+}
+
+// Issue 17 (5): a process holding the lock cannot keep Acquire past the caller's
+// context; the caller is refused when its context ends, while the lock is still held.
+func TestLockHolderCannotStallAcquirePastItsContext(t *testing.T) {
+	e := newEnv(t)
+	c := e.circuit("kafka:orders", policy)
+	for range 3 {
+		call(t, c, breaker.Failure)
 	}
-	if <-counted {
-		t.Fatal("a probe that got the lock after its lease ended counted")
+	e.clock.Advance(time.Minute) // the break is over: the next Acquire writes half-open
+	unlock := holdLock(t, e, "kafka:orders")
+	var released atomic.Bool
+	// Without a bound on the wait, Acquire returns only once the holder lets go.
+	stop := time.AfterFunc(5*time.Second, func() { released.Store(true); unlock() })
+	defer func() {
+		if stop.Stop() {
+			unlock()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	p, err := c.Acquire(ctx)
+	if released.Load() {
+		t.Fatal("Acquire waited for the lock holder, past its context")
 	}
-	if s := wantState(t, c, breaker.HalfOpen); s.Probes != 0 {
-		t.Fatalf("snapshot %+v, want half-open with the slot freed", s)
+	if err == nil {
+		p.Complete(breaker.Neutral)
+		t.Fatal("Acquire admitted a call without the lock")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire = %v; want the context's deadline", err)
+	}
+}
+
+// Issue 17 (5): a writer killed between creating its temporary file and renaming it
+// leaves the file behind; the next write under the lock removes it.
+func TestTemporaryFilesOfKilledWritersAreRemoved(t *testing.T) {
+	e := newEnv(t)
+	c := e.circuit("kafka:orders", policy)
+	other := e.circuit("kafka:payments", policy)
+	call(t, c, breaker.Failure)
+	call(t, other, breaker.Failure)
+	name := strings.TrimSuffix(filepath.Base(e.statePath("kafka:orders")), ".json")
+	otherName := strings.TrimSuffix(filepath.Base(e.statePath("kafka:payments")), ".json")
+	for i := range 3 {
+		for _, n := range []string{name, otherName} {
+			if err := os.WriteFile(filepath.Join(e.root, "."+n+".tmp-"+strconv.Itoa(i)), []byte(`{"form`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	call(t, c, breaker.Failure) // a write under kafka:orders' lock
+	if left, _ := filepath.Glob(filepath.Join(e.root, "."+name+".tmp-*")); len(left) != 0 {
+		t.Fatalf("temporary files left after a write: %q", left)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.root, "."+otherName+".tmp-*")); len(left) != 3 {
+		t.Fatalf("another circuit's temporary files (whose lock was not held) were touched: %q", left)
 	}
 }

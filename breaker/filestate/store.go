@@ -1,11 +1,12 @@
 package filestate
 
 import (
+	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -15,7 +16,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -78,17 +79,45 @@ func WithErrorHandler(f func(error)) Option {
 	}
 }
 
+// WithObserver adds a function called after every transition that a circuit of the
+// store writes or learns of from its file, outside any lock and in generation order.
+func WithObserver(f func(breaker.Transition)) Option {
+	return func(s *Store) error {
+		s.observers = append(s.observers, f)
+		return nil
+	}
+}
+
+// WithLockTimeout bounds how long a circuit waits for another process's file lock
+// (default DefaultLockTimeout); the caller's context bounds it too. A circuit that
+// cannot get the lock in time refuses the call with an error matching
+// breaker.ErrUnavailable, and drops an outcome it cannot write.
+func WithLockTimeout(d time.Duration) Option {
+	return func(s *Store) error {
+		if d <= 0 {
+			return fmt.Errorf("filestate: WithLockTimeout(%v): must be positive", d)
+		}
+		s.lockTimeout = d
+		return nil
+	}
+}
+
+// DefaultLockTimeout is how long a circuit waits for a file lock unless
+// WithLockTimeout says otherwise.
+const DefaultLockTimeout = 2 * time.Second
+
 // Store keeps the circuits of one root directory, shared by the cooperating processes
 // of one host that open the same root. It is safe for concurrent use and holds no open
 // files or goroutines between calls, so it needs no Close. The zero Store is not
 // usable; call Open.
 type Store struct {
-	root      string
-	clock     breaker.Clock // nil: the wall clock
-	epoch     time.Time     // origin of mono
-	staleness int64
-	random    func() float64
-	onError   func(error)
+	root        string
+	clock       breaker.Clock // nil: the system clock
+	staleness   int64
+	random      func() float64
+	onError     func(error)
+	observers   []func(breaker.Transition)
+	lockTimeout time.Duration
 
 	mu       sync.Mutex
 	circuits map[string]*Circuit // guarded by mu
@@ -107,16 +136,12 @@ func Open(root string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filestate: root %s: %w", root, err)
 	}
-	s := &Store{root: abs, staleness: int64(DefaultMaxStaleness), random: rand.Float64, circuits: map[string]*Circuit{}}
+	s := &Store{root: abs, staleness: int64(DefaultMaxStaleness), random: rand.Float64,
+		lockTimeout: DefaultLockTimeout, circuits: map[string]*Circuit{}}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
 		}
-	}
-	if s.clock != nil {
-		s.epoch = s.clock.Now()
-	} else {
-		s.epoch = time.Now()
 	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("filestate: create root: %w", err)
@@ -149,22 +174,14 @@ func checkPrivate(fi fs.FileInfo) error {
 	return nil
 }
 
-// now reads the wall clock as Unix nanoseconds: the time written to the files.
-func (s *Store) now() int64 {
-	if s.clock == nil {
-		return time.Now().UnixNano()
-	}
-	return s.clock.Now().UnixNano()
+// nameOf is the file name (without extension) of identity's files.
+func nameOf(identity string) string {
+	sum := sha256.Sum256([]byte(identity))
+	return hex.EncodeToString(sum[:])
 }
 
-// mono reads the time since the store opened, for the age of snapshots. With the
-// default clock it is the monotonic reading, which costs half a wall-clock read and
-// ignores clock steps.
-func (s *Store) mono() int64 {
-	if s.clock == nil {
-		return int64(time.Since(s.epoch))
-	}
-	return int64(s.clock.Now().Sub(s.epoch))
+func (s *Store) statePath(identity string) string {
+	return filepath.Join(s.root, nameOf(identity)+".json")
 }
 
 // Circuit returns the circuit named identity, governed by p. The same identity gets
@@ -187,50 +204,42 @@ func (s *Store) Circuit(identity string, p breaker.Policy) (*Circuit, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("filestate: circuit %s: %w", identity, err)
 	}
-	if p.Scope != breaker.SingleHost {
-		return nil, fmt.Errorf("filestate: circuit %s: %w", identity, &breaker.PolicyError{
-			Field: "Scope", Reason: "is " + p.Scope.String() + ", but a file store provides only " + breaker.SingleHost.String(),
-		})
-	}
-	if p.FailureWindow > 0 {
-		return nil, fmt.Errorf("filestate: circuit %s: %w", identity, &breaker.PolicyError{
-			Field: "FailureWindow", Reason: "is set, but a file store counts consecutive failures only; set it to 0",
-		})
-	}
-	if p.Mode != breaker.Enforce {
-		return nil, fmt.Errorf("filestate: circuit %s: %w", identity, &breaker.PolicyError{
-			Field: "Mode", Reason: "is " + p.Mode.String() + ", but a file store only enforces; roll out with a local circuit first",
-		})
-	}
-	fp := p.Fingerprint()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.circuits[identity]; ok {
-		if c.fingerprint != fp {
-			return nil, &PolicyMismatchError{Identity: identity, Stored: c.fingerprint, Policy: fp}
+		if err := sharedstate.ComparePolicies(identity, c.policy, p); err != nil {
+			return nil, fmt.Errorf("filestate: circuit %s is already open under another policy: %w", identity, err)
 		}
 		return c, nil
 	}
-	sum := sha256.Sum256([]byte(identity))
-	name := hex.EncodeToString(sum[:])
-	c := &Circuit{
-		store:       s,
-		identity:    identity,
-		policy:      p.Normalized(),
-		fingerprint: fp,
-		name:        name,
-		statePath:   filepath.Join(s.root, name+".json"),
-		lockPath:    filepath.Join(s.root, name+".lock"),
+	statePath := s.statePath(identity)
+	sc, err := sharedstate.New(sharedstate.Config{
+		Identity: identity, Policy: p, Scope: breaker.SingleHost, Driver: files{s},
+		Clock: s.clock, Random: s.random, Observers: s.observers, OnError: s.onError,
+		// No staleness: no snapshot. A failed read is retried at once.
+		MaxStaleness: time.Duration(cmp.Or(s.staleness, -1)), RetryDelay: -1, IOTimeout: s.lockTimeout,
+		Unavailable: func(err error) error {
+			return &StateError{Identity: identity, Path: statePath, Op: "read", Err: err}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("filestate: %w", err)
 	}
+	c := &Circuit{Circuit: sc, policy: p}
 	s.circuits[identity] = c
 	return c, nil
 }
+
+// Driver returns the sharedstate.Driver that keeps the store's records, one file per
+// identity: what the store's circuits are built on. circuittest.TestDriver checks it.
+// Identities must follow the rule of Circuit.
+func (s *Store) Driver() sharedstate.Driver { return files{s} }
 
 // Factory returns a registry factory that makes the store's circuit for each
 // destination, named by its "broker:name" form. Pass it to registry.WithCircuitFactory
 // with breaker.SingleHost. A destination whose form is not a valid identity fails with
 // an error matching ErrInvalidIdentity.
-func (s *Store) Factory() registry.Factory {
+func (s *Store) Factory() func(transport.Destination, breaker.Policy) (breaker.Circuit, error) {
 	return func(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
 		c, err := s.Circuit(d.String(), p)
 		if err != nil {
@@ -250,18 +259,17 @@ func (s *Store) Clear(identity string) error {
 	if err := validateIdentity(identity); err != nil {
 		return err
 	}
-	sum := sha256.Sum256([]byte(identity))
-	name := hex.EncodeToString(sum[:])
+	name := nameOf(identity)
 	statePath := filepath.Join(s.root, name+".json")
 	s.mu.Lock()
 	c := s.circuits[identity]
 	s.mu.Unlock()
 	if c != nil {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		defer c.view.Store(nil)
+		defer c.Forget()
 	}
-	unlock, err := lockFile(identity, filepath.Join(s.root, name+".lock"))
+	ctx, cancel := context.WithTimeout(context.Background(), s.lockTimeout)
+	defer cancel()
+	unlock, err := lockFile(ctx, identity, filepath.Join(s.root, name+".lock"))
 	if err != nil {
 		return err
 	}
@@ -303,12 +311,18 @@ func validateIdentity(id string) error {
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
+// noFollow refuses to open a symbolic link in place of a state or lock file.
+const noFollow = syscall.O_NOFOLLOW
+
 // lockFile takes an exclusive flock on path, creating the file with mode 0600, and
-// returns the function that releases it. The lock file is never removed: removing it
-// while others wait on it would let two processes lock two different files. The
-// kernel releases the lock when its holder dies, so a crash leaves nothing locked.
-func lockFile(identity, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+// returns the function that releases it. It waits for another holder only as long as
+// ctx allows, polling with a short back-off rather than blocking in the kernel, so
+// that a stalled holder cannot keep a caller past its deadline. The lock file is never
+// removed: removing it while others wait on it would let two processes lock two
+// different files. The kernel releases the lock when its holder dies, so a crash
+// leaves nothing locked.
+func lockFile(ctx context.Context, identity, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|noFollow, 0o600)
 	if err != nil {
 		return nil, &StateError{Identity: identity, Path: path, Op: "open", Err: err}
 	}
@@ -316,10 +330,23 @@ func lockFile(identity, path string) (unlock func(), err error) {
 		f.Close()
 		return nil, &StateError{Identity: identity, Path: path, Op: "open", Err: err}
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
+	var timer *time.Timer
+	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err != syscall.EWOULDBLOCK && err != syscall.EINTR {
 			break
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, &StateError{Identity: identity, Path: path, Op: "lock", Err: fmt.Errorf("another process holds the lock: %w", ctx.Err())}
+		case <-timer.C:
 		}
 	}
 	if err != nil {
@@ -341,65 +368,6 @@ func checkRegular(f *os.File) error {
 	}
 	if err := checkPrivate(fi); err != nil {
 		return fmt.Errorf("%w: %v", ErrNotPrivate, err)
-	}
-	return nil
-}
-
-// readState reads and decodes the record at path. It needs no lock: a record is only
-// ever replaced whole, by rename. A missing file is (nil, nil).
-func readState(identity, path string) (*record, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, &StateError{Identity: identity, Path: path, Op: "open", Err: err}
-	}
-	defer f.Close()
-	if err := checkRegular(f); err != nil {
-		return nil, &StateError{Identity: identity, Path: path, Op: "open", Err: err}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
-	if err != nil {
-		return nil, &StateError{Identity: identity, Path: path, Op: "read", Err: err}
-	}
-	r, err := decodeRecord(data)
-	if err != nil {
-		return nil, &StateError{Identity: identity, Path: path, Op: "read", Err: err}
-	}
-	if r.Identity != identity {
-		return nil, &StateError{Identity: identity, Path: path, Op: "read", Err: corrupt("the record belongs to circuit %q", r.Identity)}
-	}
-	return r, nil
-}
-
-// writeState replaces the record at path: a private temporary file in the same
-// directory is written and synced, renamed over the old record, and the directory
-// synced so the rename survives a power loss. Requires the circuit's file lock held.
-func writeState(identity, dir, name, path string, r *record) error {
-	fail := func(p string, err error) error {
-		return &StateError{Identity: identity, Path: p, Op: "write", Err: err}
-	}
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*") // mode 0600
-	if err != nil {
-		return fail(dir, err)
-	}
-	_, err = tmp.Write(r.encode())
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fail(tmp.Name(), err)
-	}
-	if err := syncDir(dir); err != nil {
-		return fail(dir, err)
 	}
 	return nil
 }

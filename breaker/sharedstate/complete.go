@@ -1,0 +1,334 @@
+package sharedstate
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+)
+
+// CompletePermit records the outcome of a permit this circuit issued; Permit.Complete
+// calls it once per permit. It implements breaker.Completer and returns whether the
+// outcome was taken into account.
+//
+// Closed-state evidence: a Success on a snapshot without failures writes nothing. A
+// Failure adds one to the shared count, and the Success after failures resets it,
+// each in one request when the driver is a Counter (otherwise a conditional replace
+// of the record, which opens the circuit in the same write). A burst of successes
+// after a failure sends one reset per process, not one each. Probe outcomes are
+// conditional replaces. Outcomes of an older generation, under an override, of an
+// expired lease, or that cannot be written (the store is unreachable) change nothing
+// and return false. Each request is bounded by the I/O timeout.
+func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) bool {
+	c.release()
+	if o != breaker.Success && o != breaker.Failure {
+		o = breaker.Neutral
+	}
+	if info.Probe {
+		return c.completeProbe(info, o)
+	}
+	v := c.view.Load()
+	if v == nil || v.rec.State != breaker.Closed || v.rec.Generation != info.Generation || v.rec.Override != breaker.NoOverride {
+		return false
+	}
+	if o == breaker.Success && c.policy.SlowCallDuration > 0 && c.mono()-int64(info.Lease) > int64(c.policy.SlowCallDuration) {
+		o = breaker.Failure
+	}
+	if !c.counting || o == breaker.Neutral || o == breaker.Success && (v.rec.Failures == 0 || v.tripped) {
+		return true // healthy traffic reads no clock and writes nothing
+	}
+	if c.backoff() != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.IOTimeout)
+	defer cancel()
+	defer c.events.Flush()
+	if o == breaker.Success {
+		return c.resetFailures(ctx, v)
+	}
+	return c.addFailure(ctx, v)
+}
+
+// closedCond is the condition of a Counter update for generation gen.
+func (c *Circuit) closedCond(gen uint64) Closed {
+	return Closed{Generation: gen, Fingerprint: c.fingerprint, Limit: int64(c.policy.FailureThreshold)}
+}
+
+func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
+	gen := v.rec.Generation
+	if c.counter == nil {
+		return c.updateClosed(ctx, v.rec, func(r *Record) bool { r.Failures++; return true })
+	}
+	r, err := c.counter.AddFailure(ctx, c.cfg.Identity, c.closedCond(gen))
+	if errors.Is(err, ErrConflict) {
+		// The generation moved on, or the count is already at the threshold: read the
+		// record to tell which, and open it in the second case.
+		nv, err := c.load(ctx)
+		if err != nil {
+			c.reportError(c.storeFailed(err))
+			return false
+		}
+		r = nv.rec
+	} else if err != nil {
+		c.reportError(c.storeFailed(err))
+		return false
+	} else {
+		c.install(r, c.mono(), 0, false)
+	}
+	if !c.closedIn(r, gen) {
+		return false
+	}
+	c.openIfTripped(ctx, r)
+	return true
+}
+
+// resetFailures writes the Success that resets the failure count v shows. Only one
+// reset per version is sent by this process: the successes that arrive meanwhile
+// count on it.
+func (c *Circuit) resetFailures(ctx context.Context, v *view) bool {
+	for {
+		cur := c.resetting.Load()
+		if cur >= v.rec.Version {
+			return true
+		}
+		if c.resetting.CompareAndSwap(cur, v.rec.Version) {
+			break
+		}
+	}
+	gen := v.rec.Generation
+	if c.counter == nil {
+		return c.updateClosed(ctx, v.rec, func(r *Record) bool {
+			if r.Failures == 0 || r.Failures >= int64(c.policy.FailureThreshold) {
+				return false
+			}
+			r.Failures = 0
+			return true
+		})
+	}
+	r, err := c.counter.ResetFailures(ctx, c.cfg.Identity, c.closedCond(gen))
+	switch {
+	case err == nil:
+		c.install(r, c.mono(), 0, false)
+		return true
+	case errors.Is(err, ErrConflict):
+		// Already reset by another replica, at the threshold, or a new generation.
+		nv, err := c.refresh(ctx, false)
+		if err != nil {
+			return false
+		}
+		c.openIfTripped(ctx, nv.rec)
+		return c.closedIn(nv.rec, gen)
+	}
+	c.reportError(c.storeFailed(err))
+	return false
+}
+
+func (c *Circuit) closedIn(r Record, gen uint64) bool {
+	return r.State == breaker.Closed && r.Generation == gen && r.Override == breaker.NoOverride
+}
+
+// updateClosed applies fn to the closed record r of its generation with a conditional
+// replace, reading again after a lost write; a count that reaches the threshold opens
+// the circuit in the same write. It reports whether the generation was still live.
+func (c *Circuit) updateClosed(ctx context.Context, r Record, fn func(*Record) bool) bool {
+	gen := r.Generation
+	for range maxAttempts {
+		if !c.closedIn(r, gen) {
+			return false
+		}
+		next := r
+		if !fn(&next) {
+			c.openIfTripped(ctx, r)
+			return true
+		}
+		if c.counting && next.Failures >= int64(c.policy.FailureThreshold) {
+			now := c.wall()
+			c.toOpen(&next, now, now+c.breakFor(0), breaker.ReasonFailureThreshold)
+		}
+		_, err := c.write(ctx, r, next)
+		if err == nil {
+			return true
+		}
+		if !errors.Is(err, ErrConflict) {
+			c.reportError(c.storeFailed(err))
+			return false
+		}
+		nv, err := c.load(ctx)
+		if err != nil {
+			c.reportError(c.storeFailed(err))
+			return false
+		}
+		r = nv.rec
+	}
+	return false
+}
+
+// openIfTripped writes OPEN over a closed record whose count reached the threshold.
+// Nothing but that write (or an operator's override) can change such a record, so
+// whichever replica sees it first opens it, and a reached threshold is never lost.
+func (c *Circuit) openIfTripped(ctx context.Context, r Record) {
+	for range maxAttempts {
+		if !c.counting || r.State != breaker.Closed || r.Override != breaker.NoOverride ||
+			r.Failures < int64(c.policy.FailureThreshold) {
+			return
+		}
+		next, now := r, c.wall()
+		c.toOpen(&next, now, now+c.breakFor(0), breaker.ReasonFailureThreshold)
+		_, err := c.write(ctx, r, next)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrConflict) {
+			// The next Acquire that sees the tripped snapshot writes OPEN again.
+			c.reportError(c.storeFailed(err))
+			return
+		}
+		nv, err := c.load(ctx)
+		if err != nil {
+			c.reportError(c.storeFailed(err))
+			return
+		}
+		r = nv.rec
+	}
+}
+
+func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome) bool {
+	return c.updateProbe(info.Generation, info.Lease, func(next *Record, start, now int64) bool {
+		if o == breaker.Success && c.policy.SlowCallDuration > 0 && now-start > int64(c.policy.SlowCallDuration) {
+			o = breaker.Failure
+		}
+		switch o {
+		case breaker.Success:
+			next.Successes++
+			if next.Successes >= int64(c.policy.SuccessesToClose) {
+				next.FailedProbes = 0
+				c.toClosed(next, now, breaker.ReasonProbeSucceeded)
+			}
+		case breaker.Failure:
+			next.FailedProbes++
+			c.toOpen(next, now, now+c.breakFor(next.FailedProbes), breaker.ReasonProbeFailed)
+		}
+		return true
+	})
+}
+
+// updateProbe removes lease id from the half-open record of generation gen, lets fn
+// apply the probe's outcome to the record written (fn gets the probe's start and the
+// time), and writes it conditionally. It reports fn's answer, or false when the lease
+// is gone or expired (its outcome changes nothing) or the write failed.
+func (c *Circuit) updateProbe(gen, id uint64, fn func(next *Record, start, now int64) bool) bool {
+	if c.backoff() != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.IOTimeout)
+	defer cancel()
+	defer c.events.Flush()
+	v := c.view.Load()
+	if v != nil && v.rec.Generation > gen {
+		return false // the circuit moved on since this probe was admitted
+	}
+	if v == nil || v.rec.State != breaker.HalfOpen || v.rec.Generation != gen {
+		var err error
+		if v, err = c.load(ctx); err != nil {
+			c.reportError(c.storeFailed(err))
+			return false
+		}
+	}
+	r := v.rec // try the snapshot's version first; a lost write reads the record
+	for range maxAttempts {
+		if r.State != breaker.HalfOpen || r.Generation != gen {
+			return false
+		}
+		i := slices.IndexFunc(r.Leases, func(l Lease) bool { return l.ID == id })
+		now := c.wall()
+		if i < 0 || now >= r.Leases[i].Expires {
+			return false // the lease expired, and may have been taken over
+		}
+		next := r
+		next.Leases = slices.Delete(slices.Clone(r.Leases), i, i+1)
+		live := fn(&next, r.Leases[i].Expires-int64(c.policy.ProbeLease), now)
+		_, err := c.write(ctx, r, next)
+		if err == nil {
+			return live
+		}
+		if !errors.Is(err, ErrConflict) {
+			c.reportError(c.storeFailed(err))
+			return false
+		}
+		nv, err := c.load(ctx)
+		if err != nil {
+			c.reportError(c.storeFailed(err))
+			return false
+		}
+		r = nv.rec
+	}
+	return false
+}
+
+// ForceOpen holds the shared circuit open until the given time on every replica:
+// calls are rejected and outcomes change nothing. Replicas see it within
+// MaxStaleness. When the hold ends the next Acquire is a half-open probe.
+func (c *Circuit) ForceOpen(ctx context.Context, until time.Time) error {
+	return c.override(ctx, func(r *Record, now int64) bool {
+		c.toOpen(r, now, until.UnixNano(), breaker.ReasonForcedOpen)
+		r.Override, r.OverrideUntil = breaker.ForcedOpen, max(until.UnixNano(), 1)
+		return true
+	})
+}
+
+// ForceClose holds the shared circuit closed until the given time on every replica:
+// calls are admitted (MaxInFlight still applies) and outcomes change nothing. When
+// the hold ends the circuit is closed with no failure evidence.
+func (c *Circuit) ForceClose(ctx context.Context, until time.Time) error {
+	return c.override(ctx, func(r *Record, now int64) bool {
+		c.toClosed(r, now, breaker.ReasonForcedClosed)
+		r.Override, r.OverrideUntil = breaker.ForcedClosed, max(until.UnixNano(), 1)
+		return true
+	})
+}
+
+// ClearOverride ends a ForceOpen or ForceClose now, as if its deadline had passed: a
+// cleared ForceOpen admits a probe next, a cleared ForceClose is closed with no
+// failure evidence. Without an override it writes nothing.
+func (c *Circuit) ClearOverride(ctx context.Context) error {
+	return c.override(ctx, func(r *Record, now int64) bool {
+		switch r.Override {
+		case breaker.ForcedOpen:
+			c.toHalfOpen(r, now, breaker.ReasonOverrideCleared)
+		case breaker.ForcedClosed:
+			c.toClosed(r, now, breaker.ReasonOverrideCleared)
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+// override reads the record and writes what fn makes of it, reading again after a
+// lost write. An operator's action always reads first: it must act on the state as
+// it is, not on a snapshot.
+func (c *Circuit) override(ctx context.Context, fn func(r *Record, now int64) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.IOTimeout)
+	defer cancel()
+	defer c.events.Flush()
+	for range maxAttempts {
+		v, err := c.load(ctx)
+		if err != nil {
+			return err
+		}
+		next := v.rec
+		if !fn(&next, c.wall()) {
+			return nil
+		}
+		_, err = c.write(ctx, v.rec, next)
+		if !errors.Is(err, ErrConflict) {
+			if err != nil {
+				return c.unavailable(err)
+			}
+			return nil
+		}
+	}
+	return c.unavailable(errContention)
+}

@@ -1,0 +1,83 @@
+package sharedstate
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+
+	"github.com/brokerguard/brokerguard/breaker"
+)
+
+// MaxLeases bounds the leases a record may hold, so that a corrupted record cannot
+// make a replica walk a huge list on every probe decision.
+const MaxLeases = 1024
+
+// RecordError reports a stored record that the engine refuses: a value out of range
+// or fields that contradict each other. A circuit whose record is corrupt admits
+// nothing until the record is repaired or removed. errors.Is(err, ErrCorrupt) holds.
+type RecordError struct {
+	Identity string
+	Field    string // the Record field, e.g. "OpenUntil" or "Leases[2].ID"
+	Reason   string
+}
+
+// Error names the circuit, the field and the problem.
+func (e *RecordError) Error() string {
+	return "sharedstate: corrupt record of circuit " + strconv.Quote(e.Identity) + ": " + e.Field + " " + e.Reason
+}
+
+// Is reports whether target is ErrCorrupt.
+func (e *RecordError) Is(target error) bool { return target == ErrCorrupt }
+
+// Check reports the first field of r that no engine could have written, as a
+// *RecordError. It does not need the policy; the engine also checks the fingerprint.
+func (r *Record) Check(identity string) error {
+	bad := func(field, format string, args ...any) error {
+		return &RecordError{Identity: identity, Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case r.Version == 0:
+		return bad("Version", "must be at least 1")
+	case r.Fingerprint == "":
+		return bad("Fingerprint", "must not be empty")
+	case r.Generation == 0:
+		return bad("Generation", "must be at least 1")
+	case r.State < breaker.Closed || r.State > breaker.HalfOpen:
+		return bad("State", "is not a known state (%d)", r.State)
+	case r.Failures < 0 || r.FailedProbes < 0 || r.Successes < 0:
+		return bad("Failures", "and the probe counts must not be negative")
+	case r.State == breaker.Open && r.OpenUntil <= 0:
+		return bad("OpenUntil", "must be set while the circuit is open")
+	case r.State != breaker.HalfOpen && len(r.Leases) > 0:
+		return bad("Leases", "must be empty while the circuit is %v", r.State)
+	case len(r.Leases) > MaxLeases:
+		return bad("Leases", "holds %d leases, more than %d", len(r.Leases), MaxLeases)
+	case r.Override > breaker.ForcedClosed:
+		return bad("Override", "is not a known override (%d)", r.Override)
+	case r.Override != breaker.NoOverride && r.OverrideUntil <= 0:
+		return bad("OverrideUntil", "must be set with an override")
+	case r.Override == breaker.ForcedOpen && r.State != breaker.Open,
+		r.Override == breaker.ForcedClosed && r.State != breaker.Closed:
+		return bad("Override", "%v contradicts state %v", r.Override, r.State)
+	}
+	seen := make(map[uint64]bool, len(r.Leases))
+	for i, l := range r.Leases {
+		if l.ID == 0 || seen[l.ID] {
+			return bad("Leases["+strconv.Itoa(i)+"].ID", "must be non-zero and unique, got %d", l.ID)
+		}
+		seen[l.ID] = true
+	}
+	return nil
+}
+
+// RecordFields returns the names of Record's fields. Driver tests use it to check that
+// a driver stores every one (see circuittest.TestDriver), so a field added to Record
+// cannot be silently dropped by a store.
+func RecordFields() []string {
+	t := reflect.TypeFor[Record]()
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		names = append(names, t.Field(i).Name)
+	}
+	return names
+}

@@ -1,0 +1,250 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/dynamo"
+	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+)
+
+// tableWatch sees every request a replica's client makes, and what the table answered:
+// the failure counts that reached the threshold, and the OPENs written.
+type tableWatch struct {
+	threshold int64
+	requests  atomic.Int64
+
+	mu      sync.Mutex
+	crossed map[uint64]bool // closed generations whose count an ADD took to the threshold
+	opened  map[uint64]bool // closed generations followed by an OPEN
+}
+
+func attrN(m map[string]types.AttributeValue, name string) uint64 {
+	if n, ok := m[name].(*types.AttributeValueMemberN); ok {
+		v, _ := strconv.ParseUint(n.Value, 10, 64)
+		return v
+	}
+	return 0
+}
+
+func attrStr(m map[string]types.AttributeValue, name string) string {
+	if s, ok := m[name].(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}
+
+func (w *tableWatch) install(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("fleet-watch",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				out, md, err := next.HandleInitialize(ctx, in)
+				w.requests.Add(1)
+				if err != nil {
+					return out, md, err
+				}
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				switch p := in.Parameters.(type) {
+				case *dynamodb.UpdateItemInput:
+					if r, ok := out.Result.(*dynamodb.UpdateItemOutput); ok && attrStr(r.Attributes, "state") == "closed" &&
+						int64(attrN(r.Attributes, "failures")) >= w.threshold {
+						w.crossed[attrN(r.Attributes, "gen")] = true
+					}
+				case *dynamodb.PutItemInput:
+					if attrStr(p.Item, "state") == "open" {
+						w.opened[attrN(p.Item, "gen")-1] = true
+					}
+				}
+				return out, md, err
+			}), middleware.After)
+	})
+}
+
+// The review's fleet, as a test: 8 replicas, each with its own SDK client, share one
+// circuit on dynalite. Half the fleet fails, then all of it, then it recovers; three
+// times over. Time is a fake clock advanced between rounds of concurrent calls, so the
+// figures do not depend on how fast the machine is.
+func TestSharedCircuitFleet(t *testing.T) {
+	const (
+		replicas, workers, callsPerRound = 8, 3, 3
+		cycles                           = 4
+		step                             = 100 * time.Millisecond
+		staleness                        = 500 * time.Millisecond
+	)
+	endpoint := harness.Dynalite(t)
+	setup := dynamodb.New(dynamodb.Options{
+		BaseEndpoint: aws.String(endpoint), Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+	})
+	table := fmt.Sprint("chaos-fleet-", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := dynamo.CreateTable(ctx, setup, table); err != nil {
+		t.Fatal(err)
+	}
+	policy := breaker.Policy{FailureThreshold: 3, BreakDuration: 2 * time.Second, ProbeLease: time.Second,
+		HalfOpenMaxProbes: 2, Scope: breaker.SharedDependency}
+	clock := fakeclock.New(time.Now())
+	watch := &tableWatch{threshold: int64(policy.FailureThreshold), crossed: map[uint64]bool{}, opened: map[uint64]bool{}}
+	fleet := make([]*dynamo.Circuit, replicas)
+	for i := range fleet {
+		client := dynamodb.New(dynamodb.Options{
+			BaseEndpoint: aws.String(endpoint), Region: "us-east-1",
+			Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+		}, watch.install)
+		c, err := dynamo.New(client, table, "kafka:orders", policy, dynamo.WithClock(clock),
+			dynamo.WithOwner("replica-"+strconv.Itoa(i)), dynamo.WithMaxStateStaleness(staleness),
+			dynamo.WithIOTimeout(15*time.Second)) // a loaded machine must not turn slow answers into outages
+		if err != nil {
+			t.Fatal(err)
+		}
+		fleet[i] = c
+	}
+
+	// item reads the stored state and generation, outside the watched clients.
+	item := func() (string, uint64) {
+		out, err := setup.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "kafka:orders"}}, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return attrStr(out.Item, "state"), attrN(out.Item, "gen")
+	}
+
+	var (
+		admittedWhileOpen, healthyAdmissions, healthyRequests int64
+		probesNow, mostProbes                                 atomic.Int64
+		unavailable                                           atomic.Int64
+	)
+	// round runs callsPerRound calls on every worker of every replica at one instant;
+	// fails says which replicas' calls fail. It returns the calls admitted that were
+	// not probes.
+	round := func(fails func(replica int) bool) int64 {
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for i, c := range fleet {
+			for range workers {
+				wg.Go(func() {
+					for range callsPerRound {
+						p, err := c.Acquire(ctx)
+						switch {
+						case errors.Is(err, breaker.ErrOpen):
+							continue
+						case errors.Is(err, breaker.ErrUnavailable):
+							unavailable.Add(1)
+							continue
+						case err != nil:
+							t.Error(err)
+							return
+						}
+						if p.Probe() {
+							n := probesNow.Add(1)
+							for m := mostProbes.Load(); n > m && !mostProbes.CompareAndSwap(m, n); m = mostProbes.Load() {
+							}
+							defer probesNow.Add(-1) // held to the end of the round, as a slow probe
+						} else {
+							admitted.Add(1)
+						}
+						o := breaker.Success
+						if fails(i) {
+							o = breaker.Failure
+						}
+						if p.Probe() {
+							defer p.Complete(o)
+						} else {
+							p.Complete(o)
+						}
+					}
+				})
+			}
+		}
+		wg.Wait()
+		return admitted.Load()
+	}
+	// phase runs rounds, advancing the clock between them, and counts the calls
+	// admitted in rounds during which the table said open throughout, after every
+	// replica's snapshot had had MaxStateStaleness to see it.
+	phase := func(rounds int, fails func(int) bool) {
+		for range rounds {
+			before, genBefore := item()
+			admitted := round(fails)
+			after, genAfter := item()
+			if before == "open" && after == "open" && genBefore == genAfter && openedLongAgo(t, setup, table, clock.Now(), staleness) {
+				admittedWhileOpen += admitted
+			}
+			clock.Advance(step)
+		}
+	}
+	none := func(int) bool { return false }
+	half := func(i int) bool { return i < replicas/2 }
+	all := func(int) bool { return true }
+	for cycle := range cycles {
+		base := watch.requests.Load()
+		for range 20 {
+			healthyAdmissions += round(none)
+			clock.Advance(step)
+		}
+		healthyRequests += watch.requests.Load() - base
+		phase(20, half)
+		phase(20, all)
+		if state, _ := item(); state == "closed" {
+			t.Fatalf("cycle %d: the shared circuit is closed after 2s of every call failing", cycle)
+		}
+		phase(60, none) // the break ends, probes succeed, the fleet closes
+		if state, _ := item(); state != "closed" {
+			t.Fatalf("cycle %d: the shared circuit is %s after recovery; want closed", cycle, state)
+		}
+	}
+
+	watch.mu.Lock()
+	lost := 0
+	for gen := range watch.crossed {
+		if !watch.opened[gen] {
+			lost++
+		}
+	}
+	crossings := len(watch.crossed)
+	watch.mu.Unlock()
+	perTenK := float64(healthyRequests) * 1e4 / float64(healthyAdmissions)
+	t.Logf("shared fleet (8 replicas, 4 cycles): calls admitted while the table said open: %d; most concurrent probes: %d (HalfOpenMaxProbes %d); "+
+		"threshold crossings: %d, that did not open: %d; table requests per 10k healthy admissions: %.1f (%d requests, %d admissions); refused as unavailable: %d",
+		admittedWhileOpen, mostProbes.Load(), policy.HalfOpenMaxProbes, crossings, lost, perTenK, healthyRequests, healthyAdmissions, unavailable.Load())
+	switch {
+	case admittedWhileOpen != 0:
+		t.Errorf("%d calls admitted while the table said open", admittedWhileOpen)
+	case mostProbes.Load() > int64(policy.HalfOpenMaxProbes):
+		t.Errorf("%d probes in flight at once; HalfOpenMaxProbes is %d", mostProbes.Load(), policy.HalfOpenMaxProbes)
+	case lost != 0:
+		t.Errorf("%d of %d threshold crossings did not open the circuit", lost, crossings)
+	case crossings == 0:
+		t.Error("no threshold crossing was seen: the test did not exercise what it measures")
+	}
+}
+
+// openedLongAgo reports whether the stored OPEN was written at least staleness before
+// now, so that every replica's snapshot has had time to see it.
+func openedLongAgo(t *testing.T, client *dynamodb.Client, table string, now time.Time, staleness time.Duration) bool {
+	t.Helper()
+	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table),
+		Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "kafka:orders"}}, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := int64(attrN(out.Item, "since"))
+	return since != 0 && now.UnixNano()-since >= int64(staleness)
+}
