@@ -427,3 +427,33 @@ func TestRampModel(t *testing.T) {
 		t.Logf("seed %d: %d transitions; %d of %d ramping calls admitted, schedule says %.0f", seed, len(h.seen), admitted, offered, expected)
 	}
 }
+
+// FuzzRampPolicy checks that a ramp policy either fails validation naming a ramp field
+// or gives a share within [floor, 1] that never falls as time passes.
+func FuzzRampPolicy(f *testing.F) {
+	f.Add(int64(time.Second), 0.0, 0.0, int64(0), int64(time.Millisecond))
+	f.Add(int64(time.Minute), 0.3, 2.5, int64(time.Second), int64(30*time.Second))
+	f.Fuzz(func(t *testing.T, dur int64, floor, aggression float64, a, b int64) {
+		p := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second,
+			RampDuration: time.Duration(dur), RampFloor: floor, RampAggression: aggression}
+		if err := p.Validate(); err != nil {
+			var pe *breaker.PolicyError
+			if !errors.As(err, &pe) || pe.Field[:4] != "Ramp" {
+				t.Fatalf("Validate returned %v, not a *PolicyError naming a ramp field", err)
+			}
+			return
+		}
+		lo, hi := time.Duration(min(a, b)), time.Duration(max(a, b))
+		sl, sh := p.RampShare(lo), p.RampShare(hi)
+		least := p.Normalized().RampFloor
+		if p.RampDuration == 0 {
+			least = 1
+		}
+		if math.IsNaN(sl) || sl < least || sh > 1 || sh < sl {
+			t.Fatalf("%+v: share %v at %v, %v at %v", p, sl, lo, sh, hi)
+		}
+		if _, err := breaker.New("fuzz", p); err != nil {
+			t.Fatalf("valid policy refused by New: %v", err)
+		}
+	})
+}
