@@ -107,6 +107,32 @@ var rampContract = []check{
 		e.acquire(c).Complete(breaker.Success)
 		e.wantShare(e.offer(c, 1000), 1000, 0.1, "after the second recovery")
 	}},
+	{"RampRaisesTheInFlightBound", func(e *env) {
+		p := e.rampPolicy()
+		p.MaxInFlight = 20
+		c := e.circuit(p)
+		closed := e.recover(c)
+		for _, step := range []struct {
+			at   time.Duration
+			want int
+		}{{0, 2}, {suiteRamp / 2, 10}, {suiteRamp, 20}} {
+			e.clock.Set(closed.Add(step.at))
+			var held []breaker.Permit
+			for range 200 {
+				if pm, err := c.Acquire(e.ctx()); err == nil {
+					held = append(held, pm)
+				} else if !errors.Is(err, breaker.ErrRamping) && !errors.Is(err, breaker.ErrSaturated) {
+					e.t.Fatalf("Acquire while ramping with MaxInFlight = %v", err)
+				}
+			}
+			if len(held) != step.want {
+				e.t.Fatalf("%v into the ramp: %d calls in flight; want %d", step.at, len(held), step.want)
+			}
+			for _, pm := range held {
+				pm.Complete(breaker.Success)
+			}
+		}
+	}},
 	{"ForceCloseDoesNotRamp", func(e *env) {
 		c := e.circuit(e.rampPolicy())
 		e.recover(c)
