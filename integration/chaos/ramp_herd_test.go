@@ -53,8 +53,7 @@ type herdRun struct {
 
 // runRecoveryHerd opens the circuit of each of 100 replicas (a registry each, guarding
 // one broker), lets the broker recover after the break, closes every circuit with one
-// probe, and then, every 100 ms, has each of 10,000 waiting callers publish once
-// unless its last refusal told it to come back later.
+// probe, and then has 10,000 waiting callers come back (rampTicks).
 func runRecoveryHerd(t *testing.T, p breaker.Policy) herdRun {
 	t.Helper()
 	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -74,7 +73,7 @@ func runRecoveryHerd(t *testing.T, p breaker.Policy) herdRun {
 		}
 	}
 	clock.Set(broker.recovered)
-	run := herdRun{offered: make([]int, herdTicks), broker: make([]int, herdTicks)}
+	run := herdRun{}
 	for i, pub := range pubs { // each replica's probe closes its circuit
 		if err := pub.Publish(ctx, dest, transport.Message{}); err != nil {
 			t.Fatalf("replica %d: the probe after recovery: %v", i, err)
@@ -82,10 +81,29 @@ func runRecoveryHerd(t *testing.T, p breaker.Policy) herdRun {
 		run.probes++
 	}
 	broker.bins[0].Store(0) // count the waiting callers only
+	run.offered = rampTicks(t, clock, broker.recovered, replicas*perBreak, func(c int) error {
+		return pubs[c/perBreak].Publish(ctx, dest, transport.Message{})
+	})
+	run.broker = broker.counts()
+	return run
+}
 
-	notBefore := make([]time.Time, replicas*perBreak) // every caller is due at the recovery
+func (b *recoveringBroker) counts() []int {
+	out := make([]int, len(b.bins))
+	for i := range b.bins {
+		out[i] = int(b.bins[i].Load())
+	}
+	return out
+}
+
+// rampTicks has callers come back after the close at closed: every 100 ms, each caller
+// due calls call(caller) once, all of them at once, unless a ramp's refusal told it to
+// come back later. It returns the calls made per tick.
+func rampTicks(t *testing.T, clock *fakeclock.Clock, closed time.Time, callers int, call func(caller int) error) []int {
+	offered := make([]int, herdTicks)
+	notBefore := make([]time.Time, callers) // every caller is due at the close
 	for tick := range herdTicks {
-		now := broker.recovered.Add(time.Duration(tick) * herdTick)
+		now := closed.Add(time.Duration(tick) * herdTick)
 		clock.Set(now)
 		var start sync.WaitGroup
 		start.Add(1)
@@ -94,25 +112,61 @@ func runRecoveryHerd(t *testing.T, p breaker.Policy) herdRun {
 			if notBefore[c].After(now) {
 				continue
 			}
-			run.offered[tick]++
+			offered[tick]++
 			wg.Go(func() {
 				start.Wait() // the callers due at this tick come at once
-				err := pubs[c/perBreak].Publish(ctx, dest, transport.Message{})
+				err := call(c)
 				var oe *breaker.OpenError
 				switch {
 				case err == nil:
 				case errors.As(err, &oe) && oe.Ramping:
 					notBefore[c] = oe.NotBefore
 				default:
-					t.Errorf("caller %d at %v: %v", c, now.Sub(broker.recovered), err)
+					t.Errorf("caller %d at %v: %v", c, now.Sub(closed), err)
 				}
 			})
 		}
 		start.Done()
 		wg.Wait()
-		run.broker[tick] = int(broker.bins[tick].Load())
 	}
-	return run
+	return offered
+}
+
+// checkRamp compares the calls that reached the broker per 100 ms after the close
+// with the ramp's schedule: the share of the calls made, to within tolerance, and
+// never more than the share of all callers. It returns the table, beside the run
+// without a ramp when there is one.
+func checkRamp(t *testing.T, policy breaker.Policy, ramped herdRun, flat []int, all, tolerance int) string {
+	t.Helper()
+	var table strings.Builder
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "after close\tshare\tramp: calls made\tramp: at broker\tschedule: share x made\t")
+	if flat != nil {
+		fmt.Fprint(tw, "without ramp: at broker\t")
+	}
+	fmt.Fprintln(tw)
+	for tick := range herdTicks {
+		since := time.Duration(tick) * herdTick
+		share := policy.RampShare(since)
+		want := share * float64(ramped.offered[tick])
+		got := ramped.broker[tick]
+		fmt.Fprintf(tw, "%v\t%.2f\t%d\t%d\t%.0f\t", since, share, ramped.offered[tick], got, want)
+		if flat != nil {
+			fmt.Fprintf(tw, "%d\t", flat[tick])
+		}
+		fmt.Fprintln(tw)
+		if math.Abs(float64(got)-want) > float64(tolerance) {
+			t.Errorf("%v after close: %d calls reached the broker, the ramp's schedule says %.0f (+/- %d)", since, got, want, tolerance)
+		}
+		if float64(got) > share*float64(all)+float64(tolerance) {
+			t.Errorf("%v after close: %d calls reached the broker, more than the share %.2f of %d", since, got, share, all)
+		}
+		if since >= policy.RampDuration+policy.RampDuration/8 && (ramped.offered[tick] != all || got != all) {
+			t.Errorf("%v after close, past the ramp: %d of %d callers came, %d reached the broker", since, ramped.offered[tick], all, got)
+		}
+	}
+	tw.Flush()
+	return table.String()
 }
 
 // The recovery herd with a ramp: 10,000 callers of 100 replicas come back when the
@@ -126,28 +180,8 @@ func TestRecoveryHerdFollowsTheRamp(t *testing.T) {
 	policy.RampDuration = herdRamp
 	ramped := runRecoveryHerd(t, policy)
 	const all, tolerance = replicas * perBreak, replicas * perBreak / 100
-
-	var table strings.Builder
-	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "after close\tshare\tramp: calls made\tramp: at broker\tschedule: share x made\twithout ramp: at broker\t")
-	for tick := range herdTicks {
-		since := time.Duration(tick) * herdTick
-		share := policy.RampShare(since)
-		want := share * float64(ramped.offered[tick])
-		got := ramped.broker[tick]
-		fmt.Fprintf(tw, "%v\t%.2f\t%d\t%d\t%.0f\t%d\t\n", since, share, ramped.offered[tick], got, want, flat.broker[tick])
-		if math.Abs(float64(got)-want) > tolerance {
-			t.Errorf("%v after close: %d calls reached the broker, the ramp's schedule says %.0f (+/- %d)", since, got, want, tolerance)
-		}
-		if float64(got) > share*all+tolerance {
-			t.Errorf("%v after close: %d calls reached the broker, more than the share %.2f of %d", since, got, share, all)
-		}
-		if since >= herdRamp+herdRamp/8 && (ramped.offered[tick] != all || got != all) {
-			t.Errorf("%v after close, past the ramp: %d of %d callers came, %d reached the broker", since, ramped.offered[tick], all, got)
-		}
-	}
-	tw.Flush()
-	t.Logf("recovery herd, 10,000 callers on 100 replicas, calls per 100 ms (plus %d probes at the close):\n%s", ramped.probes, table.String())
+	table := checkRamp(t, policy, ramped, flat.broker, all, tolerance)
+	t.Logf("recovery herd, 10,000 callers on 100 replicas, calls per 100 ms (plus %d probes at the close):\n%s", ramped.probes, table)
 	if flat.broker[0] != all {
 		t.Errorf("without a ramp %d calls reached the broker in the first 100 ms, want all %d", flat.broker[0], all)
 	}
