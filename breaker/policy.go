@@ -56,6 +56,14 @@ type Policy struct {
 	// Mode says what happens to a call the circuit would refuse. The zero value is
 	// Enforce.
 	Mode Mode
+	// MinCallBudget is the time a call's context must leave it, when the call starts,
+	// for a deadline that ends the call to count as a Failure: the broker had a fair
+	// chance to answer and did not. A call that starts with less is admitted all the
+	// same, but its deadline says nothing about the broker and is Neutral. Calls whose
+	// context has no deadline are not concerned. 0 means DefaultMinCallBudget. The
+	// circuit itself does not read it: the registry applies it to the outcomes it
+	// reports (registry.Outcome).
+	MinCallBudget time.Duration
 
 	// RampDuration, when positive, paces recovery: after the circuit closes from
 	// half-open it admits only a share of calls, rising from RampFloor to all of them
@@ -72,6 +80,11 @@ type Policy struct {
 	// with RampDuration.
 	RampAggression float64
 }
+
+// DefaultMinCallBudget is the MinCallBudget of a policy that leaves it 0: short enough
+// that callers with deadlines of 200ms or more let a hung broker open its circuit,
+// long enough to be far above a healthy broker's answer time.
+const DefaultMinCallBudget = 100 * time.Millisecond
 
 // ErrInvalidPolicy is matched (errors.Is) by every error Validate returns.
 var ErrInvalidPolicy = errors.New("breaker: invalid policy")
@@ -117,6 +130,7 @@ func (p Policy) Validate() error {
 		{"HalfOpenRetryDelay", int64(p.HalfOpenRetryDelay)},
 		{"MaxBreakDuration", int64(p.MaxBreakDuration)},
 		{"MaxInFlight", int64(p.MaxInFlight)},
+		{"MinCallBudget", int64(p.MinCallBudget)},
 	}
 	for _, f := range nonNegative {
 		if f.v < 0 {
@@ -185,6 +199,9 @@ func (p Policy) Normalized() Policy {
 	if p.MaxBreakDuration <= p.BreakDuration {
 		p.MaxBreakDuration = p.BreakDuration
 	}
+	if p.MinCallBudget == 0 {
+		p.MinCallBudget = DefaultMinCallBudget
+	}
 	if p.RampDuration > 0 && p.RampFloor == 0 {
 		p.RampFloor = 0.1
 	}
@@ -197,8 +214,8 @@ func (p Policy) Normalized() Policy {
 // RampShare returns the share of calls, in [RampFloor, 1], that a circuit admits a
 // time since after it closed from half-open:
 // max(RampFloor, (since/RampDuration)^(1/RampAggression)), and 1 once the ramp is over
-// or when the policy has none. Backends that keep state
-// elsewhere use it so that every scope ramps alike.
+// or when the policy has none. Backends that keep state elsewhere use it so that
+// every scope ramps alike.
 func (p Policy) RampShare(since time.Duration) float64 {
 	if p.RampDuration <= 0 || since >= p.RampDuration {
 		return 1
@@ -257,6 +274,10 @@ func (p Policy) Fingerprint() string {
 	if n.Mode != Enforce {
 		b = append(b, "|mode="...)
 		b = strconv.AppendInt(b, int64(n.Mode), 10)
+	}
+	if n.MinCallBudget != DefaultMinCallBudget { // outcomes of replicas sharing a circuit must agree
+		b = append(b, "|budget="...)
+		b = strconv.AppendInt(b, int64(n.MinCallBudget), 10)
 	}
 	if n.RampDuration > 0 {
 		b = append(b, "|ramp="...)

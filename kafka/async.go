@@ -15,6 +15,7 @@ import (
 // tracker completes the permits of an asynchronous writer's calls when the writer
 // reports their messages through Completion.
 type tracker struct {
+	reg      *registry.Registry // completes the permits, so that it counts the calls
 	classify transport.Classifier
 	next     func([]kafkago.Message, error) // the Completion set before ours
 
@@ -41,7 +42,7 @@ type tag struct {
 
 // write queues msgs (copied, so that WriterData can carry the call) and leaves the
 // permit to the Completion, unless the writer refuses them outright.
-func (t *tracker) write(ctx context.Context, p *Publisher, permit breaker.Permit, d transport.Destination, msgs []kafkago.Message) error {
+func (t *tracker) write(ctx context.Context, p *Publisher, permit breaker.Permit, start registry.Start, d transport.Destination, msgs []kafkago.Message) error {
 	c := &call{permit: permit, dest: d, n: len(msgs), left: len(msgs)}
 	tags := make([]tag, len(msgs))
 	queued := make([]kafkago.Message, len(msgs))
@@ -66,7 +67,7 @@ func (t *tracker) write(ctx context.Context, p *Publisher, permit breaker.Permit
 	}
 	// An asynchronous writer fails only before it queues anything (metadata, a
 	// message too large, a closed writer): no Completion will come for this call.
-	t.forget(c, registry.Outcome(ctx, err, len(msgs), t.classify))
+	t.forget(c, registry.Outcome(ctx, start, err, len(msgs), t.classify))
 	return err
 }
 
@@ -78,7 +79,7 @@ func (t *tracker) forget(c *call, o breaker.Outcome) {
 	delete(t.pending, c)
 	t.mu.Unlock()
 	if live {
-		c.permit.Complete(o)
+		t.reg.Complete(c.dest, c.permit, o)
 	}
 }
 
@@ -107,7 +108,7 @@ func (t *tracker) completion(msgs []kafkago.Message, err error) {
 	}
 	t.mu.Unlock()
 	for _, c := range done {
-		c.permit.Complete(c.outcome(t.classify))
+		t.reg.Complete(c.dest, c.permit, c.outcome(t.classify))
 	}
 	if t.next != nil {
 		t.next(msgs, err)
@@ -122,7 +123,7 @@ func (c *call) outcome(classify transport.Classifier) breaker.Outcome {
 	}
 	slices.SortFunc(c.failed, func(a, b transport.MessageError) int { return a.Index - b.Index })
 	be := &transport.BatchError{Destination: c.dest, Failed: c.failed}
-	return registry.Outcome(context.Background(), be, c.n, classify)
+	return registry.Outcome(context.Background(), registry.Start{}, be, c.n, classify)
 }
 
 // abandon completes every pending call's permit as Neutral and forgets the calls;
@@ -136,7 +137,7 @@ func (t *tracker) abandon() int {
 	clear(t.pending)
 	t.mu.Unlock()
 	for _, c := range calls {
-		c.permit.Complete(breaker.Neutral)
+		t.reg.Complete(c.dest, c.permit, breaker.Neutral)
 	}
 	return len(calls)
 }

@@ -136,6 +136,7 @@ type Registry struct {
 	breakerOpts     []breaker.Option
 	observers       []func(transport.Destination, breaker.Transition)
 	bypassHooks     []func(transport.Destination, breaker.Bypass)
+	countCalls      bool
 
 	// Lookups read an immutable map without locking. New circuits go to fresh, under
 	// mu, and fresh is merged into a new immutable map once lookups that missed it have
@@ -149,10 +150,12 @@ type Registry struct {
 }
 
 type entry struct {
-	dest    transport.Destination
-	circuit breaker.Circuit
-	used    atomic.Bool // set by use, cleared by each eviction sweep
-	idleAt  time.Time   // when a sweep first found it unused; guarded by Registry.mu
+	dest      transport.Destination
+	circuit   breaker.Circuit
+	minBudget time.Duration // the policy's MinCallBudget, normalized
+	used      atomic.Bool   // set by use, cleared by each eviction sweep
+	idleAt    time.Time     // when a sweep first found it unused; guarded by Registry.mu
+	calls     *callCounts   // nil unless WithCallCounts
 }
 
 // New returns a registry whose destinations get the defaults policy unless an
@@ -248,11 +251,15 @@ func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
 	if n := r.lenLocked(); n >= r.maxDestinations {
 		return nil, fmt.Errorf("%w: %d live circuits, cannot add %s", ErrTooManyDestinations, n, d)
 	}
-	c, err := r.newCircuit(d, r.Policy(d))
+	p := r.Policy(d)
+	c, err := r.newCircuit(d, p)
 	if err != nil {
 		return nil, fmt.Errorf("registry: circuit for %s: %w", d, err)
 	}
-	e := &entry{dest: d, circuit: c}
+	e := &entry{dest: d, circuit: c, minBudget: p.Normalized().MinCallBudget}
+	if r.countCalls {
+		e.calls = new(callCounts)
+	}
 	e.used.Store(true)
 	r.fresh[d] = e
 	return e, nil
@@ -351,6 +358,15 @@ func (r *Registry) evictLocked() int {
 		r.circuits.Store(&next)
 	}
 	return len(gone)
+}
+
+// Lookup returns the live circuit of destination d without creating one: what an
+// operator's tool wants, where a typo must not add a circuit.
+func (r *Registry) Lookup(d transport.Destination) (breaker.Circuit, bool) {
+	if e, ok := r.lookup(d); ok {
+		return e.circuit, true
+	}
+	return nil, false
 }
 
 // Len returns the number of live circuits.

@@ -1,4 +1,16 @@
-// Command brokerguard runs the brokerguard demo: an outbox dispatching to three Kafka
+// Command brokerguard is the demo and the on-call tool of brokerguard.
+//
+// "brokerguard circuits" lists, shows and holds the circuits of a running service
+// through its admin handler (package admin):
+//
+//	brokerguard circuits list --url http://svc:8080/admin
+//	brokerguard circuits force-open kafka:payments --for 10m --reason "broker upgrade"
+//
+// Flags read the same environment variables (BROKERGUARD_ADMIN_URL,
+// BROKERGUARD_ADMIN_TOKEN); --json prints the service's JSON; exit codes: 0 done, 1 the
+// service failed or could not be reached, 2 usage, 3 no such destination, 4 refused.
+//
+// "brokerguard demo" runs an outbox dispatching to three Kafka
 // topics while one of them goes through a scripted outage, showing per topic the
 // circuit state and what was published, deferred and pending; then a summary that
 // proves nothing was lost, and an SVG timeline.
@@ -7,7 +19,10 @@
 //	go run ./cmd/brokerguard demo --help     # every flag
 //
 // Flags point it at real servers instead: --kafka-brokers, --amqp-url, --sqs-endpoint,
-// --database-url; --metrics ADDR serves Prometheus metrics while it runs.
+// --database-url; --metrics ADDR serves Prometheus metrics while it runs, --http ADDR
+// the admin dashboard (on the same listener when the addresses are equal). On a
+// terminal the table of destinations is redrawn in place; --plain, or output to a pipe,
+// prints it anew every tick.
 package main
 
 import (
@@ -26,10 +41,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var exit *exitError
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 	case errors.Is(err, errUsage):
 		os.Exit(2)
+	case errors.As(err, &exit):
+		fmt.Fprintln(os.Stderr, "brokerguard:", err)
+		os.Exit(exit.code)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "brokerguard:", err)
 		os.Exit(1)
@@ -44,15 +63,19 @@ type config struct {
 	topics                                             []string
 	outageTopic                                        string
 	rate                                               int
-	svg, metrics                                       string
+	svg, metrics, http                                 string
+	plain                                              bool // --plain: no live table, even on a terminal
+	live                                               bool // redraw the table in place: stdout is a terminal and not --plain
 	kafkaBrokers, amqpURL, sqsEndpoint, databaseURL    string
 }
 
+const usage = `usage: brokerguard COMMAND [flags]
+
+  demo       an outbox dispatching to Kafka through a scripted outage (demo --help)
+  circuits   list, show and hold circuits of a running service (circuits --help)
+`
+
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	if len(args) == 0 || args[0] != "demo" {
-		fmt.Fprintln(stderr, "usage: brokerguard demo [flags]   (brokerguard demo --help lists the flags)")
-		return config{}, errUsage
-	}
 	fs := flag.NewFlagSet("brokerguard demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c config
@@ -67,6 +90,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.rate, "rate", 200, "messages per second enqueued per destination")
 	fs.StringVar(&c.svg, "svg", "brokerguard-timeline.svg", "where to write the timeline of circuit state and throughput")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on this address while the demo runs (e.g. :9464)")
+	fs.StringVar(&c.http, "http", "", "serve the admin dashboard and API under /admin/ on this address while the demo runs (e.g. :8080; may equal --metrics)")
+	fs.BoolVar(&c.plain, "plain", false, "print a new table every tick instead of redrawing one table in place (the default when stdout is not a terminal)")
 	fs.StringVar(&c.kafkaBrokers, "kafka-brokers", "", "comma-separated Kafka brokers to use instead of the in-process one (no scripted outage)")
 	fs.StringVar(&c.amqpURL, "amqp-url", "", "also publish to RabbitMQ exchange brokerguard-demo at this URL")
 	fs.StringVar(&c.sqsEndpoint, "sqs-endpoint", "", "also publish to SQS queue brokerguard-demo at this endpoint (AWS credentials from the environment)")
@@ -105,9 +130,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "circuits" {
+		return circuitsCmd(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) == 0 || args[0] != "demo" {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
 	c, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
+	c.live = !c.plain && isTerminal(stdout)
 	return demo(ctx, c, stdout)
 }
