@@ -4,9 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -159,10 +156,6 @@ func newCircuit(d sharedstate.Driver, table, identity string, p breaker.Policy, 
 	}
 	// The engine reads a zero as "the default" and a negative delay as "none".
 	o.cfg.MaxStaleness, o.cfg.RetryDelay, o.cfg.IOTimeout = o.staleness, cmp.Or(o.retryDelay, -1), o.ioTimeout
-	if o.cfg.Owner == "" {
-		host, _ := os.Hostname()
-		o.cfg.Owner = host + "/" + strconv.Itoa(os.Getpid()) + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16)
-	}
 	c, err := sharedstate.New(o.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: %w", err)

@@ -282,3 +282,16 @@ func TestFailedRefreshThatOutlivedTheSnapshotRefuses(t *testing.T) {
 		t.Fatalf("Acquire = %v; want ErrUnavailable", err)
 	}
 }
+
+// Items written before the shared engine carry breaker.Policy.Fingerprint. A rolling
+// upgrade must not refuse them: the engine accepts that fingerprint of its own policy,
+// keeps it, and counts on it.
+func TestItemWithThePreviousFingerprintIsAccepted(t *testing.T) {
+	f := newFleet(t, 1, sharedPolicy())
+	legacy := sharedstate.Record{Version: 4, Fingerprint: sharedPolicy().Fingerprint(), State: breaker.Closed, Generation: 2}
+	f.st.raw(testID, encode(testID, legacy))
+	fail(t, f.r[0], 3)
+	if it := f.item(); it.State != breaker.Open || it.Fingerprint != legacy.Fingerprint {
+		t.Fatalf("item = %+v; want opened by three failures, with the fingerprint kept", it)
+	}
+}

@@ -24,11 +24,12 @@ type Circuit struct {
 
 var _ breaker.Circuit = (*Circuit)(nil)
 
-// Snapshot returns the circuit as the state file holds it, read now (a local file is
-// cheap to read); when the file cannot be read it returns the last view this process
-// had, a closed circuit of generation 0 if none, and Acquire reports the error.
+// Snapshot returns the circuit as this process last saw it, reading the state file
+// when that view is older than the staleness bound. It cannot report an error: when
+// the file cannot be read it returns the last view it had (a closed circuit of
+// generation 0 if none), and Acquire reports the error.
 func (c *Circuit) Snapshot() breaker.Snapshot {
-	_ = c.Refresh(context.Background())
+	_ = c.RefreshIfStale(context.Background())
 	return c.Circuit.Snapshot()
 }
 

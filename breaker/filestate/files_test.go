@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
@@ -174,4 +176,30 @@ func TestStateFilesThatAreNotPrivateAreRefused(t *testing.T) {
 		}
 		unavailable(t, c, filestate.ErrNotPrivate)
 	})
+}
+
+// An upgrade keeps the state a previous build wrote: its open circuit stays open, and
+// the next write stores the new layout.
+func TestStateOfThePreviousLayoutIsKept(t *testing.T) {
+	e := newEnv(t)
+	c := e.circuit("kafka:orders", policy)
+	until := t0.Add(time.Minute).UnixNano()
+	old := `{"version":1,"identity":"kafka:orders","fingerprint":"` + policy.Fingerprint() + `","state":"open",` +
+		`"generation":9,"failures":3,"open_until":` + strconv.FormatInt(until, 10) + `,"failed_probes":0,"successes":0,"probes":[],"next_lease":1}`
+	if err := os.MkdirAll(e.root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.statePath("kafka:orders"), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if oe := rejected(t, c); oe.NotBefore.UnixNano() != until {
+		t.Fatalf("NotBefore %v; want the stored deadline", oe.NotBefore)
+	}
+	e.clock.Advance(time.Minute)
+	acquire(t, c).Complete(breaker.Success) // the probe closes it, in the new layout
+	data, err := os.ReadFile(e.statePath("kafka:orders"))
+	if err != nil || !strings.Contains(string(data), `"format":2`) {
+		t.Fatalf("record after a write: %s, %v; want format 2", data, err)
+	}
+	wantState(t, c, breaker.Closed)
 }

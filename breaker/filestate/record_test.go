@@ -67,3 +67,23 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// A record of the layout before the shared engine is read, not refused: an upgrade
+// keeps every circuit's state, and the next write stores format 2.
+func TestFormat1IsRead(t *testing.T) {
+	const old = `{"version":1,"identity":"kafka:orders","fingerprint":"61d8ae20ac4ba3828c6555b7a29fa9d4",` +
+		`"state":"half-open","generation":9,"failures":3,"open_until":0,"failed_probes":1,"successes":0,` +
+		`"probes":[{"lease":1,"expires":100},{"lease":2,"expires":200}],"next_lease":3}`
+	r, err := decodeRecord([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sharedstate.Record{Version: 1, Fingerprint: "61d8ae20ac4ba3828c6555b7a29fa9d4", State: breaker.HalfOpen, Generation: 9,
+		Failures: 3, FailedProbes: 1, Leases: []sharedstate.Lease{{ID: 1, Expires: 100}, {ID: 2, Expires: 200}}}
+	if !reflect.DeepEqual(r.Record, want) || r.Format != recordFormat {
+		t.Fatalf("format 1 read as %+v; want %+v", r, want)
+	}
+	if _, err := decodeRecord([]byte(strings.Replace(old, `"half-open"`, `"ajar"`, 1))); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("format 1 with an unknown state: %v; want ErrCorrupt", err)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +40,7 @@ type Config struct {
 	// agree to well within BreakDuration and ProbeLease.
 	Clock  breaker.Clock
 	Random func() float64 // jitter source, safe for concurrent use (default math/rand/v2.Float64)
-	Owner  string         // written into this replica's probe leases
+	Owner  string         // written into this replica's probe leases (default host/pid/random)
 	// MaxStaleness is how old the local snapshot may be and still decide an Acquire
 	// (0 means one second; a negative value reads the record on every Acquire). One
 	// caller refreshes it once it is three quarters stale, while the others keep
@@ -65,16 +67,20 @@ type Config struct {
 // by every replica that uses the same store and identity. It is safe for concurrent
 // use and starts no goroutine.
 type Circuit struct {
-	cfg          Config
-	policy       breaker.Policy // normalized
-	fingerprint  string
-	description  string
-	counting     bool
-	counter      Counter // the driver's, or nil
-	refreshAfter int64   // snapshot age at which one caller refreshes it
-	staleness    int64
-	epoch        time.Time
-	systemClock  bool
+	cfg         Config
+	policy      breaker.Policy // normalized
+	fingerprint string
+	description string
+	// legacyFingerprint is breaker.Policy.Fingerprint, which records written before
+	// this engine carry. It is accepted (and kept) so that a rolling upgrade does not
+	// refuse the existing records; records this engine creates carry fingerprint.
+	legacyFingerprint string
+	counting          bool
+	counter           Counter // the driver's, or nil
+	refreshAfter      int64   // snapshot age at which one caller refreshes it
+	staleness         int64
+	epoch             time.Time
+	systemClock       bool
 
 	view     atomic.Pointer[view] // the last state read or written; nil before the first
 	writes   atomic.Uint64        // views installed from this process's writes
@@ -159,12 +165,17 @@ func New(cfg Config) (*Circuit, error) {
 	if cfg.Random == nil {
 		cfg.Random = rand.Float64
 	}
+	if cfg.Owner == "" {
+		host, _ := os.Hostname()
+		cfg.Owner = host + "/" + strconv.Itoa(os.Getpid()) + "/" + strconv.FormatUint(rand.Uint64()&0xffffff, 16)
+	}
 	if cfg.Unavailable == nil {
 		id := cfg.Identity
 		cfg.Unavailable = func(err error) error { return &UnavailableError{Identity: id, Err: err} }
 	}
 	c := &Circuit{cfg: cfg, policy: p.Normalized(), counting: p.Enabled()}
 	c.fingerprint, c.description = Fingerprint(p)
+	c.legacyFingerprint = p.Fingerprint()
 	c.counter, _ = cfg.Driver.(Counter)
 	c.staleness = max(int64(cfg.MaxStaleness), 0)
 	c.refreshAfter = c.staleness - c.staleness/4
@@ -224,6 +235,16 @@ func (c *Circuit) unavailable(err error) error {
 func (c *Circuit) Refresh(ctx context.Context) error {
 	_, err := c.refresh(ctx, false)
 	return err
+}
+
+// RefreshIfStale reads the record, as Refresh does, only when the local snapshot is
+// missing or MaxStaleness old. Backends whose reads are cheap call it before
+// Snapshot, so that a snapshot is never older than an Acquire would accept.
+func (c *Circuit) RefreshIfStale(ctx context.Context) error {
+	if v, m := c.view.Load(), c.mono(); v != nil && m-v.at >= 0 && m-v.at < c.staleness {
+		return nil
+	}
+	return c.Refresh(ctx)
 }
 
 // Forget drops the local snapshot and any failure being waited out, so that the next
@@ -311,6 +332,9 @@ func (c *Circuit) decide(ctx context.Context, v *view, m int64) (p breaker.Permi
 		if m < v.admitUntil {
 			p, err = c.admitClosed(v, m)
 			return p, err, false
+		}
+		if err := c.backoff(); err != nil {
+			return breaker.Permit{}, err, false
 		}
 		next := r
 		if v.tripped { // the count reached the threshold; nobody has written OPEN yet
@@ -625,7 +649,7 @@ func (c *Circuit) load(ctx context.Context) (*view, error) {
 		if err := r.Check(c.cfg.Identity); err != nil {
 			return nil, c.unavailable(err)
 		}
-		if r.Fingerprint != c.fingerprint {
+		if r.Fingerprint != c.fingerprint && r.Fingerprint != c.legacyFingerprint {
 			return nil, c.unavailable(mismatch(c.cfg.Identity, r.Fingerprint, r.Policy, c.fingerprint, c.description))
 		}
 		return c.install(r, at, writes, true), nil

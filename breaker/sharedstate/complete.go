@@ -51,9 +51,9 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 	return c.addFailure(ctx, v)
 }
 
-// closedCond is the condition of a Counter update for generation gen.
-func (c *Circuit) closedCond(gen uint64) Closed {
-	return Closed{Generation: gen, Fingerprint: c.fingerprint, Limit: int64(c.policy.FailureThreshold)}
+// closedCond is the condition of a Counter update of the closed record r.
+func (c *Circuit) closedCond(r Record) Closed {
+	return Closed{Generation: r.Generation, Fingerprint: r.Fingerprint, Limit: int64(c.policy.FailureThreshold)}
 }
 
 func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
@@ -61,7 +61,7 @@ func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
 	if c.counter == nil {
 		return c.updateClosed(ctx, v.rec, func(r *Record) bool { r.Failures++; return true })
 	}
-	r, err := c.counter.AddFailure(ctx, c.cfg.Identity, c.closedCond(gen))
+	r, err := c.counter.AddFailure(ctx, c.cfg.Identity, c.closedCond(v.rec))
 	if errors.Is(err, ErrConflict) {
 		// The generation moved on, or the count is already at the threshold: read the
 		// record to tell which, and open it in the second case.
@@ -107,7 +107,7 @@ func (c *Circuit) resetFailures(ctx context.Context, v *view) bool {
 			return true
 		})
 	}
-	r, err := c.counter.ResetFailures(ctx, c.cfg.Identity, c.closedCond(gen))
+	r, err := c.counter.ResetFailures(ctx, c.cfg.Identity, c.closedCond(v.rec))
 	switch {
 	case err == nil:
 		c.install(r, c.mono(), 0, false)

@@ -335,3 +335,33 @@ func TestRegistryMixesLocalAndSharedCircuits(t *testing.T) {
 		t.Fatalf("CreateTable on an existing table = %v; want nil", err)
 	}
 }
+
+// Issue 17 (4), on dynalite: one failure followed by 64 concurrent successes sends one
+// UpdateItem and no GetItem.
+func TestBurstOfSuccessesSendsOneUpdate(t *testing.T) {
+	e := setup(t)
+	c := newCircuit(t, e, sharedPolicy())
+	if !acquire(t, c).Complete(breaker.Failure) {
+		t.Fatal("the failure did not count")
+	}
+	permits := make([]breaker.Permit, 64)
+	for i := range permits {
+		permits[i] = acquire(t, c)
+	}
+	updates, gets := e.calls.total("UpdateItem"), e.calls.total("GetItem")
+	var wg sync.WaitGroup
+	for _, p := range permits {
+		wg.Go(func() {
+			if !p.Complete(breaker.Success) {
+				t.Error("Complete(Success) = false; want true")
+			}
+		})
+	}
+	wg.Wait()
+	if u, g := e.calls.total("UpdateItem")-updates, e.calls.total("GetItem")-gets; u != 1 || g != 0 {
+		t.Fatalf("64 concurrent successes sent %d UpdateItem and %d GetItem; want 1 and 0", u, g)
+	}
+	if got := attrS(t, rawItem(t, e), "failures"); got != "0" {
+		t.Fatalf("stored failures %s; want 0", got)
+	}
+}
