@@ -50,6 +50,7 @@ chaos: services ## Faults, load and bad input (integration/chaos); also part of 
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s): destinations, policies, shared-state decoding.
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDestination$$' -fuzztime $(or $(FUZZTIME),30s) ./transport
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyValidate$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker
+	$(GO) test -run '^$$' -fuzz '^FuzzRampPolicy$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeItem$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/dynamo
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/filestate
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHash$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/redis
