@@ -155,37 +155,14 @@ func (e *env) circuit(i int) breaker.Snapshot {
 	return c.Snapshot()
 }
 
-// answerProduce makes the next Produce request (or every one, with keep) answer with
-// code for every partition of the topics that match. It returns the number of
-// requests it answered.
+// answerProduce is kfakeproduce.Answer: code for the next (or every) Produce request.
 func answerProduce(c *kfake.Cluster, code int16, keep bool, match func(topic string) bool) *atomic.Int64 {
-	answered := new(atomic.Int64)
-	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		req := r.(*kmsg.ProduceRequest)
-		if match != nil && !match(req.Topics[0].Topic) {
-			return nil, nil, false
-		}
-		if keep {
-			c.KeepControl()
-		}
-		answered.Add(1)
-		return kfakeproduce.Failed(req, code), nil, true
-	})
-	return answered
+	return kfakeproduce.Answer(c, code, keep, match)
 }
 
-// hangProduce makes the next Produce request (or every one, with keep) go unanswered,
-// after calling onRequest.
+// hangProduce is kfakeproduce.Hang: no answer to the next (or every) Produce request.
 func hangProduce(c *kfake.Cluster, keep bool, onRequest func()) {
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if keep {
-			c.KeepControl()
-		}
-		if onRequest != nil {
-			onRequest()
-		}
-		return nil, nil, true
-	})
+	kfakeproduce.Hang(c, keep, onRequest)
 }
 
 // produceCounter counts the Produce requests per topic that reach the cluster,
