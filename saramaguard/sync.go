@@ -82,7 +82,9 @@ func NewSyncProducer(p sarama.SyncProducer, reg *registry.Registry, opts ...Opti
 	return &SyncProducer{p: p, reg: reg, classify: o.classify}, nil
 }
 
-func dest(topic string) transport.Destination { return transport.Destination{Broker: Broker, Name: topic} }
+func dest(topic string) transport.Destination {
+	return transport.Destination{Broker: Broker, Name: topic}
+}
 
 // SendMessage is sarama's SendMessage under msg's topic circuit: a refused call
 // returns a *registry.RejectedError without touching sarama.
