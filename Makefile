@@ -3,7 +3,7 @@ GO ?= go
 # The race detector is always on: the library is about concurrency.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 # Adapters in modules of their own (see README, "Modules"): each has its own go.mod.
-ADAPTERS := kgoguard saramaguard
+ADAPTERS := kgoguard saramaguard watermillguard
 
 .DEFAULT_GOAL := help
 

@@ -3,7 +3,6 @@ package kgoguard_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -38,11 +37,7 @@ type env struct {
 // and a guarded producer over it.
 func newEnv(t testing.TB, policy breaker.Policy, stems []string, opts ...kgo.Opt) *env {
 	t.Helper()
-	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
-	e := &env{t: t}
-	for _, s := range stems {
-		e.topics = append(e.topics, s+"-"+suffix)
-	}
+	e := &env{t: t, topics: harness.TopicNames(stems...)}
 	e.cluster = harness.KFake(t, kfake.SeedTopics(1, e.topics...))
 	e.cl = newClient(t, e.cluster, opts...)
 	for _, topic := range e.topics { // learn the metadata before any fault

@@ -2,7 +2,6 @@ package saramaguard_test
 
 import (
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -31,11 +30,7 @@ type env struct {
 
 func newEnv(t testing.TB, policy breaker.Policy, stems ...string) *env {
 	t.Helper()
-	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
-	e := &env{t: t}
-	for _, s := range stems {
-		e.topics = append(e.topics, s+"-"+suffix)
-	}
+	e := &env{t: t, topics: harness.TopicNames(stems...)}
 	e.cluster = harness.KFake(t, kfake.SeedTopics(1, e.topics...))
 	var err error
 	if e.reg, err = registry.New(policy, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))); err != nil {

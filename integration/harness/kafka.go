@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -56,4 +58,15 @@ func KFake(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// TopicNames returns a unique topic name for each stem, so that runs against a
+// long-lived Kafka, or tests sharing a cluster, never read each other's messages.
+func TopicNames(stems ...string) []string {
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	out := make([]string, len(stems))
+	for i, s := range stems {
+		out[i] = s + "-" + suffix
+	}
+	return out
 }

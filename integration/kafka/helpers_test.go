@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,17 +40,6 @@ type env struct {
 	pub     *kafka.Publisher
 }
 
-// topicNames returns unique topic names for the given stems, so that runs against a
-// long-lived Kafka never read each other's messages.
-func topicNames(stems ...string) []string {
-	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
-	out := make([]string, len(stems))
-	for i, s := range stems {
-		out[i] = s + "-" + suffix
-	}
-	return out
-}
-
 // newEnv starts kfake with the topics seeded (or creates them on KAFKA_BROKERS) and
 // returns a synchronous guarded writer with the settings the package recommends.
 func newEnv(t testing.TB, policy breaker.Policy, configure func(*env), stems ...string) *env {
@@ -62,7 +50,7 @@ func newEnv(t testing.TB, policy breaker.Policy, configure func(*env), stems ...
 // newEnvWith is newEnv with options for the kfake cluster.
 func newEnvWith(t testing.TB, policy breaker.Policy, configure func(*env), kopts []kfake.Opt, stems ...string) *env {
 	t.Helper()
-	topics := topicNames(stems...)
+	topics := harness.TopicNames(stems...)
 	brokers, cluster := harness.KafkaBrokers(t, append(kopts, kfake.SeedTopics(1, topics...))...)
 	e := &env{t: t, brokers: brokers, cluster: cluster, topics: topics, clock: fakeclock.New(t0)}
 	if cluster == nil {

@@ -1,0 +1,122 @@
+package watermillguard_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+	"github.com/brokerguard/brokerguard/watermillguard"
+)
+
+// failing is a message.Publisher that returns err for the topics in fail and hands
+// the rest to next.
+type failing struct {
+	next  message.Publisher
+	fail  map[string]error
+	calls map[string]int
+}
+
+func (f *failing) Publish(topic string, msgs ...*message.Message) error {
+	f.calls[topic]++
+	if err := f.fail[topic]; err != nil {
+		return err
+	}
+	return f.next.Publish(topic, msgs...)
+}
+
+func (f *failing) Close() error { return f.next.Close() }
+
+var errBroker = errors.New("broker down")
+
+func newGuard(t *testing.T, policy breaker.Policy) (*watermillguard.Publisher, *failing, *registry.Registry) {
+	t.Helper()
+	reg, err := registry.New(policy, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &failing{next: gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{}), fail: map[string]error{}, calls: map[string]int{}}
+	classify := func(err error) breaker.Outcome {
+		if errors.Is(err, errBroker) {
+			return breaker.Failure
+		}
+		return breaker.Neutral
+	}
+	p, err := watermillguard.New(f, reg, "test", watermillguard.WithClassifier(classify))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, f, reg
+}
+
+func snapshot(t *testing.T, reg *registry.Registry, topic string) breaker.Snapshot {
+	t.Helper()
+	c, err := reg.Circuit(transport.Destination{Broker: "test", Name: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Snapshot()
+}
+
+func TestOneCircuitPerTopic(t *testing.T) {
+	p, f, reg := newGuard(t, breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute})
+	f.fail["bad"] = errBroker
+	for range 2 {
+		if err := p.Publish("bad", message.NewMessage("1", nil)); !errors.Is(err, errBroker) {
+			t.Fatalf("bad: %v", err)
+		}
+	}
+	if err := p.Publish("bad", message.NewMessage("2", nil)); !errors.Is(err, breaker.ErrOpen) || f.calls["bad"] != 2 {
+		t.Fatalf("open topic: %v after %d calls", err, f.calls["bad"])
+	}
+	if err := p.Publish("good", message.NewMessage("3", nil)); err != nil {
+		t.Fatalf("good topic: %v", err)
+	}
+	if s := snapshot(t, reg, "good"); s.State != breaker.Closed {
+		t.Errorf("good topic's circuit is %v", s.State)
+	}
+}
+
+// The first message's context is the call's: ended, the publisher is not called;
+// an error the classifier calls Neutral counts nothing.
+func TestMessageContextAndClassifier(t *testing.T) {
+	p, f, reg := newGuard(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m := message.NewMessage("1", nil)
+	m.SetContext(ctx)
+	if err := p.Publish("t", m); !errors.Is(err, context.Canceled) || f.calls["t"] != 0 {
+		t.Fatalf("cancelled message: %v, %d calls", err, f.calls["t"])
+	}
+	f.fail["t"] = errors.New("marshal: bad payload")
+	if err := p.Publish("t", message.NewMessage("2", nil)); err == nil {
+		t.Fatal("no error")
+	}
+	if s := snapshot(t, reg, "t"); s.State != breaker.Closed || s.Failures != 0 {
+		t.Errorf("a Neutral error changed the circuit: %+v", s)
+	}
+}
+
+func TestNewRefusesBadInput(t *testing.T) {
+	reg, _ := registry.New(breaker.Policy{})
+	pub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	for _, tc := range []struct {
+		name   string
+		pub    message.Publisher
+		reg    *registry.Registry
+		broker string
+	}{{"nil publisher", nil, reg, "kafka"}, {"nil registry", pub, nil, "kafka"}, {"bad broker", pub, reg, "Kafka!"}} {
+		if _, err := watermillguard.New(tc.pub, tc.reg, tc.broker); err == nil {
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+}
