@@ -50,7 +50,7 @@ func NewAsyncProducer(addrs []string, cfg *sarama.Config, reg *registry.Registry
 	if err != nil {
 		return nil, err
 	}
-	return newAsync(p, reg, opts)
+	return newAsync(p, cfg.ChannelBufferSize, reg, opts)
 }
 
 // NewAsyncProducerFromClient makes a sarama AsyncProducer over client and guards it
@@ -68,7 +68,7 @@ func NewAsyncProducerFromClient(client sarama.Client, reg *registry.Registry, op
 	if err != nil {
 		return nil, err
 	}
-	return newAsync(p, reg, opts)
+	return newAsync(p, client.Config().ChannelBufferSize, reg, opts)
 }
 
 func checkConfig(cfg *sarama.Config) error {
@@ -83,7 +83,8 @@ func checkConfig(cfg *sarama.Config) error {
 	return nil
 }
 
-func newAsync(p sarama.AsyncProducer, reg *registry.Registry, opts []Option) (*AsyncProducer, error) {
+// newAsync guards p; its channels buffer as many reports as sarama's own do.
+func newAsync(p sarama.AsyncProducer, buffer int, reg *registry.Registry, opts []Option) (*AsyncProducer, error) {
 	o, err := newOptions(opts)
 	if err == nil && reg == nil {
 		err = errors.New("saramaguard: nil registry")
@@ -94,7 +95,7 @@ func newAsync(p sarama.AsyncProducer, reg *registry.Registry, opts []Option) (*A
 	}
 	a := &AsyncProducer{
 		p: p, reg: reg, classify: o.classify,
-		successes: make(chan *sarama.ProducerMessage), errors: make(chan *sarama.ProducerError),
+		successes: make(chan *sarama.ProducerMessage, buffer), errors: make(chan *sarama.ProducerError, buffer),
 		pending: map[*tag]struct{}{},
 	}
 	var wg sync.WaitGroup

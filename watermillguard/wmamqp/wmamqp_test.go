@@ -34,7 +34,7 @@ func unique(prefix string) string {
 
 // admin is a plain channel for declaring topology; what a test declares is deleted
 // in cleanup on a connection of its own.
-func admin(t *testing.T, amqpURL string) *amqp091.Channel {
+func admin(t testing.TB, amqpURL string) *amqp091.Channel {
 	t.Helper()
 	conn, err := amqp091.Dial(amqpURL)
 	if err != nil {
@@ -48,7 +48,7 @@ func admin(t *testing.T, amqpURL string) *amqp091.Channel {
 	return ch
 }
 
-func cleanup(t *testing.T, amqpURL string, exchanges, queues []string) {
+func cleanup(t testing.TB, amqpURL string, exchanges, queues []string) {
 	t.Cleanup(func() {
 		ch := admin(t, amqpURL)
 		for _, q := range queues {
@@ -62,12 +62,12 @@ func cleanup(t *testing.T, amqpURL string, exchanges, queues []string) {
 
 // guarded returns a watermill-amqp publisher with confirms, over amqpURL, and the
 // guard over it with wmamqp's classifier.
-func guarded(t *testing.T, amqpURL string, reg *registry.Registry) (*wamqp.Publisher, *watermillguard.Publisher) {
+func guarded(t testing.TB, amqpURL string, reg *registry.Registry) (*wamqp.Publisher, *watermillguard.Publisher) {
 	t.Helper()
 	return guardedWith(t, amqpURL, reg, watermill.NopLogger{})
 }
 
-func guardedWith(t *testing.T, amqpURL string, reg *registry.Registry, logger watermill.LoggerAdapter) (*wamqp.Publisher, *watermillguard.Publisher) {
+func guardedWith(t testing.TB, amqpURL string, reg *registry.Registry, logger watermill.LoggerAdapter) (*wamqp.Publisher, *watermillguard.Publisher) {
 	t.Helper()
 	cfg := wamqp.NewNonDurablePubSubConfig(amqpURL, nil)
 	cfg.Publish.ConfirmDelivery = true
@@ -84,7 +84,7 @@ func guardedWith(t *testing.T, amqpURL string, reg *registry.Registry, logger wa
 	return raw, p
 }
 
-func newRegistry(t *testing.T, p breaker.Policy) *registry.Registry {
+func newRegistry(t testing.TB, p breaker.Policy) *registry.Registry {
 	reg, err := registry.New(p, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
 	if err != nil {
 		t.Fatal(err)

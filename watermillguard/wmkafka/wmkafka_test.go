@@ -23,7 +23,7 @@ import (
 )
 
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	cluster *kfake.Cluster
 	topics  []string
 	reg     *registry.Registry
@@ -33,7 +33,7 @@ type env struct {
 
 // newEnv starts kfake and two watermill-kafka publishers, one raw and one (on
 // connections of its own) guarded with wmkafka.Classify.
-func newEnv(t *testing.T, policy breaker.Policy, stems ...string) *env {
+func newEnv(t testing.TB, policy breaker.Policy, stems ...string) *env {
 	t.Helper()
 	e := &env{t: t, topics: harness.TopicNames(stems...)}
 	e.cluster = harness.KFake(t, kfake.SeedTopics(1, e.topics...))
