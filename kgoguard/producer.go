@@ -140,9 +140,9 @@ func (p *Producer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.Produ
 // produceTopics is ProduceSync for records of several topics.
 func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.ProduceResults {
 	type group struct {
-		permit breaker.Permit
-		recs   []*kgo.Record
-		res    kgo.ProduceResults
+		permit  breaker.Permit
+		refused error // the circuit's refusal; nil when admitted
+		recs    []*kgo.Record
 	}
 	groups := map[transport.Destination]*group{}
 	var order []transport.Destination
@@ -153,17 +153,12 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 		g, ok := groups[d]
 		if !ok {
 			g = &group{}
+			g.permit, g.refused = p.reg.Acquire(ctx, d)
 			groups[d] = g
 			order = append(order, d)
-			permit, err := p.reg.Acquire(ctx, d)
-			if err != nil {
-				g.res = kgo.ProduceResults{{Err: err}} // marks the topic refused
-			} else {
-				g.permit = permit
-			}
 		}
-		if g.res != nil {
-			out = append(out, kgo.ProduceResult{Record: r, Err: g.res[0].Err})
+		if g.refused != nil {
+			out = append(out, kgo.ProduceResult{Record: r, Err: g.refused})
 			continue
 		}
 		g.recs = append(g.recs, r)
@@ -173,7 +168,7 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 	defer func() {
 		if !returned { // the client panicked: Neutral for every admitted topic
 			for _, g := range groups {
-				if g.res == nil {
+				if g.refused == nil {
 					g.permit.Complete(breaker.Neutral)
 				}
 			}
@@ -190,11 +185,9 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 		byTopic[d] = append(byTopic[d], r)
 	}
 	for _, d := range order {
-		g := groups[d]
-		if g.res != nil {
-			continue
+		if g := groups[d]; g.refused == nil {
+			g.permit.Complete(registry.Outcome(ctx, resultsErr(d, g.recs, byTopic[d]), len(g.recs), p.classify))
 		}
-		g.permit.Complete(registry.Outcome(ctx, resultsErr(d, g.recs, byTopic[d]), len(g.recs), p.classify))
 	}
 	return append(out, res...)
 }

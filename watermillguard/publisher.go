@@ -15,6 +15,9 @@
 //
 // Watermill's publishers stop at the first message that fails, so the messages before
 // it were published; the guard judges the call by the error alone.
+//
+// [Publisher.AsTransport] gives the same guarded publisher the [transport.Publisher]
+// interface, so an outbox can publish through Watermill.
 package watermillguard
 
 import (

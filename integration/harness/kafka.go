@@ -1,12 +1,14 @@
 package harness
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 const kafkaHint = "start the brokers in KAFKA_BROKERS, or unset it to use the in-process kfake cluster"
@@ -69,4 +71,30 @@ func TopicNames(stems ...string) []string {
 		out[i] = s + "-" + suffix
 	}
 	return out
+}
+
+// ReadTopic consumes want records of topic from the start (with a franz-go client),
+// failing t when they do not all arrive within 20 seconds.
+func ReadTopic(t testing.TB, brokers []string, topic string, want int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for len(recs) < want {
+		f := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %s: got %d of %d records before the deadline", topic, len(recs), want)
+		}
+		if errs := f.Errors(); len(errs) > 0 {
+			t.Fatalf("read %s: %v", topic, errs)
+		}
+		recs = append(recs, f.Records()...)
+	}
+	return recs
 }

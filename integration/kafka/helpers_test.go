@@ -11,7 +11,6 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/brokerguard/brokerguard/breaker"
@@ -178,31 +177,6 @@ func (pc *produceCounter) get(topic string) int {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	return pc.n[topic]
-}
-
-// readAll consumes want records of topic from the start.
-func readAll(t testing.TB, brokers []string, topic string, want int) []*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var recs []*kgo.Record
-	for len(recs) < want {
-		f := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %s: got %d of %d records before the deadline", topic, len(recs), want)
-		}
-		if errs := f.Errors(); len(errs) > 0 {
-			t.Fatalf("read %s: %v", topic, errs)
-		}
-		recs = append(recs, f.Records()...)
-	}
-	return recs
 }
 
 func msg(i int) transport.Message {

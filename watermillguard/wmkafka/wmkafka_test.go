@@ -157,3 +157,40 @@ func TestSplitByTopicAndBrokerGone(t *testing.T) {
 		t.Errorf("broker gone: %v classified %v, %d failures", err, wmkafka.Classify(err), e.circuit(1).Failures)
 	}
 }
+
+// An outbox publishes through AsTransport: the messages arrive with their headers,
+// and an open circuit refuses them as it refuses Watermill's own calls.
+func TestAsTransport(t *testing.T) {
+	e := newEnv(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}, "outbox")
+	pub := e.pub.AsTransport()
+	d := transport.Destination{Broker: wmkafka.Broker, Name: e.topics[0]}
+	msgs := []transport.Message{
+		{Key: []byte("k1"), Value: []byte("v1"), Headers: []transport.Header{{Key: "trace", Value: []byte("t1")}}},
+		{Value: []byte("v2")},
+	}
+	if err := pub.Publish(context.Background(), d, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	recs := harness.ReadTopic(t, e.cluster.ListenAddrs(), e.topics[0], 2)
+	if string(recs[0].Value) != "v1" || string(recs[1].Value) != "v2" {
+		t.Fatalf("read %q, %q", recs[0].Value, recs[1].Value)
+	}
+	headers := map[string]string{}
+	for _, h := range recs[0].Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	if headers["trace"] != "t1" || headers[watermillguard.KeyMetadata] != "k1" {
+		t.Errorf("headers %v", headers)
+	}
+
+	if err := pub.Publish(context.Background(), transport.Destination{Broker: "amqp", Name: e.topics[0]}, msgs...); !errors.Is(err, watermillguard.ErrWrongBroker) {
+		t.Errorf("wrong broker: %v", err)
+	}
+	kfakeproduce.Answer(e.cluster, int16(sarama.ErrNotLeaderForPartition), true, nil)
+	if err := pub.Publish(context.Background(), d, msgs[1]); !errors.Is(err, sarama.ErrNotLeaderForPartition) {
+		t.Fatalf("failing broker: %v", err)
+	}
+	if err := pub.Publish(context.Background(), d, msgs[1]); !errors.Is(err, breaker.ErrOpen) {
+		t.Errorf("open circuit: %v", err)
+	}
+}
