@@ -16,16 +16,18 @@ services: ## Install and start what the integration tests need (idempotent).
 	@bash scripts/services.sh
 
 .PHONY: lint
-lint: ## gofmt and go vet, for the module, the benchmarks and the adapter modules.
+lint: ## gofmt and go vet, for the module, the nested test modules and the adapter modules.
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd admin/browsertest && $(GO) vet ./...
 	for m in $(ADAPTERS); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 .PHONY: test
 test: services lint ## The test command: services, lint, then every test with -race.
 	$(GO) test $(TESTFLAGS) ./...
 	cd bench && $(GO) test -race -count=1 -run . ./...
+	cd admin/browsertest && $(GO) test -race -count=1 ./...
 	for m in $(ADAPTERS); do (cd $$m && $(GO) test $(TESTFLAGS) ./...) || exit 1; done
 
 .PHONY: up

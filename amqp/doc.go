@@ -27,6 +27,7 @@
 //	broker nacked a message                              *ConfirmError (ErrNacked)            Failure
 //	no confirm within the confirm timeout                *ConfirmError (ErrConfirmTimeout)    Failure
 //	no channel opened within the confirm timeout         ErrChannelTimeout                    Failure
+//	broker blocks the connection (memory or disk alarm)  *BlockedError (ErrBlocked)           Failure
 //	connection forced (320): close_connection, stop_app  *ChannelError, *amqp091.Error        Failure
 //	dead connection or channel: 501, 504, 505            *amqp091.Error, amqp091.ErrClosed    Failure
 //	broker out of resources (506), internal error (541)  *amqp091.Error                       Failure
@@ -36,8 +37,28 @@
 //	access refused (403), precondition failed (406)      *ChannelError, *amqp091.Error        Neutral
 //	other request errors: 311, 312, 402, 405, 530, 540   *amqp091.Error                       Neutral
 //	mandatory message returned unroutable                *ReturnedError (ErrUnroutable)       Neutral
-//	caller's context cancelled or past its deadline      context.Canceled, DeadlineExceeded   Neutral
+//	caller's context cancelled or past its deadline      context.Canceled, DeadlineExceeded   Neutral (see below)
+//	caller's Manager.Close with the confirm outstanding  ErrClosedInFlight                    Neutral
+//	no messages                                          registry.ErrNoMessages               Neutral
 //	wrong broker, closed, anything else                  ErrWrongBroker, ErrManagerClosed     Neutral
+//
+// Classify sees an error alone. The registry that guards the publisher then applies its
+// deadline rule (registry.Outcome) to each call: a call ended by the caller's
+// cancellation is Neutral; a call ended by the caller's deadline is a Failure when it
+// started with at least the policy's MinCallBudget (default 100ms), because the broker
+// had a fair chance to confirm and did not, and Neutral when it started with less. So a
+// hung broker opens the circuit of callers whose deadlines are shorter than the confirm
+// timeout.
+//
+// # Blocked connections
+//
+// RabbitMQ blocks the connections that publish while a memory or disk alarm is on
+// (connection.blocked), and reads nothing more from them until it clears. The Manager
+// follows these notifications; while the connection is blocked a Publish fails at once
+// with a *BlockedError, before it opens a channel or sends anything, and a Publish
+// already waiting for its confirms when the block arrives stops waiting with the same
+// error. Either way the permit is completed as a Failure at once, never after the
+// confirm timeout or the caller's deadline, so the circuit opens while the alarm lasts.
 //
 // A missing exchange is a trap with confirms: the SDK reports the message as nacked
 // with no error, and the broker's 404 arrives only on the channel's close
@@ -46,7 +67,8 @@
 //
 // # Goroutines
 //
-// The manager's watcher is the only goroutine this package starts; the SDK runs its
-// own per connection. Manager.Close stops the watcher and closes the connection, after
-// which none of them remains.
+// The manager starts its watcher and, per connection, one goroutine that follows the
+// connection's blocked and unblocked notifications and ends when the connection
+// closes; the SDK runs its own per connection. Manager.Close stops the watcher and
+// closes the connection, after which none of them remains.
 package amqp

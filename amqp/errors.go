@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -34,6 +35,8 @@ var (
 	ErrManagerClosed = errors.New("amqp: connection manager closed")
 	// ErrPublisherClosed is returned by Publish after the Publisher's Close.
 	ErrPublisherClosed = errors.New("amqp: publisher closed")
+	// ErrBlocked is matched by a *BlockedError.
+	ErrBlocked = errors.New("amqp: connection blocked by the broker")
 	// ErrWrongBroker is returned (wrapped, naming the destination) by Publish for a
 	// destination whose broker is not "amqp".
 	ErrWrongBroker = errors.New(`amqp: destination broker is not "amqp"`)
@@ -115,6 +118,31 @@ func (e *ReturnedError) Error() string {
 // Is matches ErrUnroutable.
 func (e *ReturnedError) Is(target error) bool { return target == ErrUnroutable }
 
+// BlockedError is a publish refused, or ended early, because the broker blocks the
+// connection (connection.blocked: RabbitMQ's memory or disk alarm). A blocked broker
+// stops reading what publishers send until the alarm clears, so the publisher fails
+// at once rather than waiting; a message that was sent before the block may or may not
+// have been routed.
+type BlockedError struct {
+	Addr   string    // host:port
+	Reason string    // the broker's reason, e.g. "low on memory"
+	Since  time.Time // when the manager learned of the block
+}
+
+// Error names the broker and its reason.
+func (e *BlockedError) Error() string {
+	return "amqp: broker at " + e.Addr + " blocks the connection (" + e.Reason + ") since " +
+		e.Since.Format(time.RFC3339) + "; publishes fail until it unblocks"
+}
+
+// Is matches ErrBlocked.
+func (e *BlockedError) Is(target error) bool { return target == ErrBlocked }
+
+// ErrClosedInFlight is matched by the error of a publish whose confirm was still
+// outstanding when the caller closed the Manager: the broker may or may not have
+// routed the message, and the close, not the broker, ended the wait.
+var ErrClosedInFlight = fmt.Errorf("%w while the publish waited for its confirm; the message may or may not have been routed", ErrManagerClosed)
+
 // DialError is a connection the manager could not open: the dial failed, or the
 // connection circuit rejected it (errors.Is(err, breaker.ErrOpen)) because the broker
 // is known to be down.
@@ -130,7 +158,10 @@ func (e *DialError) Error() string { return "amqp: connect to " + e.Addr + ": " 
 func (e *DialError) Unwrap() error { return e.Err }
 
 // Classify maps an error of this package, or of amqp091-go, to what it says about the
-// broker's health. See the package documentation for the table.
+// broker's health. See the package documentation for the table. A registry guarding
+// the publisher applies its deadline rule (registry.Outcome) first: the caller's
+// cancellation is Neutral, and the caller's deadline a Failure only for a call that
+// started with the policy's MinCallBudget.
 func Classify(err error) breaker.Outcome {
 	if err == nil {
 		return breaker.Success
@@ -138,7 +169,7 @@ func Classify(err error) breaker.Outcome {
 	if errors.Is(err, ErrUnroutable) {
 		return breaker.Neutral
 	}
-	if ce := (*ConfirmError)(nil); errors.As(err, &ce) || errors.Is(err, ErrChannelTimeout) {
+	if ce := (*ConfirmError)(nil); errors.As(err, &ce) || errors.Is(err, ErrChannelTimeout) || errors.Is(err, ErrBlocked) {
 		return breaker.Failure
 	}
 	if ae := (*amqp091.Error)(nil); errors.As(err, &ae) {

@@ -94,7 +94,8 @@ func WithDialBreakerOptions(opts ...breaker.Option) ManagerOption {
 // connection gets a *DialError matching breaker.ErrOpen at once instead of waiting out
 // a dial per call.
 //
-// NewManager starts one goroutine, the watcher, and Close stops it. The watcher dials
+// NewManager starts one goroutine, the watcher, and Close stops it; each connection
+// also has one that follows its connection.blocked notifications and ends with it. The watcher dials
 // the first connection, notices when the connection closes and dials again (after
 // WithRedialDelay, or when the open connection circuit admits a probe), and closes the
 // channels that publishers retire. Callers that need a connection before the watcher
@@ -116,6 +117,7 @@ type Manager struct {
 	closed  bool
 	conn    *amqp091.Connection // nil while there is no usable connection
 	closes  chan *amqp091.Error // conn's close notification
+	block   *blockEpoch         // conn's flow-control state since its last change
 	dialing *dialCall           // the dial in progress, if any
 	retired []*amqp091.Channel  // channels the watcher is to close
 }
@@ -207,6 +209,10 @@ func (m *Manager) runDial(call *dialCall) {
 		stale, conn, err = conn, nil, ErrManagerClosed
 	default:
 		m.conn, m.closes = conn, conn.NotifyClose(make(chan *amqp091.Error, 1))
+		m.block = &blockEpoch{conn: conn, blocked: make(chan struct{})}
+		// amqp091 sends the notifications from the connection's reader; the buffer
+		// and watchBlocked's prompt reads keep it from waiting on us.
+		go m.watchBlocked(conn, conn.NotifyBlocked(make(chan amqp091.Blocking, 4)))
 	}
 	m.mu.Unlock()
 	call.conn, call.err = conn, err
@@ -229,6 +235,64 @@ func (m *Manager) dial() (*amqp091.Connection, error) {
 	}
 	permit.Complete(breaker.Success)
 	return conn, nil
+}
+
+// blockEpoch is a stretch of time during which a connection's flow-control state does
+// not change: unblocked until blocked is closed, then blocked for reason since since.
+type blockEpoch struct {
+	conn    *amqp091.Connection
+	blocked chan struct{} // closed when the broker blocks the connection
+	reason  string        // set before blocked is closed
+	since   time.Time     // set before blocked is closed
+}
+
+// err returns the error of a publish refused or ended by the block; it requires
+// blocked closed.
+func (b *blockEpoch) err(addr string) error {
+	return &BlockedError{Addr: addr, Reason: b.reason, Since: b.since}
+}
+
+// watchBlocked follows conn's connection.blocked and connection.unblocked
+// notifications until the connection closes, which closes blocks.
+func (m *Manager) watchBlocked(conn *amqp091.Connection, blocks <-chan amqp091.Blocking) {
+	for b := range blocks {
+		m.mu.Lock()
+		cur := m.block
+		if cur == nil || cur.conn != conn {
+			m.mu.Unlock()
+			continue
+		}
+		select {
+		case <-cur.blocked:
+			if !b.Active { // unblocked: a fresh epoch
+				m.block = &blockEpoch{conn: conn, blocked: make(chan struct{})}
+			}
+		default:
+			if b.Active {
+				cur.reason, cur.since = b.Reason, time.Now()
+				close(cur.blocked)
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// blocking returns the flow-control epoch of conn, or nil when conn is no longer the
+// manager's connection.
+func (m *Manager) blocking(conn *amqp091.Connection) *blockEpoch {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.block == nil || m.block.conn != conn {
+		return nil
+	}
+	return m.block
+}
+
+// isClosed reports whether Close was called.
+func (m *Manager) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
 }
 
 // wake tells the watcher to look at the state again.
@@ -273,7 +337,7 @@ func (m *Manager) watch() {
 		case <-closes:
 			m.mu.Lock()
 			if m.conn == conn {
-				m.conn, m.closes = nil, nil
+				m.conn, m.closes, m.block = nil, nil, nil
 			}
 			m.mu.Unlock()
 			redial.Reset(0)
@@ -315,7 +379,7 @@ func (m *Manager) Close() error {
 	}
 	m.closed = true
 	conn := m.conn
-	m.conn, m.closes, m.retired = nil, nil, nil
+	m.conn, m.closes, m.retired, m.block = nil, nil, nil, nil
 	m.mu.Unlock()
 	var err error
 	if conn != nil { // first: it ends the watcher's wait for a retired channel's close

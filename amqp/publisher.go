@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -115,6 +116,16 @@ type channel struct {
 	conn    *amqp091.Connection // the connection it was opened on
 	closes  chan *amqp091.Error // buffered: the broker's reason arrives before the confirms fail
 	returns chan amqp091.Return // mandatory only; buffered: a return arrives before its confirm
+	block   *blockEpoch         // the connection's flow-control state when the publish took it
+}
+
+// blocked returns a channel closed when the broker blocks the connection (nil, which
+// never fires, when the connection is no longer the manager's).
+func (c *channel) blocked() <-chan struct{} {
+	if c.block == nil {
+		return nil
+	}
+	return c.block.blocked
 }
 
 // NewPublisher returns a publisher over m's connection.
@@ -140,7 +151,7 @@ func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs .
 		return fmt.Errorf("%w: %s", ErrWrongBroker, d)
 	}
 	if len(msgs) == 0 {
-		return nil
+		return registry.NoMessagesError(d)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -203,6 +214,10 @@ func (p *Publisher) sendAll(ctx context.Context, c *channel, exchange string, ms
 			for j := i; j < sent; j++ {
 				fail(j, &ConfirmError{Exchange: exchange, Timeout: p.confirmTimeout})
 			}
+		case <-c.blocked():
+			for j := i; j < sent; j++ {
+				fail(j, c.block.err(p.m.addr))
+			}
 		case <-ctx.Done():
 			for j := i; j < sent; j++ {
 				fail(j, ctx.Err())
@@ -246,6 +261,8 @@ func (p *Publisher) wait(ctx context.Context, timer *time.Timer, c *channel, dc 
 	case <-dc.Done():
 	case <-timer.C:
 		return false, &ConfirmError{Exchange: exchange, Timeout: p.confirmTimeout}
+	case <-c.blocked():
+		return false, c.block.err(p.m.addr)
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
@@ -278,10 +295,20 @@ func (p *Publisher) explain(c *channel, exchange string, errs []error, settled b
 	case reason = <-c.closes: // nil when the channel was closed without an exception
 	default:
 	}
-	if reason != nil {
+	// A channel closed under the publish: by the caller's own Manager.Close, which
+	// says nothing about the broker (whatever amqp091 gives as the reason, such as a
+	// close that timed out), or by the broker, with its reason.
+	var lost error
+	switch {
+	case p.m.isClosed():
+		lost = ErrClosedInFlight
+	case reason != nil:
+		lost = &ChannelError{Exchange: exchange, Err: reason}
+	}
+	if lost != nil {
 		for i, err := range errs {
 			if errors.Is(err, ErrNacked) || errors.Is(err, amqp091.ErrClosed) {
-				errs[i] = &ChannelError{Exchange: exchange, Err: reason}
+				errs[i] = lost
 			}
 		}
 	}
@@ -333,12 +360,25 @@ func (p *Publisher) get(ctx context.Context) (*channel, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A blocked broker reads nothing more from the connection: fail now rather than
+	// wait for a confirm or a channel that cannot come before the alarm clears.
+	block := p.m.blocking(conn)
+	var blocked <-chan struct{}
+	if block != nil {
+		blocked = block.blocked
+		select {
+		case <-blocked:
+			return nil, block.err(p.m.addr)
+		default:
+		}
+	}
 	p.mu.Lock()
 	for len(p.idle) > 0 {
 		c := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
 		if c.conn == conn && !c.ch.IsClosed() {
 			p.mu.Unlock()
+			c.block = block
 			return c, nil
 		}
 		// Its connection is gone, and the channel with it.
@@ -355,9 +395,14 @@ func (p *Publisher) get(ctx context.Context) (*channel, error) {
 	defer timer.Stop()
 	select {
 	case r := <-opened:
+		if r.c != nil {
+			r.c.block = block
+		}
 		return r.c, r.err
 	case <-timer.C:
 		err = fmt.Errorf("%w after %v", ErrChannelTimeout, p.confirmTimeout)
+	case <-blocked:
+		err = block.err(p.m.addr)
 	case <-ctx.Done():
 		err = ctx.Err()
 	}

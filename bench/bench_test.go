@@ -179,6 +179,22 @@ func BenchmarkGuard(b *testing.B) {
 			}
 		})
 	})
+	// A caller with a deadline: the deadline rule reads the clock once per call.
+	b.Run("brokerguard-deadline", func(b *testing.B) {
+		pub := reg.Guard(nopPublisher{}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		d, msg := transport.Destination{Broker: "kafka", Name: "orders"}, transport.Message{Value: []byte("x")}
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := pub.Publish(ctx, d, msg); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 }
 
 // TestPeersBehaveAsBenchmarked keeps the benchmarks honest: each closed circuit admits,

@@ -56,7 +56,20 @@ type Policy struct {
 	// Mode says what happens to a call the circuit would refuse. The zero value is
 	// Enforce.
 	Mode Mode
+	// MinCallBudget is the time a call's context must leave it, when the call starts,
+	// for a deadline that ends the call to count as a Failure: the broker had a fair
+	// chance to answer and did not. A call that starts with less is admitted all the
+	// same, but its deadline says nothing about the broker and is Neutral. Calls whose
+	// context has no deadline are not concerned. 0 means DefaultMinCallBudget. The
+	// circuit itself does not read it: the registry applies it to the outcomes it
+	// reports (registry.Outcome).
+	MinCallBudget time.Duration
 }
+
+// DefaultMinCallBudget is the MinCallBudget of a policy that leaves it 0: short enough
+// that callers with deadlines of 200ms or more let a hung broker open its circuit,
+// long enough to be far above a healthy broker's answer time.
+const DefaultMinCallBudget = 100 * time.Millisecond
 
 // ErrInvalidPolicy is matched (errors.Is) by every error Validate returns.
 var ErrInvalidPolicy = errors.New("breaker: invalid policy")
@@ -98,6 +111,7 @@ func (p Policy) Validate() error {
 		{"HalfOpenRetryDelay", int64(p.HalfOpenRetryDelay)},
 		{"MaxBreakDuration", int64(p.MaxBreakDuration)},
 		{"MaxInFlight", int64(p.MaxInFlight)},
+		{"MinCallBudget", int64(p.MinCallBudget)},
 	}
 	for _, f := range nonNegative {
 		if f.v < 0 {
@@ -148,6 +162,9 @@ func (p Policy) Normalized() Policy {
 	if p.MaxBreakDuration <= p.BreakDuration {
 		p.MaxBreakDuration = p.BreakDuration
 	}
+	if p.MinCallBudget == 0 {
+		p.MinCallBudget = DefaultMinCallBudget
+	}
 	return p
 }
 
@@ -194,6 +211,10 @@ func (p Policy) Fingerprint() string {
 	if n.Mode != Enforce {
 		b = append(b, "|mode="...)
 		b = strconv.AppendInt(b, int64(n.Mode), 10)
+	}
+	if n.MinCallBudget != DefaultMinCallBudget { // outcomes of replicas sharing a circuit must agree
+		b = append(b, "|budget="...)
+		b = strconv.AppendInt(b, int64(n.MinCallBudget), 10)
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])

@@ -41,7 +41,7 @@ type tag struct {
 
 // write queues msgs (copied, so that WriterData can carry the call) and leaves the
 // permit to the Completion, unless the writer refuses them outright.
-func (t *tracker) write(ctx context.Context, p *Publisher, permit breaker.Permit, d transport.Destination, msgs []kafkago.Message) error {
+func (t *tracker) write(ctx context.Context, p *Publisher, permit breaker.Permit, start registry.Start, d transport.Destination, msgs []kafkago.Message) error {
 	c := &call{permit: permit, dest: d, n: len(msgs), left: len(msgs)}
 	tags := make([]tag, len(msgs))
 	queued := make([]kafkago.Message, len(msgs))
@@ -66,7 +66,7 @@ func (t *tracker) write(ctx context.Context, p *Publisher, permit breaker.Permit
 	}
 	// An asynchronous writer fails only before it queues anything (metadata, a
 	// message too large, a closed writer): no Completion will come for this call.
-	t.forget(c, registry.Outcome(ctx, err, len(msgs), t.classify))
+	t.forget(c, registry.Outcome(ctx, start, err, len(msgs), t.classify))
 	return err
 }
 
@@ -122,7 +122,7 @@ func (c *call) outcome(classify transport.Classifier) breaker.Outcome {
 	}
 	slices.SortFunc(c.failed, func(a, b transport.MessageError) int { return a.Index - b.Index })
 	be := &transport.BatchError{Destination: c.dest, Failed: c.failed}
-	return registry.Outcome(context.Background(), be, c.n, classify)
+	return registry.Outcome(context.Background(), registry.Start{}, be, c.n, classify)
 }
 
 // abandon completes every pending call's permit as Neutral and forgets the calls;

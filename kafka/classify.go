@@ -6,6 +6,7 @@ import (
 	"io"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/kafkacode"
@@ -28,7 +29,10 @@ func (e *WriteError) Error() string { return "kafka: write to " + e.Topic + ": "
 func (e *WriteError) Unwrap() error { return e.Err }
 
 // Classify maps an error of kafka-go, or of a Publisher, to what it says about the
-// broker's health; the table is in the package documentation.
+// broker's health; the table is in the package documentation. A Publisher's circuits
+// apply the registry's deadline rule (registry.Outcome) before Classify: the caller's
+// cancellation is Neutral, and the caller's deadline a Failure only for a call that
+// started with the policy's MinCallBudget.
 func Classify(err error) breaker.Outcome {
 	if err == nil {
 		return breaker.Success
@@ -52,6 +56,8 @@ func classify(err error, inWriter bool) breaker.Outcome {
 			return kafkacode.Code(int16(e))
 		case kafkago.MessageTooLargeError:
 			return breaker.Neutral
+		case protocol.Error: // a plain string with no Unwrap
+			return protocolOutcome(e)
 		}
 		if o, ok := kafkacode.Conn(err); ok {
 			return o
@@ -87,6 +93,22 @@ func anyFailure(errs []error, inWriter bool) breaker.Outcome {
 		}
 	}
 	return breaker.Neutral
+}
+
+// protocolOutcome is the table of kafka-go's client-side protocol errors. A partition
+// without a leader is the broker side's unavailability. The other named ones are about
+// the topic or the request (a topic or partition missing from the metadata, an empty
+// record set). Any other value comes from protocol.Errorf while reading the broker's
+// answer (a correlation id mismatch, a bad checksum): the connection's byte stream
+// cannot be trusted, a Failure.
+func protocolOutcome(e protocol.Error) breaker.Outcome {
+	switch e {
+	case protocol.ErrNoLeader:
+		return breaker.Failure
+	case protocol.ErrNoTopic, protocol.ErrNoPartition, protocol.ErrNoRecord, protocol.ErrNoReset:
+		return breaker.Neutral
+	}
+	return breaker.Failure
 }
 
 // isContextErr reports whether err is the bare error of an ended context.

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	kproduce "github.com/segmentio/kafka-go/protocol/produce"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/kafka"
@@ -62,6 +64,12 @@ func TestClassifyTable(t *testing.T) {
 			{Topic: "b", Err: &kafka.WriteError{Topic: "b", Err: produce(dial)}},
 		}}, breaker.Failure},
 		{"joined", errors.Join(errors.New("x"), kafkago.BrokerNotAvailable), breaker.Failure},
+		// kafka-go's client-side protocol errors, wrapped as its transport wraps them.
+		{"partition without a leader", kafkago.WriteErrors{produce(kproduce.NewError(protocol.NewErrNoLeader("orders", 0)))}, breaker.Failure},
+		{"topic not in the metadata", kafkago.WriteErrors{produce(kproduce.NewError(protocol.NewErrNoTopic("orders")))}, breaker.Neutral},
+		{"partition not in the metadata", kafkago.WriteErrors{produce(kproduce.NewError(protocol.NewErrNoPartition("orders", 3)))}, breaker.Neutral},
+		{"empty record set", produce(protocol.ErrNoRecord), breaker.Neutral},
+		{"correlation id mismatch", kafkago.WriteErrors{produce(protocol.Errorf("correlation id mismatch (expected=%d, found=%d)", 1, 2))}, breaker.Failure},
 	} {
 		if got := kafka.Classify(tc.err); got != tc.want {
 			t.Errorf("%s: Classify(%v) = %v, want %v", tc.name, tc.err, got, tc.want)

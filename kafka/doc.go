@@ -29,8 +29,16 @@
 //	  KafkaStorageError, FencedLeaderEpoch, UnknownLeaderEpoch,
 //	  PreferredLeaderNotAvailable, EligibleLeadersNotAvailable,
 //	  ThrottlingQuotaExceeded, Unknown (-1, a broker-side error)
+//	protocol.ErrNoLeader "topic partition has no leader" (the    Failure
+//	  metadata names no live leader for the partition)
+//	other protocol.Error values, made by protocol.Errorf while   Failure
+//	  reading an answer ("correlation id mismatch", checksum
+//	  mismatch): the connection's byte stream is broken
+//	protocol.ErrNoTopic "topic not found", ErrNoPartition        Neutral
+//	  "topic partition not found" (missing from the metadata),
+//	  ErrNoRecord, ErrNoReset
 //	bare context.Canceled / context.DeadlineExceeded (kafka-go   Neutral
-//	  returns the caller's context error as is)
+//	  returns the caller's context error as is; see below)
 //	message codes: MessageSizeTooLarge, MessageTooLargeError,    Neutral
 //	  InvalidMessage, InvalidMessageSize, RecordListTooLarge,
 //	  InvalidRecord, InvalidTimestamp
@@ -38,12 +46,22 @@
 //	  TopicAuthorizationFailed, ClusterAuthorizationFailed,
 //	  InvalidRequiredAcks, UnsupportedVersion, PolicyViolation,
 //	  and every other broker code
+//	kafka-go's plain errors.New / fmt.Errorf strings: "mismatching Neutral
+//	  leaders" (never for the writer's one-partition requests),
+//	  an unregistered compression codec, "no address was given",
+//	  "Topic must (not) be specified" (the Publisher refuses
+//	  those first), decoding errors without a type
 //	io.ErrClosedPipe (writer closed), ErrClosed, errors of this  Neutral
-//	  package about destinations, *registry.RejectedError,
-//	  anything else
+//	  package about destinations, registry.ErrNoMessages,
+//	  *registry.RejectedError, anything else
 //
-// Independently of Classify, a call whose context has ended completes its permit as
-// Neutral: the caller gave up, which says nothing about the broker.
+// The Publisher's circuits then apply the registry's deadline rule (registry.Outcome)
+// to every call, whatever Classify says: a call ended by the caller's cancellation is
+// Neutral; a call ended by the caller's deadline is a Failure when it started with at
+// least the policy's MinCallBudget (default 100ms: the broker had a fair chance and did
+// not answer, as when it hangs below the writer's 10s WriteTimeout), and Neutral when it
+// started with less. A Publish or WriteMessages of no messages is refused with
+// registry.ErrNoMessages before any permit is taken.
 //
 // # Writer settings
 //

@@ -126,6 +126,9 @@ func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs .
 	if p.closed.Load() {
 		return ErrClosed
 	}
+	if len(msgs) == 0 {
+		return registry.NoMessagesError(d)
+	}
 	kmsgs := make([]kafkago.Message, len(msgs))
 	topic := d.Name
 	if p.w.Topic != "" {
@@ -203,7 +206,7 @@ func (p *Publisher) WriteMessages(ctx context.Context, msgs ...kafkago.Message) 
 		return ErrClosed
 	}
 	if len(msgs) == 0 {
-		return nil
+		return fmt.Errorf("%w: kafka: WriteMessages was given none", registry.ErrNoMessages)
 	}
 	topic, groups, err := p.groupByTopic(msgs)
 	if err != nil {
@@ -336,11 +339,15 @@ func (p *Publisher) groupByTopic(msgs []kafkago.Message) (string, []topicGroup, 
 // exactly once on every path (for an asynchronous writer, when the writer reports).
 func (p *Publisher) write(ctx context.Context, d transport.Destination, msgs []kafkago.Message) error {
 	if p.async != nil {
+		if len(msgs) == 0 { // no Completion would ever come for it
+			return registry.NoMessagesError(d)
+		}
+		start := p.reg.Start(ctx, d)
 		permit, err := p.reg.Acquire(ctx, d)
 		if err != nil {
 			return err
 		}
-		return p.async.write(ctx, p, permit, d, msgs)
+		return p.async.write(ctx, p, permit, start, d, msgs)
 	}
 	return p.reg.Call(ctx, d, len(msgs), p.classify, func(ctx context.Context) error {
 		return p.writeErr(ctx, d, p.w.WriteMessages(ctx, msgs...))

@@ -121,7 +121,7 @@ func TestPublishChecksTheDestination(t *testing.T) {
 	if err := pub.Publish(ctx, transport.Destination{Broker: "sqs", Name: "q"}); !errors.Is(err, kafka.ErrNotKafka) || !strings.HasPrefix(err.Error(), "kafka: ") {
 		t.Fatalf("sqs destination: %v", err)
 	}
-	if err := pub.Publish(ctx, transport.Destination{Broker: kafka.Broker, Name: ""}); !errors.Is(err, transport.ErrInvalidDestination) {
+	if err := pub.Publish(ctx, transport.Destination{Broker: kafka.Broker, Name: ""}, transport.Message{}); !errors.Is(err, transport.ErrInvalidDestination) {
 		t.Fatalf("empty topic: %v", err)
 	}
 	if err := pub.Close(ctx); err != nil {
@@ -132,5 +132,36 @@ func TestPublishChecksTheDestination(t *testing.T) {
 	}
 	if dials.Load() != 0 {
 		t.Fatal("a refused call reached the writer")
+	}
+}
+
+// An empty publish to an asynchronous writer used to take a permit that no Completion
+// would ever give back: with MaxInFlight 1 the topic was blocked for good.
+func TestEmptyPublishTakesNoPermit(t *testing.T) {
+	w, _ := countingWriter(t)
+	w.Async = true
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Hour, MaxInFlight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kafka.NewPublisher(w, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	defer pub.Close(ctx)
+	orders := transport.Destination{Broker: kafka.Broker, Name: "orders"}
+	if err := pub.Publish(ctx, orders); !errors.Is(err, registry.ErrNoMessages) {
+		t.Fatalf("empty Publish: %v", err)
+	}
+	if err := pub.WriteMessages(ctx); !errors.Is(err, registry.ErrNoMessages) {
+		t.Fatalf("empty WriteMessages: %v", err)
+	}
+	if s := reg.Snapshots()[orders]; s.InFlight != 0 {
+		t.Fatalf("an empty publish holds %d permit(s)", s.InFlight)
+	}
+	// The broker is refused, but the circuit must still let the call through.
+	if err := pub.Publish(ctx, orders, transport.Message{Value: []byte("x")}); errors.Is(err, breaker.ErrSaturated) {
+		t.Fatalf("a real publish after the empty ones: %v", err)
 	}
 }

@@ -84,7 +84,9 @@ func (p *Producer) dest(r *kgo.Record) transport.Destination {
 // closed (so a Flush or a Close completes every pending permit). A nil promise is
 // allowed.
 func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
-	permit, err := p.reg.Acquire(ctx, p.dest(r))
+	d := p.dest(r)
+	start := p.reg.Start(ctx, d)
+	permit, err := p.reg.Acquire(ctx, d)
 	if err != nil {
 		if promise != nil {
 			promise(r, err)
@@ -98,7 +100,7 @@ func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo
 		}
 	}()
 	p.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-		permit.Complete(registry.Outcome(ctx, err, 1, p.classify))
+		permit.Complete(registry.Outcome(ctx, start, err, 1, p.classify))
 		if promise != nil {
 			promise(r, err)
 		}
@@ -140,6 +142,7 @@ func (p *Producer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.Produ
 // produceTopics is ProduceSync for records of several topics.
 func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.ProduceResults {
 	type group struct {
+		start   registry.Start
 		permit  breaker.Permit
 		refused error // the circuit's refusal; nil when admitted
 		recs    []*kgo.Record
@@ -152,7 +155,7 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 		d := p.dest(r)
 		g, ok := groups[d]
 		if !ok {
-			g = &group{}
+			g = &group{start: p.reg.Start(ctx, d)}
 			g.permit, g.refused = p.reg.Acquire(ctx, d)
 			groups[d] = g
 			order = append(order, d)
@@ -186,7 +189,7 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 	}
 	for _, d := range order {
 		if g := groups[d]; g.refused == nil {
-			g.permit.Complete(registry.Outcome(ctx, resultsErr(d, g.recs, byTopic[d]), len(g.recs), p.classify))
+			g.permit.Complete(registry.Outcome(ctx, g.start, resultsErr(d, g.recs, byTopic[d]), len(g.recs), p.classify))
 		}
 	}
 	return append(out, res...)
@@ -246,7 +249,7 @@ func (p *Producer) Publish(ctx context.Context, d transport.Destination, msgs ..
 		}
 		rs[i] = r
 	}
-	// An empty publish goes to the registry, which judges it like every adapter's.
+	// The registry refuses a publish of no messages (registry.ErrNoMessages).
 	return p.reg.Call(ctx, d, len(rs), p.classify, func(ctx context.Context) error {
 		return resultsErr(d, rs, p.cl.ProduceSync(ctx, rs...))
 	})

@@ -3,6 +3,8 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/transport"
@@ -24,13 +26,22 @@ func (e *RejectedError) Error() string {
 // Unwrap returns the circuit's error.
 func (e *RejectedError) Unwrap() error { return e.Err }
 
+// ErrNoMessages is matched (errors.Is) by the error of a publish of no messages, which
+// guarded publishers refuse before taking a permit: it would tell the circuit nothing
+// about the broker, yet complete as a Success, and after a break it would take the
+// probe's place and close the circuit while the broker is still down.
+var ErrNoMessages = errors.New("registry: publish of no messages")
+
+// NoMessagesError returns the error of a publish of no messages to d.
+func NoMessagesError(d transport.Destination) error {
+	return fmt.Errorf("%w to %s: give at least one message", ErrNoMessages, d)
+}
+
 // Guard returns a Publisher that publishes through pub under the destination's
-// circuit. A rejected call returns a *RejectedError without calling pub. Otherwise the
-// permit is completed exactly once: Success for a nil error; Neutral when the caller's
-// context has ended, whatever the error; Neutral when pub panics (the panic goes on);
-// else what classify says. A *transport.BatchError is classified message by message: a
-// Failure among them is a Failure, and a batch of which some messages were published
-// is otherwise a Success. A nil classify treats every error as a Failure.
+// circuit. A publish of no messages fails with ErrNoMessages and a rejected call with
+// a *RejectedError, both without calling pub. Otherwise the permit is completed
+// exactly once, with Outcome for what pub returned, or Neutral when pub panics (the
+// panic goes on). A nil classify treats every error as a Failure.
 func (r *Registry) Guard(pub transport.Publisher, classify transport.Classifier) transport.Publisher {
 	if classify == nil {
 		classify = failAll
@@ -54,7 +65,7 @@ func (g *guarded) Publish(ctx context.Context, d transport.Destination, msgs ...
 // error a guarded publisher returns instead of calling: the registry's own (an invalid
 // destination, the cap), the caller's context error, or the circuit's refusal as a
 // *RejectedError. Publishers that complete permits themselves (asynchronous writers)
-// use it with Outcome; the others use Call.
+// use it with Start and Outcome; the others use Call.
 func (r *Registry) Acquire(ctx context.Context, d transport.Destination) (breaker.Permit, error) {
 	e, err := r.entry(d)
 	if err != nil {
@@ -76,17 +87,23 @@ func refusal(ctx context.Context, d transport.Destination, err error) error {
 	return &RejectedError{Destination: d, Err: err}
 }
 
-// Call makes one call of n messages to d under its circuit, as Guard does: when
-// Acquire refuses, call does not run and Call returns Acquire's error; otherwise the
-// permit is completed exactly once, with Outcome(ctx, err, n, classify) for what call
-// returned, or Neutral when call panics (the panic goes on). A nil classify treats
-// every error as a Failure. Adapters that guard their own SDK calls use it.
+// Call makes one call of n messages to d under its circuit, as Guard does: it returns
+// the registry's error for a destination it refuses, an error matching ErrNoMessages
+// when n is not positive, or Acquire's error when the circuit refuses, in each case
+// without taking a permit or running call; otherwise the permit is
+// completed exactly once, with Outcome for what call returned, or Neutral when call
+// panics (the panic goes on). A nil classify treats every error as a Failure.
+// Adapters that guard their own SDK calls use it.
 func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, classify transport.Classifier, call func(context.Context) error) error {
 	// Acquire's steps, inline: this is every guarded publish's path.
 	e, err := r.entry(d)
 	if err != nil {
 		return err
 	}
+	if n <= 0 {
+		return NoMessagesError(d)
+	}
+	start := startOf(ctx, e.minBudget)
 	permit, err := e.circuit.Acquire(ctx)
 	if err != nil {
 		return refusal(ctx, d, err)
@@ -102,20 +119,63 @@ func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, cla
 	if classify == nil {
 		classify = failAll
 	}
-	permit.Complete(Outcome(ctx, err, n, classify))
+	permit.Complete(Outcome(ctx, start, err, n, classify))
 	return err
+}
+
+// Start is what the deadline rule of Outcome must know about a call's start: whether
+// the caller's context left the call its destination's MinCallBudget. The zero Start
+// is that of a call that had its budget (or no deadline at all).
+//
+// A call that starts with less than its budget is still made, not refused: the budget
+// decides what a deadline proves about the broker, not whether the call may run, and
+// refusing would turn a healthy broker's millisecond answers into errors for callers
+// whose deadlines are tight but sufficient. Such a call holds its permit no longer
+// than its own short deadline.
+type Start struct {
+	short bool // the context's deadline was nearer than the budget
+}
+
+// Start records, for a call to d that starts now under ctx, what Outcome needs to
+// judge a deadline that ends the call. It reads the clock only when ctx has a
+// deadline.
+func (r *Registry) Start(ctx context.Context, d transport.Destination) Start {
+	if _, ok := ctx.Deadline(); !ok {
+		return Start{}
+	}
+	return startOf(ctx, r.Policy(d).Normalized().MinCallBudget)
+}
+
+func startOf(ctx context.Context, budget time.Duration) Start {
+	deadline, ok := ctx.Deadline()
+	return Start{short: ok && time.Until(deadline) < budget}
 }
 
 func failAll(error) breaker.Outcome { return breaker.Failure }
 
-// Outcome is the rule Guard applies to a publish of n messages that returned err; it
-// is exported for publishers that complete permits themselves (asynchronous writers).
-func Outcome(ctx context.Context, err error, n int, classify transport.Classifier) breaker.Outcome {
-	switch {
+// Outcome is the rule Guard applies to a publish of n messages that returned err,
+// given the call's Start; it is exported for publishers that complete permits
+// themselves (asynchronous writers). In order:
+//
+//   - a nil error is a Success;
+//   - when ctx was cancelled (not by its deadline), the caller gave up: Neutral,
+//     whatever the error;
+//   - when ctx's deadline passed, the call was ended by it: a Failure when the call
+//     started with its MinCallBudget (the broker had a fair chance and did not
+//     answer), else Neutral (the deadline was too short to be a verdict);
+//   - a *transport.BatchError is classified message by message: a Failure among them
+//     is a Failure, and a batch of which some messages were published is otherwise a
+//     Success;
+//   - any other error is what classify says.
+func Outcome(ctx context.Context, s Start, err error, n int, classify transport.Classifier) breaker.Outcome {
+	switch ended := ctx.Err(); {
 	case err == nil:
 		return breaker.Success
-	case ctx.Err() != nil:
+	case ended == nil:
+	case s.short || !errors.Is(ended, context.DeadlineExceeded):
 		return breaker.Neutral
+	default:
+		return breaker.Failure
 	}
 	var be *transport.BatchError
 	if !errors.As(err, &be) {

@@ -97,7 +97,7 @@ func TestGuardCompletesNeutralOnPanicAndRepanics(t *testing.T) {
 				t.Fatal("the panic was swallowed or changed")
 			}
 		}()
-		g.Publish(context.Background(), orders)
+		g.Publish(context.Background(), orders, transport.Message{})
 	}()
 	s := r.Snapshots()[orders]
 	if s.InFlight != 0 || s.Failures != 0 || s.State != breaker.Closed {
@@ -110,9 +110,10 @@ func TestGuardRejectsWithoutCallingThePublisher(t *testing.T) {
 	pub := &fakePublisher{fn: func(context.Context, transport.Destination) error { return errBroker }}
 	g := r.Guard(pub, classify)
 	ctx := context.Background()
-	g.Publish(ctx, orders)
-	g.Publish(ctx, orders)
-	err := g.Publish(ctx, orders)
+	m := transport.Message{}
+	g.Publish(ctx, orders, m)
+	g.Publish(ctx, orders, m)
+	err := g.Publish(ctx, orders, m)
 	var rej *registry.RejectedError
 	var oe *breaker.OpenError
 	if !errors.As(err, &rej) || !errors.Is(err, breaker.ErrOpen) || !errors.As(err, &oe) || rej.Destination != orders {
@@ -150,7 +151,7 @@ func TestFailingDestinationNeverRejectsOthers(t *testing.T) {
 				if i%10 == 0 {
 					d = bad
 				}
-				err := g.Publish(context.Background(), d)
+				err := g.Publish(context.Background(), d, transport.Message{})
 				if err != nil && d != bad {
 					wrong.Add(1)
 					t.Errorf("%s: %v", d, err)
@@ -183,7 +184,7 @@ func TestGuardWithRolloutModes(t *testing.T) {
 	g := r.Guard(pub, classify)
 	ctx := context.Background()
 	for _, d := range []transport.Destination{orders, refunds, orders, refunds} {
-		if err := g.Publish(ctx, d); errors.Is(err, breaker.ErrOpen) {
+		if err := g.Publish(ctx, d, transport.Message{}); errors.Is(err, breaker.ErrOpen) {
 			t.Fatalf("%s rejected in a non-enforcing mode", d)
 		}
 	}

@@ -149,10 +149,11 @@ type Registry struct {
 }
 
 type entry struct {
-	dest    transport.Destination
-	circuit breaker.Circuit
-	used    atomic.Bool // set by use, cleared by each eviction sweep
-	idleAt  time.Time   // when a sweep first found it unused; guarded by Registry.mu
+	dest      transport.Destination
+	circuit   breaker.Circuit
+	minBudget time.Duration // the policy's MinCallBudget, normalized
+	used      atomic.Bool   // set by use, cleared by each eviction sweep
+	idleAt    time.Time     // when a sweep first found it unused; guarded by Registry.mu
 }
 
 // New returns a registry whose destinations get the defaults policy unless an
@@ -248,11 +249,12 @@ func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
 	if n := r.lenLocked(); n >= r.maxDestinations {
 		return nil, fmt.Errorf("%w: %d live circuits, cannot add %s", ErrTooManyDestinations, n, d)
 	}
-	c, err := r.newCircuit(d, r.Policy(d))
+	p := r.Policy(d)
+	c, err := r.newCircuit(d, p)
 	if err != nil {
 		return nil, fmt.Errorf("registry: circuit for %s: %w", d, err)
 	}
-	e := &entry{dest: d, circuit: c}
+	e := &entry{dest: d, circuit: c, minBudget: p.Normalized().MinCallBudget}
 	e.used.Store(true)
 	r.fresh[d] = e
 	return e, nil
@@ -351,6 +353,24 @@ func (r *Registry) evictLocked() int {
 		r.circuits.Store(&next)
 	}
 	return len(gone)
+}
+
+// Lookup returns the live circuit of destination d without creating one: what an
+// operator's tool wants, where a typo must not add a circuit.
+func (r *Registry) Lookup(d transport.Destination) (breaker.Circuit, bool) {
+	if e, ok := (*r.circuits.Load())[d]; ok {
+		return e.circuit, true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.fresh[d]
+	if !ok { // it may have been promoted since the read above
+		e, ok = (*r.circuits.Load())[d]
+	}
+	if !ok {
+		return nil, false
+	}
+	return e.circuit, true
 }
 
 // Len returns the number of live circuits.

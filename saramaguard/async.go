@@ -159,7 +159,7 @@ func (a *AsyncProducer) report(m *sarama.ProducerMessage, err error) *sarama.Pro
 	}
 	m.Metadata = t.user
 	// Once queued, the message is sarama's: the caller's context no longer counts.
-	a.forget(t, registry.Outcome(context.Background(), err, 1, a.classify))
+	a.forget(t, registry.Outcome(context.Background(), registry.Start{}, err, 1, a.classify))
 	return m
 }
 

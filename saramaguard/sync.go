@@ -142,6 +142,7 @@ func (e *SendError) Unwrap() []error {
 func (s *SyncProducer) SendMessages(ctx context.Context, msgs []*sarama.ProducerMessage) error {
 	type group struct {
 		topic   string
+		start   registry.Start
 		permit  breaker.Permit
 		refused error
 		n       int
@@ -158,14 +159,14 @@ func (s *SyncProducer) SendMessages(ctx context.Context, msgs []*sarama.Producer
 			case !returned:
 				g.permit.Complete(breaker.Neutral)
 			default:
-				g.permit.Complete(registry.Outcome(ctx, batchErr(g.topic, g.failed), g.n, s.classify))
+				g.permit.Complete(registry.Outcome(ctx, g.start, batchErr(g.topic, g.failed), g.n, s.classify))
 			}
 		}
 	}()
 	for i, m := range msgs {
 		g, ok := groups[m.Topic]
 		if !ok {
-			g = &group{topic: m.Topic}
+			g = &group{topic: m.Topic, start: s.reg.Start(ctx, dest(m.Topic))}
 			groups[m.Topic] = g
 			g.permit, g.refused = s.reg.Acquire(ctx, dest(m.Topic))
 		}
@@ -248,7 +249,7 @@ func (s *SyncProducer) Publish(ctx context.Context, d transport.Destination, msg
 		toProducerMessage(&pms[i], d.Name, m)
 		ptrs[i] = &pms[i]
 	}
-	// An empty publish goes to the registry, which judges it like every adapter's.
+	// The registry refuses a publish of no messages (registry.ErrNoMessages).
 	return s.reg.Call(ctx, d, len(msgs), s.classify, func(context.Context) error {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
@@ -256,8 +257,6 @@ func (s *SyncProducer) Publish(ctx context.Context, d transport.Destination, msg
 			return ErrClosed
 		}
 		switch len(ptrs) {
-		case 0:
-			return nil
 		case 1:
 			_, _, err := s.p.SendMessage(ptrs[0])
 			return err

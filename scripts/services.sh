@@ -60,3 +60,18 @@ if [[ -z "${DYNAMODB_ENDPOINT:-}" ]]; then
 	exec 9>&-
 	echo "services: dynalite installed in $dir"
 fi
+
+# Debian packages some tests drive (headless Chromium for the admin dashboard test).
+# Installed only where missing; apt's lists are refreshed once, and only when needed.
+apt_updated=
+apt_install() { # apt_install COMMAND PACKAGE: install PACKAGE unless COMMAND is on PATH
+	command -v "$1" >/dev/null 2>&1 && return 0
+	if [[ -z "$apt_updated" ]]; then
+		echo "services: apt-get update"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		apt_updated=1
+	fi
+	echo "services: installing $2"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+}
+[[ -n "${CHROMIUM_PATH:-}" ]] || apt_install chromium chromium

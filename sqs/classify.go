@@ -45,7 +45,10 @@ func (e *EntryError) Error() string {
 
 // Classify maps an error of SQS publishing to what it says about the queue's
 // health; the table is in the package documentation. It returns Success for
-// a nil error.
+// a nil error. The publisher applies the registry's deadline rule
+// (registry.Outcome) first: the caller's cancellation is Neutral, and the
+// caller's deadline a Failure only for a call that started with the policy's
+// MinCallBudget.
 func Classify(err error) breaker.Outcome {
 	if err == nil {
 		return breaker.Success

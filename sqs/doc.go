@@ -62,9 +62,15 @@
 // # Classification
 //
 // [Classify] maps an error to what it says about the queue's health. The
-// publisher completes each permit with registry.Outcome(ctx, err, n,
-// Classify): when the caller's context has ended the outcome is Neutral
-// whatever the error, and a batch is Failure when any failed entry is.
+// publisher completes each permit with registry.Outcome, which applies the
+// registry's deadline rule before Classify: when the caller cancelled, the
+// outcome is Neutral whatever the error; when the caller's deadline ended the
+// call, it is a Failure if the call started with at least the policy's
+// MinCallBudget (default 100ms: the queue had a fair chance and did not
+// answer, which with the SDK's default HTTP client, which has no timeout of
+// its own, is the only way a hung queue shows) and Neutral if it started with
+// less. A batch is Failure when any failed entry is. A Publish of no messages
+// is refused with registry.ErrNoMessages before any permit is taken.
 //
 //	Error                                                       Outcome
 //	*EntryError with SenderFault, unless its code is throttling Neutral
@@ -90,9 +96,10 @@
 //	*InvalidMessageError, invalid destination                   Neutral
 //	anything else                                               Neutral
 //
-// A deadline counts as a Failure because the publisher only asks Classify when
-// the caller's context is still live: the timeout was one the client set (an
-// http.Client Timeout, for example), and the queue did not answer in time.
+// A deadline Classify sees counts as a Failure because the publisher only asks
+// Classify when the caller's context is still live: the timeout was one the
+// client set (an http.Client Timeout, for example), and the queue did not
+// answer in time.
 // Codes are those the SDK reports: SQS is query-compatible, so ErrorCode()
 // is the legacy code ("AWS.SimpleQueueService.NonExistentQueue",
 // "KMS.ThrottlingException"); types are matched with errors.As first, and no

@@ -139,8 +139,11 @@ func resolve(d transport.Destination) (queue, error) {
 // how messages are sent and what the error says.
 func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
 	q, err := resolve(d)
-	if err != nil || len(msgs) == 0 {
+	if err != nil {
 		return err
+	}
+	if len(msgs) == 0 {
+		return registry.NoMessagesError(q.dest)
 	}
 	if _, err := p.reg.Circuit(q.dest); err != nil { // refuse a bad queue before building entries
 		return err

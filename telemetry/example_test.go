@@ -123,7 +123,7 @@ func Example_prometheus() {
 
 	pub := m.Instrument(reg.Guard(downPayments, nil), nil)
 	for _, name := range []string{"payments", "payments", "orders"} {
-		_ = pub.Publish(context.Background(), transport.Destination{Broker: "kafka", Name: name})
+		_ = pub.Publish(context.Background(), transport.Destination{Broker: "kafka", Name: name}, transport.Message{})
 	}
 
 	lines, err := scrape(srv.URL+"/metrics", "brokerguard_circuit_state", "brokerguard_circuit_open")

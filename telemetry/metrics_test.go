@@ -205,7 +205,7 @@ func TestInstrumentCounts(t *testing.T) {
 	ctx := context.Background()
 
 	e.raw.set(orders, errBadInput)
-	if err := pub.Publish(ctx, orders); !errors.Is(err, errBadInput) {
+	if err := pub.Publish(ctx, orders, transport.Message{}); !errors.Is(err, errBadInput) {
 		t.Fatal(err)
 	}
 	other := transport.Destination{Broker: "kafka", Name: "other"}

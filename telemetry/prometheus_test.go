@@ -54,7 +54,7 @@ func TestPrometheusScrape(t *testing.T) {
 	raw.set(payments, errDown)
 	pub := m.Instrument(reg.Guard(raw, nil), nil)
 	for range 3 {
-		_ = pub.Publish(context.Background(), payments)
+		_ = pub.Publish(context.Background(), payments, transport.Message{})
 	}
 	m.RecordDispatch(payments, 0, 6, 0, 0)
 

@@ -100,7 +100,7 @@ func (rec *record) setState(r *Recorder, s breaker.State) {
 
 // publish counts one instrumented publish to d that returned err; probe says whether
 // the call, if admitted, was a probe.
-func (r *Recorder) publish(ctx context.Context, d transport.Destination, probe bool, err error, n int, classify transport.Classifier) {
+func (r *Recorder) publish(ctx context.Context, d transport.Destination, start registry.Start, probe bool, err error, n int, classify transport.Classifier) {
 	if err != nil {
 		if _, ok := errors.AsType[*registry.RejectedError](err); ok {
 			rec := r.get(d)
@@ -108,11 +108,12 @@ func (r *Recorder) publish(ctx context.Context, d transport.Destination, probe b
 			rec.markActive()
 			return
 		}
-		if errors.Is(err, registry.ErrTooManyDestinations) || errors.Is(err, transport.ErrInvalidDestination) {
-			return // the registry refused the destination: no circuit saw the call
+		if errors.Is(err, registry.ErrTooManyDestinations) || errors.Is(err, transport.ErrInvalidDestination) ||
+			errors.Is(err, registry.ErrNoMessages) {
+			return // the registry refused the destination or the empty call: no circuit saw it
 		}
 	}
-	o := registry.Outcome(ctx, err, n, classify)
+	o := registry.Outcome(ctx, start, err, n, classify)
 	if o != breaker.Failure && !probe {
 		return
 	}
@@ -207,9 +208,10 @@ func (p *instrumented) Publish(ctx context.Context, d transport.Destination, msg
 	// Under Enforce an open or half-open circuit admits only probes; the other modes
 	// admit bypasses too, which the probe counter must not take for probes.
 	probe := pre != breaker.Closed && p.reg.Policy(d).Mode == breaker.Enforce
+	start := p.reg.Start(ctx, d)
 	err := p.pub.Publish(ctx, d, msgs...)
 	if err != nil || probe {
-		p.rec.publish(ctx, d, probe, err, len(msgs), p.classify)
+		p.rec.publish(ctx, d, start, probe, err, len(msgs), p.classify)
 	}
 	return err
 }

@@ -90,7 +90,7 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	if len(msgs) > 0 && msgs[0] != nil {
 		ctx = msgs[0].Context()
 	}
-	// An empty publish goes to the registry, which judges it like every adapter's.
+	// The registry refuses a publish of no messages (registry.ErrNoMessages).
 	return p.reg.Call(ctx, transport.Destination{Broker: p.broker, Name: topic}, len(msgs), p.classify, func(context.Context) error {
 		return p.pub.Publish(topic, msgs...)
 	})

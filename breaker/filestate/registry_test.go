@@ -26,10 +26,10 @@ func TestRegistryGuardsThroughFileCircuits(t *testing.T) {
 	}), nil)
 	orders := transport.Destination{Broker: "kafka", Name: "orders"}
 	ctx := context.Background()
-	if err := pub.Publish(ctx, orders); err == nil || errors.Is(err, breaker.ErrOpen) {
+	if err := pub.Publish(ctx, orders, transport.Message{Value: []byte("o")}); err == nil || errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("first publish: %v, want the publisher's error", err)
 	}
-	if err := pub.Publish(ctx, orders); !errors.Is(err, breaker.ErrOpen) || calls != 1 {
+	if err := pub.Publish(ctx, orders, transport.Message{Value: []byte("o")}); !errors.Is(err, breaker.ErrOpen) || calls != 1 {
 		t.Fatalf("second publish: %v after %d calls, want a rejection without a call", err, calls)
 	}
 	// Another process sees the destination's circuit open.

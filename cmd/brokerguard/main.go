@@ -1,4 +1,16 @@
-// Command brokerguard runs the brokerguard demo: an outbox dispatching to three Kafka
+// Command brokerguard is the demo and the on-call tool of brokerguard.
+//
+// "brokerguard circuits" lists, shows and holds the circuits of a running service
+// through its admin handler (package admin):
+//
+//	brokerguard circuits list --url http://svc:8080/admin
+//	brokerguard circuits force-open kafka:payments --for 10m --reason "broker upgrade"
+//
+// Flags read the same environment variables (BROKERGUARD_ADMIN_URL,
+// BROKERGUARD_ADMIN_TOKEN); --json prints the service's JSON; exit codes: 0 done, 1 the
+// service failed or could not be reached, 2 usage, 3 no such destination, 4 refused.
+//
+// "brokerguard demo" runs an outbox dispatching to three Kafka
 // topics while one of them goes through a scripted outage, showing per topic the
 // circuit state and what was published, deferred and pending; then a summary that
 // proves nothing was lost, and an SVG timeline.
@@ -26,10 +38,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var exit *exitError
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 	case errors.Is(err, errUsage):
 		os.Exit(2)
+	case errors.As(err, &exit):
+		fmt.Fprintln(os.Stderr, "brokerguard:", err)
+		os.Exit(exit.code)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "brokerguard:", err)
 		os.Exit(1)
@@ -48,11 +64,13 @@ type config struct {
 	kafkaBrokers, amqpURL, sqsEndpoint, databaseURL    string
 }
 
+const usage = `usage: brokerguard COMMAND [flags]
+
+  demo       an outbox dispatching to Kafka through a scripted outage (demo --help)
+  circuits   list, show and hold circuits of a running service (circuits --help)
+`
+
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	if len(args) == 0 || args[0] != "demo" {
-		fmt.Fprintln(stderr, "usage: brokerguard demo [flags]   (brokerguard demo --help lists the flags)")
-		return config{}, errUsage
-	}
 	fs := flag.NewFlagSet("brokerguard demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c config
@@ -105,6 +123,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "circuits" {
+		return circuitsCmd(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) == 0 || args[0] != "demo" {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
 	c, err := parseFlags(args, stderr)
 	if err != nil {
 		return err

@@ -55,7 +55,7 @@ func TestDemoShortRun(t *testing.T) {
 
 func TestDemoFlags(t *testing.T) {
 	var out, errOut strings.Builder
-	if err := run(context.Background(), nil, &out, &errOut); !errors.Is(err, errUsage) || !strings.Contains(errOut.String(), "usage: brokerguard demo") {
+	if err := run(context.Background(), nil, &out, &errOut); !errors.Is(err, errUsage) || !strings.Contains(errOut.String(), "usage: brokerguard COMMAND") {
 		t.Fatalf("no subcommand: %v %q", err, errOut.String())
 	}
 	errOut.Reset()

@@ -28,9 +28,9 @@ func TestConfirmTimeoutIsFailure(t *testing.T) {
 	if err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
 		t.Fatal(err) // the connection and a channel are open before the confirms are held
 	}
-	p.hold()
+	p.Hold()
 	err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{Value: []byte("late")})
-	p.resume()
+	p.Resume()
 	var ce *amqp.ConfirmError
 	if !errors.Is(err, amqp.ErrConfirmTimeout) || !errors.As(err, &ce) || ce.Timeout != 200*time.Millisecond {
 		t.Fatalf("held confirm: %v", err)
@@ -231,8 +231,8 @@ func TestManagerCloseIsBoundedWhileTheBrokerHangs(t *testing.T) {
 	if err := raw.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
 		t.Fatal(err)
 	}
-	p.hold()
-	defer p.resume()
+	p.Hold()
+	defer p.Resume()
 	if err := raw.Publish(ctx(t), amqp.Destination(x), transport.Message{}); !errors.Is(err, amqp.ErrConfirmTimeout) {
 		t.Fatalf("held confirm: %v", err)
 	}
@@ -244,7 +244,7 @@ func TestManagerCloseIsBoundedWhileTheBrokerHangs(t *testing.T) {
 			t.Logf("Close: %v", err) // the broker never confirmed the close: said, not hidden
 		}
 	case <-time.After(10 * time.Second):
-		p.resume() // let the blocked Close finish before the test ends
+		p.Resume() // let the blocked Close finish before the test ends
 		<-closed
 		t.Fatal("Manager.Close blocked for 10s on a broker that does not answer")
 	}
@@ -263,7 +263,7 @@ func TestOpeningAChannelIsBoundedWhileTheBrokerHangs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { p.resume(); m.Close() }()
+	defer func() { p.Resume(); m.Close() }()
 	raw, err := amqp.NewPublisher(m, amqp.WithConfirmTimeout(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +271,7 @@ func TestOpeningAChannelIsBoundedWhileTheBrokerHangs(t *testing.T) {
 	if _, err := m.Connection(ctx(t)); err != nil { // connected, no channel yet
 		t.Fatal(err)
 	}
-	p.hold()
+	p.Hold()
 	done := make(chan error, 1)
 	go func() { done <- raw.Publish(ctx(t), amqp.Destination(x), transport.Message{}) }()
 	select {

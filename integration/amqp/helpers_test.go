@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"runtime"
 	"strings"
 	"testing"
@@ -191,4 +192,17 @@ func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c
+}
+
+// newProxy puts a harness.Proxy between the test and amqpURL's broker and returns it
+// with the URL that goes through it.
+func newProxy(t testing.TB, amqpURL string) (*harness.Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := harness.NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	return p, u.String()
 }

@@ -102,8 +102,7 @@ func TestOutagesMidStream(t *testing.T) {
 	defer kpub.Close(ctx)
 
 	// RabbitMQ: a durable exchange and queue, so stop_app keeps what was confirmed.
-	amqpURL, err := harness.RabbitMQ()
-	harness.Require(t, harness.ServiceRabbitMQ, err)
+	amqpURL := harness.AMQPURL(t) // the shared lock: no other process blocks or stops the broker meanwhile
 	declareRabbit(t, amqpURL, exchange)
 	mgr, err := amqp.NewManager(amqpURL, amqp.WithRedialDelay(100*time.Millisecond))
 	if err != nil {

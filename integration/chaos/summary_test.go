@@ -50,6 +50,7 @@ func record(r result) {
 }
 
 func printSummary(w io.Writer) {
+	printHung(w)
 	resultsMu.Lock()
 	defer resultsMu.Unlock()
 	if len(results) == 0 {
@@ -59,6 +60,22 @@ func printSummary(w io.Writer) {
 	fmt.Fprintln(tw, "\nscenario\tmessages in\tdelivered\tduplicates\tlost\ttime")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%v\n", r.scenario, r.in, r.delivered, r.duplicates, r.lost, r.took.Round(10*time.Millisecond))
+	}
+	tw.Flush()
+}
+
+// printHung prints the hung-broker lines: how many calls and how long from the first
+// hung call until each circuit opened, and the longest any publish took.
+func printHung(w io.Writer) {
+	hungMu.Lock()
+	defer hungMu.Unlock()
+	if len(hungResults) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nhung broker (caller deadline %v)\tthreshold\tcalls to open\ttime to open\tlongest publish\n", callerDeadline)
+	for _, r := range hungResults {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%v\n", r.adapter, hungThreshold, r.callsToOpen, r.timeToOpen.Round(time.Millisecond), r.longestPublish.Round(time.Millisecond))
 	}
 	tw.Flush()
 }

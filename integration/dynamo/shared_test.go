@@ -312,12 +312,12 @@ func TestRegistryMixesLocalAndSharedCircuits(t *testing.T) {
 	pub := reg.Guard(publisherFunc(func(context.Context, transport.Destination, ...transport.Message) error { return down }), nil)
 	orders := transport.Destination{Broker: "kafka", Name: "orders"}
 	for range 3 {
-		if err := pub.Publish(t.Context(), orders); !errors.Is(err, down) {
+		if err := pub.Publish(t.Context(), orders, transport.Message{Value: []byte("o")}); !errors.Is(err, down) {
 			t.Fatalf("Publish = %v; want the broker's error", err)
 		}
 	}
 	var rejected *registry.RejectedError
-	if err := pub.Publish(t.Context(), orders); !errors.As(err, &rejected) || !errors.Is(err, breaker.ErrOpen) {
+	if err := pub.Publish(t.Context(), orders, transport.Message{Value: []byte("o")}); !errors.As(err, &rejected) || !errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("Publish after 3 failures = %v; want a shared open rejection", err)
 	}
 	snaps := reg.Snapshots()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -107,6 +108,70 @@ func StopRabbitApp(t testing.TB) {
 	})
 	if _, err := RabbitCtl(t, "-q", "stop_app"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BlockRabbit raises RabbitMQ's memory alarm, by setting the memory high watermark far
+// below what the node uses, and waits until the alarm is on: the broker then blocks
+// the connections that publish (connection.blocked). Like StopRabbitApp it first
+// takes the exclusive RabbitMQ lock, so RabbitMQ tests of other test processes wait
+// until the broker is unblocked, and the same rule holds for tests of its own
+// package. The cleanup it registers restores the watermark it found and waits for the
+// alarm to clear, whether or not the test failed.
+func BlockRabbit(t testing.TB) {
+	t.Helper()
+	lockRabbit(t, true)
+	_, err := RabbitMQ()
+	Require(t, ServiceRabbitMQ, err)
+	out, err := RabbitCtl(t, "-q", "eval", "vm_memory_monitor:get_vm_memory_high_watermark().")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore, err := watermarkArgs(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := RabbitCtl(t, append([]string{"-q", "set_vm_memory_high_watermark"}, restore...)...); err != nil {
+			t.Errorf("harness: restore the memory watermark: %v", err)
+			return
+		}
+		if err := waitAlarm(t, false); err != nil {
+			t.Error(err)
+		}
+	})
+	if _, err := RabbitCtl(t, "-q", "set_vm_memory_high_watermark", "0.0000001"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitAlarm(t, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watermarkArgs turns what vm_memory_monitor reports ("0.4" or
+// "{absolute,1073741824}") into the arguments of set_vm_memory_high_watermark.
+func watermarkArgs(v string) ([]string, error) {
+	if rest, ok := strings.CutPrefix(v, "{absolute,"); ok {
+		return []string{"absolute", strings.TrimSuffix(rest, "}")}, nil
+	}
+	if v == "" || strings.ContainsAny(v, "{}[] ") {
+		return nil, fmt.Errorf("harness: unexpected memory high watermark %q", v)
+	}
+	return []string{v}, nil
+}
+
+// waitAlarm polls the node's alarms until one is on (on) or none is, for a minute.
+func waitAlarm(t testing.TB, on bool) error {
+	deadline := time.Now().Add(rabbitUpTimeout)
+	for {
+		out, err := RabbitCtl(t, "-q", "eval", "rabbit_alarm:get_alarms().")
+		if err == nil && (strings.TrimSpace(out) != "[]") == on {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("harness: RabbitMQ alarm still %v after %v (%s, %v)", !on, rabbitUpTimeout, oneLine(out), err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -3,6 +3,7 @@ package harness
 import (
 	"errors"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -67,5 +68,22 @@ func TestRabbitStopStart(t *testing.T) {
 	t.Logf("start_app until AMQP answered: %v", time.Since(start).Round(time.Millisecond))
 	if err := openChannel(url); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestWatermarkArgs(t *testing.T) {
+	for in, want := range map[string]string{
+		"0.4":                   "0.4",
+		"{absolute,1073741824}": "absolute 1073741824",
+	} {
+		got, err := watermarkArgs(in)
+		if err != nil || strings.Join(got, " ") != want {
+			t.Errorf("watermarkArgs(%q) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "{relative,0.4}", "[]"} {
+		if _, err := watermarkArgs(bad); err == nil {
+			t.Errorf("watermarkArgs(%q) accepted", bad)
+		}
 	}
 }

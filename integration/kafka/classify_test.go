@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -248,4 +250,41 @@ func TestClassifyClosedWriter(t *testing.T) {
 	if err := pub.WriteMessages(context.Background(), kafkago.Message{Topic: "orders"}); !errors.Is(err, kafka.ErrClosed) || !strings.HasPrefix(err.Error(), "kafka: ") {
 		t.Fatalf("closed publisher: %v", err)
 	}
+}
+
+// A partition whose metadata names no live leader: kafka-go's transport refuses the
+// produce with protocol.ErrNoLeader, a plain string inside errors without Unwrap,
+// which used to fall through to Neutral.
+func TestClassifyPartitionWithoutLeader(t *testing.T) {
+	e := newEnv(t, counting, nil, "orders")
+	e.needKFake()
+	topic := e.topics[0]
+	e.cluster.ControlKey(int16(kmsg.Metadata), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		resp := r.ResponseKind().(*kmsg.MetadataResponse)
+		for i, addr := range e.brokers {
+			host, port, _ := net.SplitHostPort(addr)
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host = int32(i), host
+			fmt.Sscan(port, &b.Port)
+			resp.Brokers = append(resp.Brokers, b)
+		}
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Leader, p.Replicas, p.ISR = -1, []int32{0}, []int32{0}
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic, rt.Partitions = &topic, []kmsg.MetadataResponseTopicPartition{p}
+		resp.Topics = []kmsg.MetadataResponseTopic{rt}
+		return resp, nil, true
+	})
+	raw := e.w.WriteMessages(context.Background(), kafkago.Message{Topic: topic, Value: []byte("x")})
+	var we kafkago.WriteErrors
+	if !errors.As(raw, &we) || !errors.Is(we[0], protocol.ErrNoLeader) {
+		t.Fatalf("the writer returned %v, want protocol.ErrNoLeader", raw)
+	}
+	if got := kafka.Classify(raw); got != breaker.Failure {
+		t.Errorf("Classify(%v) = %v, want Failure", raw, got)
+	}
+	checkPublish(t, e, "no leader", breaker.Failure, func() error {
+		return e.pub.Publish(context.Background(), e.dest(0), msg(1))
+	})
 }

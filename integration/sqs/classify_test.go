@@ -269,22 +269,34 @@ func TestClassifyRows(t *testing.T) {
 	}
 }
 
-// The caller's own deadline says nothing about the queue, even though Classify
-// alone counts a deadline as a Failure (a timeout the client set).
-func TestCallerDeadlineIsNeutral(t *testing.T) {
-	e := newEnv(t)
-	srv := e.faults(t)
-	c := client(t, e.endpoint, nil)
-	q := e.queue(t, c, "deadline", nil)
-	srv.SetFault(q, sqsserver.Hang)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	err, snap := publishTo(t, ctx, c, q, transport.Message{Value: []byte("late")})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("publish: %v, want the caller's deadline", err)
-	}
-	if snap.State != breaker.Closed || snap.Failures != 0 {
-		t.Errorf("circuit %v with %d failures after the caller's deadline, want closed with none", snap.State, snap.Failures)
+// The caller's deadline against a queue that does not answer: a verdict on the queue
+// when the call started with the policy's MinCallBudget (default 100ms), none when it
+// started with less. This test used to require Neutral for both, so a hung queue never
+// opened the circuit of callers with deadlines.
+func TestCallerDeadlineRule(t *testing.T) {
+	for _, tc := range []struct {
+		deadline     time.Duration
+		wantFailures int
+	}{
+		{50 * time.Millisecond, 0},
+		{300 * time.Millisecond, 1},
+	} {
+		t.Run(tc.deadline.String(), func(t *testing.T) {
+			e := newEnv(t)
+			srv := e.faults(t)
+			c := client(t, e.endpoint, nil)
+			q := e.queue(t, c, "deadline", nil)
+			srv.SetFault(q, sqsserver.Hang)
+			ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+			defer cancel()
+			err, snap := publishTo(t, ctx, c, q, transport.Message{Value: []byte("late")})
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("publish: %v, want the caller's deadline", err)
+			}
+			if snap.Failures != tc.wantFailures {
+				t.Errorf("circuit %v with %d failures after the caller's deadline, want %d", snap.State, snap.Failures, tc.wantFailures)
+			}
+		})
 	}
 }
 

@@ -39,6 +39,7 @@ var knownImports = map[string]string{
 	"dynamo":     "github.com/brokerguard/brokerguard/breaker/dynamo",
 	"dynamodb":   "github.com/aws/aws-sdk-go-v2/service/dynamodb",
 	"telemetry":  "github.com/brokerguard/brokerguard/telemetry",
+	"admin":      "github.com/brokerguard/brokerguard/admin",
 	"otel":       "go.opentelemetry.io/otel",
 	"metric":     "go.opentelemetry.io/otel/sdk/metric",
 	"prometheus": "go.opentelemetry.io/otel/exporters/prometheus",

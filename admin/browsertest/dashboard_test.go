@@ -1,0 +1,197 @@
+package browsertest
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/brokerguard/brokerguard/admin"
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/dashboard.png from the browser's screenshot")
+
+const token = "browser-test-token-0123456789"
+
+// chromium finds the browser: CHROMIUM_PATH, else Debian's chromium on PATH.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM_PATH"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "chromium not found: run `make services` (installs Debian's chromium) or set CHROMIUM_PATH"
+	if ci, _ := strconvBool(os.Getenv("CI")); ci {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+func strconvBool(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "1", "t", "true", "yes":
+		return true, nil
+	}
+	return false, errors.New("not true")
+}
+
+func TestDashboardInChromium(t *testing.T) {
+	bin := chromium(t)
+	clock := fakeclock.New(time.Now())
+	journal := admin.NewJournal(64)
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 50 * time.Second},
+		registry.WithClock(clock), registry.WithObserver(journal.Record),
+		registry.WithBreakerOptions(breaker.WithClock(clock)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders := transport.Destination{Broker: "kafka", Name: "orders"}
+	payments := transport.Destination{Broker: "kafka", Name: "payments"}
+	for _, d := range []transport.Destination{orders, payments} {
+		if _, err := reg.Circuit(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := admin.New(reg, admin.WithMutations(token), admin.WithJournal(journal), admin.WithClock(clock),
+		admin.WithOutbox(backlog{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(1200, 720))...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+
+	var mu sync.Mutex
+	var consoleErrors []string
+	chromedp.ListenTarget(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.APITypeError {
+				consoleErrors = append(consoleErrors, fmt.Sprint("console.error: ", e.Args))
+			}
+		case *runtime.EventExceptionThrown:
+			consoleErrors = append(consoleErrors, "exception: "+e.ExceptionDetails.Error())
+		}
+	})
+
+	row := func(d transport.Destination) string { return `#rows tr[data-dest="` + d.String() + `"]` }
+	var state, countdown string
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(row(orders)+` [data-testid=state]`),
+		chromedp.Text(row(orders)+` [data-testid=state]`, &state),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if state != "closed" {
+		t.Fatalf("orders starts %q, want closed", state)
+	}
+
+	// A failing broker opens the circuit; the page shows it within a refresh.
+	fail(t, reg, orders, 2)
+	if err := chromedp.Run(ctx,
+		chromedp.Poll(`document.querySelector('`+row(orders)+` [data-testid=state]').textContent === "open"`, nil,
+			chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Text(row(orders)+` [data-testid=countdown]`, &countdown),
+	); err != nil {
+		t.Fatalf("orders never showed open: %v", err)
+	}
+	first, err := parseCountdown(countdown)
+	if err != nil || first > 50 || first < 40 {
+		t.Fatalf("countdown %q (%v), want about 50s", countdown, err)
+	}
+	// The countdown follows the service's clock.
+	clock.Advance(20 * time.Second)
+	if err := chromedp.Run(ctx, chromedp.Poll(fmt.Sprintf(
+		`parseInt(document.querySelector('%s [data-testid=countdown]').textContent) <= %d`, row(orders), first-20), nil,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("countdown did not count down from %ds: %v", first, err)
+	}
+	if err := chromedp.Run(ctx, chromedp.WaitVisible(`#timeline svg`), chromedp.WaitVisible(`#events tr`)); err != nil {
+		t.Fatalf("no timeline: %v", err)
+	}
+
+	// A person types the token and clicks "force closed" on the open circuit.
+	if err := chromedp.Run(ctx,
+		chromedp.SendKeys(`#token`, token),
+		chromedp.Click(row(orders)+` button[data-act="force-close"]`),
+		chromedp.Poll(`document.querySelector('`+row(orders)+` [data-testid=state]').textContent === "closed"`, nil,
+			chromedp.WithPollingTimeout(10*time.Second)),
+	); err != nil {
+		t.Fatalf("force closed from the page: %v", err)
+	}
+	s := reg.Snapshots()[orders]
+	if s.Override != breaker.ForcedClosed || s.State != breaker.Closed {
+		t.Fatalf("after the click the circuit is %+v, want forced closed", s)
+	}
+
+	var png []byte
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile("../../docs/dashboard.png", png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(consoleErrors) > 0 {
+		t.Fatalf("console errors: %v", consoleErrors)
+	}
+}
+
+func parseCountdown(s string) (int, error) {
+	var n int
+	_, err := fmt.Sscanf(s, "%ds", &n)
+	return n, err
+}
+
+func fail(t *testing.T, reg *registry.Registry, d transport.Destination, n int) {
+	t.Helper()
+	c, err := reg.Circuit(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		p, err := c.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Complete(breaker.Failure)
+	}
+}
+
+type backlog struct{}
+
+func (backlog) Backlog(context.Context) (int64, time.Duration, error) {
+	return 1234, 95 * time.Second, nil
+}

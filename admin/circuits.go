@@ -1,0 +1,319 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// Circuit is the JSON view of one destination's circuit.
+type Circuit struct {
+	Destination string `json:"destination"`
+	Broker      string `json:"broker"`
+	Name        string `json:"name"`
+	Scope       string `json:"scope"`
+	State       string `json:"state"`
+	Generation  uint64 `json:"generation"`
+	Failures    int    `json:"failures"`
+	Calls       int    `json:"calls"`
+	InFlight    int    `json:"in_flight"`
+	Probes      int    `json:"probes"`
+	// NotBefore is when an open circuit admits its next probe; RemainingMS counts down
+	// to it, or to the override's end while one holds.
+	NotBefore     *time.Time `json:"not_before,omitempty"`
+	RemainingMS   int64      `json:"remaining_ms"`
+	Override      string     `json:"override"`
+	OverrideUntil *time.Time `json:"override_until,omitempty"`
+	Mode          string     `json:"mode"`
+	Bypassed      uint64     `json:"bypassed"`
+}
+
+// Circuits is the body of GET /api/circuits.
+type Circuits struct {
+	Now       time.Time `json:"now"`
+	Mutations bool      `json:"mutations"` // whether this handler accepts mutations
+	Circuits  []Circuit `json:"circuits"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func view(d transport.Destination, s breaker.Snapshot, now time.Time) Circuit {
+	c := Circuit{
+		Destination: d.String(), Broker: d.Broker, Name: d.Name,
+		Scope: s.Scope.String(), State: s.State.String(), Generation: s.Generation,
+		Failures: s.Failures, Calls: s.Calls, InFlight: s.InFlight, Probes: s.Probes,
+		NotBefore: timePtr(s.NotBefore), Override: s.Override.String(),
+		OverrideUntil: timePtr(s.OverrideUntil), Mode: s.Mode.String(), Bypassed: s.Bypassed,
+	}
+	end := s.NotBefore
+	if s.Override != breaker.NoOverride {
+		end = s.OverrideUntil
+	}
+	if !end.IsZero() && end.After(now) {
+		c.RemainingMS = end.Sub(now).Milliseconds()
+	}
+	return c
+}
+
+func (h *Handler) listCircuits(w http.ResponseWriter, _ *http.Request) {
+	now := h.now()
+	snaps := h.reg.Snapshots()
+	out := Circuits{Now: now, Mutations: h.token != nil, Circuits: make([]Circuit, 0, len(snaps))}
+	for d, s := range snaps {
+		out.Circuits = append(out.Circuits, view(d, s, now))
+	}
+	slices.SortFunc(out.Circuits, func(a, b Circuit) int { return strings.Compare(a.Destination, b.Destination) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// lookup resolves the {dest} path value to a live circuit.
+func (h *Handler) lookup(r *http.Request) (transport.Destination, breaker.Circuit, *apiError) {
+	d, err := transport.ParseDestination(r.PathValue("dest"))
+	if err != nil {
+		return d, nil, badField("destination", err.Error())
+	}
+	c, ok := h.reg.Lookup(d)
+	if !ok {
+		return d, nil, &apiError{Status: http.StatusNotFound, Field: "destination",
+			Msg: "destination: no live circuit for " + strconv.Quote(d.String())}
+	}
+	return d, c, nil
+}
+
+func (h *Handler) getCircuit(w http.ResponseWriter, r *http.Request) {
+	d, c, err := h.lookup(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, view(d, c.Snapshot(), h.now()))
+}
+
+// holdRequest is the body of force-open and force-close: exactly one of For and Until.
+type holdRequest struct {
+	For    string `json:"for"`   // a Go duration, e.g. "10m"
+	Until  string `json:"until"` // an RFC 3339 time
+	Reason string `json:"reason"`
+}
+
+// maxBody bounds a mutation's body; a hold request is a few dozen bytes.
+const maxBody = 4 << 10
+
+// parseHold reads and checks a hold request at time now, returning when it ends.
+func parseHold(body io.Reader, now time.Time, maxHold time.Duration) (time.Time, string, *apiError) {
+	var req holdRequest
+	dec := json.NewDecoder(io.LimitReader(body, maxBody+1))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		if errors.Is(err, io.EOF) {
+			return time.Time{}, "", badField("body", `a JSON object with "for" or "until" is required`)
+		}
+		return time.Time{}, "", badField("body", "not a valid hold request: "+err.Error())
+	}
+	if dec.More() {
+		return time.Time{}, "", badField("body", "one JSON object expected")
+	}
+	if len(req.Reason) > 200 {
+		return time.Time{}, "", badField("reason", "at most 200 bytes")
+	}
+	var until time.Time
+	switch {
+	case req.For != "" && req.Until != "":
+		return until, "", badField("for", `give "for" or "until", not both`)
+	case req.For != "":
+		d, err := time.ParseDuration(req.For)
+		if err != nil {
+			return until, "", badField("for", "not a duration like 10m or 90s: "+strconv.Quote(req.For))
+		}
+		if d <= 0 {
+			return until, "", badField("for", "must be positive")
+		}
+		until = now.Add(d)
+	case req.Until != "":
+		t, err := time.Parse(time.RFC3339, req.Until)
+		if err != nil {
+			return until, "", badField("until", "not an RFC 3339 time: "+strconv.Quote(req.Until))
+		}
+		if !t.After(now) {
+			return until, "", badField("until", "is in the past")
+		}
+		until = t
+	default:
+		return until, "", badField("for", `give "for" (a duration) or "until" (an RFC 3339 time)`)
+	}
+	if until.Sub(now) > maxHold {
+		return until, "", badField(map[bool]string{true: "for", false: "until"}[req.For != ""],
+			"holds at most "+maxHold.String())
+	}
+	return until, req.Reason, nil
+}
+
+// localOverrider is the local breaker's override surface; ctxOverrider that of shared
+// circuits, whose overrides write shared state and can fail.
+type localOverrider interface {
+	ForceOpen(until time.Time)
+	ForceClose(until time.Time)
+	ClearOverride()
+}
+
+type ctxOverrider interface {
+	ForceOpen(ctx context.Context, until time.Time) error
+	ForceClose(ctx context.Context, until time.Time) error
+	ClearOverride(ctx context.Context) error
+}
+
+func applyOverride(ctx context.Context, c breaker.Circuit, action string, until time.Time) error {
+	switch o := c.(type) {
+	case localOverrider:
+		switch action {
+		case "force-open":
+			o.ForceOpen(until)
+		case "force-close":
+			o.ForceClose(until)
+		default:
+			o.ClearOverride()
+		}
+		return nil
+	case ctxOverrider:
+		switch action {
+		case "force-open":
+			return o.ForceOpen(ctx, until)
+		case "force-close":
+			return o.ForceClose(ctx, until)
+		default:
+			return o.ClearOverride(ctx)
+		}
+	}
+	return &apiError{Status: http.StatusNotImplemented, Msg: "this circuit's backend does not support overrides"}
+}
+
+func (h *Handler) mutate(w http.ResponseWriter, r *http.Request) {
+	now := h.now()
+	ev := AuditEvent{At: now, Action: r.PathValue("action"), Destination: r.PathValue("dest"), Remote: r.RemoteAddr}
+	d, c, err := h.mutation(r, now, &ev)
+	ev.Status = http.StatusOK
+	if err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			ae = &apiError{Status: http.StatusBadGateway, Msg: "applying the override failed: " + err.Error()}
+		}
+		ev.Status, ev.Err = ae.Status, ae.Msg
+		writeError(w, ae)
+	} else {
+		writeJSON(w, http.StatusOK, view(d, c.Snapshot(), h.now()))
+	}
+	if h.audit != nil {
+		h.audit(r.Context(), ev)
+	}
+}
+
+func (h *Handler) mutation(r *http.Request, now time.Time, ev *AuditEvent) (transport.Destination, breaker.Circuit, error) {
+	switch ev.Action {
+	case "force-open", "force-close", "clear":
+	default:
+		return transport.Destination{}, nil, &apiError{Status: http.StatusNotFound, Field: "action",
+			Msg: "action: unknown " + strconv.Quote(ev.Action) + "; want force-open, force-close or clear"}
+	}
+	if err := h.authorize(r); err != nil {
+		return transport.Destination{}, nil, err
+	}
+	if r.ContentLength > maxBody {
+		return transport.Destination{}, nil, &apiError{Status: http.StatusRequestEntityTooLarge, Field: "body", Msg: "body: too large"}
+	}
+	if ev.Action != "clear" || r.ContentLength != 0 {
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+			return transport.Destination{}, nil, &apiError{Status: http.StatusUnsupportedMediaType, Field: "Content-Type",
+				Msg: "Content-Type: must be application/json"}
+		}
+	}
+	d, c, aerr := h.lookup(r)
+	if aerr != nil {
+		return d, nil, aerr
+	}
+	if ev.Action != "clear" {
+		until, reason, aerr := parseHold(r.Body, now, h.maxHold)
+		if aerr != nil {
+			return d, nil, aerr
+		}
+		ev.Until, ev.Reason = until, reason
+	}
+	return d, c, applyOverride(r.Context(), c, ev.Action, ev.Until)
+}
+
+// Transition is the JSON view of one journal event.
+type Transition struct {
+	Destination string    `json:"destination"`
+	From        string    `json:"from"`
+	To          string    `json:"to"`
+	Generation  uint64    `json:"generation"`
+	At          time.Time `json:"at"`
+	Reason      string    `json:"reason"`
+}
+
+func (h *Handler) transitions(w http.ResponseWriter, r *http.Request) {
+	limit, aerr := intParam(r, "limit", 100, 1, 1000)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	out := []Transition{}
+	if h.journal != nil {
+		for _, e := range h.journal.Recent(limit) {
+			out = append(out, Transition{Destination: e.Destination.String(), From: e.From.String(),
+				To: e.To.String(), Generation: e.Generation, At: e.At, Reason: e.Reason})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"transitions": out})
+}
+
+// intParam reads an optional integer query parameter within [lo, hi].
+func intParam(r *http.Request, name string, def, lo, hi int) (int, *apiError) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, badField(name, "must be a whole number from "+strconv.Itoa(lo)+" to "+strconv.Itoa(hi))
+	}
+	return n, nil
+}
+
+// OutboxStats is the body of GET /api/outbox.
+type OutboxStats struct {
+	Enabled  bool    `json:"enabled"`
+	Pending  int64   `json:"pending"`
+	OldestMS int64   `json:"oldest_pending_ms"`
+	Error    *string `json:"error,omitempty"` // the backlog query failed: the numbers are unknown
+}
+
+func (h *Handler) outboxStats(w http.ResponseWriter, r *http.Request) {
+	if h.outbox == nil {
+		writeJSON(w, http.StatusOK, OutboxStats{})
+		return
+	}
+	pending, oldest, err := h.outbox.Backlog(r.Context())
+	out := OutboxStats{Enabled: true, Pending: pending, OldestMS: oldest.Milliseconds()}
+	status := http.StatusOK
+	if err != nil {
+		msg := err.Error()
+		out = OutboxStats{Enabled: true, Error: &msg}
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, out)
+}

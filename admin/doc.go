@@ -1,0 +1,33 @@
+// Package admin is the on-call surface of brokerguard: an [http.Handler] that a service
+// mounts on its own mux (nothing listens by itself), serving
+//
+//   - a JSON API: every circuit of a registry with its snapshot, one circuit by
+//     destination, the recent transitions, and the outbox's backlog;
+//   - mutations, off unless the service enables them with [WithMutations]: hold a
+//     circuit open or closed until a time or for a duration, clear the hold;
+//   - a live dashboard page (embedded HTML, CSS and JavaScript; nothing is loaded from
+//     the internet) showing each destination's state, a countdown to its NotBefore, its
+//     failure evidence, a timeline of recent transitions and the outbox backlog.
+//
+// Routes, relative to where the handler is mounted:
+//
+//	GET  /                                 the dashboard
+//	GET  /api/circuits                     every live circuit, sorted by destination
+//	GET  /api/circuits/{destination}       one circuit ("kafka:orders"), 404 if unknown
+//	POST /api/circuits/{destination}/force-open    {"for":"10m"} or {"until":"RFC 3339"}
+//	POST /api/circuits/{destination}/force-close   the same body
+//	POST /api/circuits/{destination}/clear         no body
+//	GET  /api/transitions?limit=N          the newest transitions first (needs a Journal)
+//	GET  /api/outbox                       backlog and oldest pending age (needs WithOutbox)
+//
+// Mutations need a bearer token ("Authorization: Bearer ..."), compared in constant
+// time, a JSON body, and a same-origin request: cross-site form posts are refused twice
+// over, by the content type and by the browser's Sec-Fetch-Site and Origin headers
+// ([http.CrossOriginProtection]). Every mutation, allowed or refused, is reported to
+// the audit hook given by [WithAudit]. Bad input gets a 4xx whose JSON body names the
+// field that was wrong.
+//
+// A circuit from a shared backend (DynamoDB, Redis, a state directory) applies an
+// override to the shared state, so a hold made through any replica's handler holds on
+// every replica.
+package admin

@@ -1,0 +1,208 @@
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/registry"
+)
+
+// Outbox is what the handler reads from an outbox; outbox.Store and its PostgreSQL
+// implementation satisfy it.
+type Outbox interface {
+	Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error)
+}
+
+// AuditEvent describes one mutation request, allowed or refused, for the service's
+// audit log.
+type AuditEvent struct {
+	At          time.Time
+	Action      string // "force-open", "force-close" or "clear"
+	Destination string // as requested
+	Until       time.Time
+	Reason      string // the operator's stated reason, if any
+	Remote      string // the request's RemoteAddr
+	Status      int    // the HTTP status answered
+	Err         string // why it was refused; empty when it was applied
+}
+
+// Option configures a Handler.
+type Option func(*Handler) error
+
+// WithMutations enables the mutation routes, guarded by the bearer token. The token
+// must be at least 16 bytes: it is the only thing between the network and a hold on
+// every circuit.
+func WithMutations(token string) Option {
+	return func(h *Handler) error {
+		if len(token) < 16 {
+			return errors.New("admin: WithMutations: token must be at least 16 bytes")
+		}
+		sum := sha256.Sum256([]byte(token))
+		h.token = &sum
+		return nil
+	}
+}
+
+// WithAudit reports every mutation request to f, after it was applied or refused. f
+// runs on the request's goroutine; it should not block for long.
+func WithAudit(f func(context.Context, AuditEvent)) Option {
+	return func(h *Handler) error {
+		if f == nil {
+			return errors.New("admin: WithAudit(nil)")
+		}
+		h.audit = f
+		return nil
+	}
+}
+
+// WithJournal serves the journal's transitions at /api/transitions and in the
+// dashboard's timeline.
+func WithJournal(j *Journal) Option {
+	return func(h *Handler) error {
+		if j == nil {
+			return errors.New("admin: WithJournal(nil)")
+		}
+		h.journal = j
+		return nil
+	}
+}
+
+// WithOutbox serves the outbox's backlog at /api/outbox and on the dashboard.
+func WithOutbox(o Outbox) Option {
+	return func(h *Handler) error {
+		if o == nil {
+			return errors.New("admin: WithOutbox(nil)")
+		}
+		h.outbox = o
+		return nil
+	}
+}
+
+// WithClock sets the clock that checks override times and computes countdowns; it
+// should be the registry's. The default is time.Now.
+func WithClock(c breaker.Clock) Option {
+	return func(h *Handler) error {
+		if c == nil {
+			return errors.New("admin: WithClock(nil)")
+		}
+		h.clock = c
+		return nil
+	}
+}
+
+// WithMaxHold bounds how far ahead an override may be set (default 24h), so a typo
+// cannot hold a circuit for a year.
+func WithMaxHold(d time.Duration) Option {
+	return func(h *Handler) error {
+		if d <= 0 {
+			return errors.New("admin: WithMaxHold: duration must be positive")
+		}
+		h.maxHold = d
+		return nil
+	}
+}
+
+// Handler serves the admin API and the dashboard for one registry. Create it with New.
+type Handler struct {
+	reg     *registry.Registry
+	mux     *http.ServeMux
+	token   *[sha256.Size]byte // nil: mutations disabled
+	audit   func(context.Context, AuditEvent)
+	journal *Journal
+	outbox  Outbox
+	clock   breaker.Clock
+	maxHold time.Duration
+	origin  *http.CrossOriginProtection
+}
+
+// New returns the handler for reg.
+func New(reg *registry.Registry, opts ...Option) (*Handler, error) {
+	if reg == nil {
+		return nil, errors.New("admin: New: nil registry")
+	}
+	h := &Handler{reg: reg, maxHold: 24 * time.Hour, origin: http.NewCrossOriginProtection()}
+	for _, o := range opts {
+		if err := o(h); err != nil {
+			return nil, err
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", h.dashboard)
+	mux.HandleFunc("GET /api/circuits", h.listCircuits)
+	mux.HandleFunc("GET /api/circuits/{dest}", h.getCircuit)
+	mux.HandleFunc("POST /api/circuits/{dest}/{action}", h.mutate)
+	mux.HandleFunc("GET /api/transitions", h.transitions)
+	mux.HandleFunc("GET /api/outbox", h.outboxStats)
+	h.mux = mux
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func (h *Handler) now() time.Time {
+	if h.clock != nil {
+		return h.clock.Now()
+	}
+	return time.Now()
+}
+
+// apiError is the body of every 4xx and 5xx answer.
+type apiError struct {
+	Status int    `json:"-"`
+	Field  string `json:"field,omitempty"` // the request part that was wrong
+	Msg    string `json:"error"`
+}
+
+func (e *apiError) Error() string { return e.Msg }
+
+func badField(field, msg string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Field: field, Msg: field + ": " + msg}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client went away; nothing to tell it
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = &apiError{Status: http.StatusInternalServerError, Msg: err.Error()}
+	}
+	if ae.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="brokerguard"`)
+	}
+	writeJSON(w, ae.Status, ae)
+}
+
+// authorize checks, in order: mutations enabled, same origin, bearer token.
+func (h *Handler) authorize(r *http.Request) *apiError {
+	if h.token == nil {
+		return &apiError{Status: http.StatusForbidden, Msg: "mutations are disabled on this handler"}
+	}
+	if err := h.origin.Check(r); err != nil {
+		return &apiError{Status: http.StatusForbidden, Msg: "cross-origin request refused"}
+	}
+	auth := r.Header.Get("Authorization")
+	given, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || given == "" {
+		return &apiError{Status: http.StatusUnauthorized, Field: "Authorization", Msg: "Authorization: a bearer token is required"}
+	}
+	sum := sha256.Sum256([]byte(given)) // equal lengths: the comparison time says nothing
+	if subtle.ConstantTimeCompare(sum[:], h.token[:]) != 1 {
+		return &apiError{Status: http.StatusUnauthorized, Field: "Authorization", Msg: "Authorization: wrong bearer token"}
+	}
+	return nil
+}

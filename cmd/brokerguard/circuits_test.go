@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/admin"
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+const testToken = "cli-test-token-0123456789"
+
+func adminServer(t *testing.T) (*registry.Registry, string) {
+	t.Helper()
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := reg.Circuit(transport.Destination{Broker: "kafka", Name: "payments"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Complete(breaker.Failure)
+	h, err := admin.New(reg, admin.WithMutations(testToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return reg, srv.URL
+}
+
+func exitCode(err error) int {
+	var e *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case errors.As(err, &e):
+		return e.code
+	}
+	return 1
+}
+
+func TestCircuitsCommand(t *testing.T) {
+	reg, url := adminServer(t)
+	payments := transport.Destination{Broker: "kafka", Name: "payments"}
+	cli := func(args ...string) (string, string, int) {
+		var out, errOut strings.Builder
+		err := run(context.Background(), append([]string{"circuits"}, args...), &out, &errOut)
+		if err != nil {
+			errOut.WriteString(err.Error())
+		}
+		return out.String(), errOut.String(), exitCode(err)
+	}
+
+	out, _, code := cli("list", "--url", url)
+	if code != 0 || !strings.Contains(out, "kafka:payments") || !strings.Contains(out, "open") {
+		t.Fatalf("list: %d\n%s", code, out)
+	}
+	out, _, code = cli("show", "kafka:payments", "--url", url, "--json")
+	var one admin.Circuit
+	if code != 0 || json.Unmarshal([]byte(out), &one) != nil || one.State != "open" {
+		t.Fatalf("show --json: %d %q", code, out)
+	}
+	t.Setenv("BROKERGUARD_ADMIN_URL", url)
+	t.Setenv("BROKERGUARD_ADMIN_TOKEN", testToken)
+	if out, errOut, code := cli("force-close", "kafka:payments", "--for", "10m", "--reason", "test"); code != 0 ||
+		!strings.Contains(out, "forced-closed") {
+		t.Fatalf("force-close: %d %s %s", code, out, errOut)
+	}
+	if s := reg.Snapshots()[payments]; s.Override != breaker.ForcedClosed {
+		t.Fatalf("after force-close the circuit is %+v", s)
+	}
+	if _, errOut, code := cli("clear", "kafka:payments"); code != 0 {
+		t.Fatalf("clear: %d %s", code, errOut)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"show", "kafka:nope"}, exitNotFound, "no live circuit"},
+		{[]string{"force-open", "kafka:payments", "--until", "2001-01-01T00:00:00Z"}, exitRefused, "until: is in the past"},
+		{[]string{"force-open", "kafka:payments", "--token", "wrong-token-0123456789"}, 2, "give --for or --until"},
+		{[]string{"force-open", "kafka:payments", "--for", "1m", "--token", "wrong-token-0123456789"}, exitRefused, "wrong bearer token"},
+		{[]string{"explode"}, 2, "unknown command"},
+		{[]string{"show"}, 2, "want 1 argument"},
+		{[]string{"list", "--url", "http://127.0.0.1:1"}, 1, "connect"},
+	} {
+		_, errOut, code := cli(tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d %q, want %d with %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+}

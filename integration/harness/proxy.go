@@ -1,0 +1,157 @@
+package harness
+
+import (
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Proxy forwards TCP connections to a server and can make the server look hung
+// without touching it, which matters for servers other tests share:
+//
+//   - Hold stops forwarding what the server sends (requests still reach it) until
+//     Resume: late answers.
+//   - BlackHole makes the proxy itself the hung server for good: it keeps accepting
+//     connections and reading what clients send, and never answers nor forwards
+//     anything again.
+type Proxy struct {
+	ln       net.Listener
+	upstream string
+	sent     atomic.Int64 // bytes read from clients
+
+	mu      sync.Mutex // guards the fields below
+	held    bool
+	black   bool
+	release chan struct{} // closed when a hold ends
+	conns   []net.Conn
+	wg      sync.WaitGroup
+}
+
+// NewProxy listens on a loopback port for the server at upstream (host:port) and is
+// closed when the test ends.
+func NewProxy(t testing.TB, upstream string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln, upstream: upstream, release: make(chan struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Sent returns the number of bytes clients have sent through the proxy.
+func (p *Proxy) Sent() int64 { return p.sent.Load() }
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		down, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		black := p.black
+		p.conns = append(p.conns, down)
+		p.mu.Unlock()
+		if black {
+			p.wg.Add(1)
+			go p.pipe(io.Discard, down, false)
+			continue
+		}
+		up, err := net.Dial("tcp", p.upstream)
+		if err != nil {
+			down.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, up)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(up, down, false)
+		go p.pipe(down, up, true)
+	}
+}
+
+// pipe copies src to dst until either fails; from the server (fromServer) it waits
+// while held. Once black-holed nothing goes anywhere, clients are still read from, and
+// a server that closes its side leaves the client's open: a hung server does not hang
+// up.
+func (p *Proxy) pipe(dst io.Writer, src net.Conn, fromServer bool) {
+	defer p.wg.Done()
+	defer func() {
+		if c, ok := dst.(net.Conn); ok && !(fromServer && p.blackHoled()) {
+			c.Close()
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if !fromServer {
+			p.sent.Add(int64(n))
+		}
+		p.mu.Lock()
+		release, held := p.release, p.held
+		p.mu.Unlock()
+		if n > 0 && fromServer && held {
+			<-release
+		}
+		if n > 0 && !p.blackHoled() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *Proxy) blackHoled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.black
+}
+
+// Hold stops forwarding what the server sends until Resume.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	p.held = true
+	p.mu.Unlock()
+}
+
+// Resume forwards again what Hold held back.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held {
+		p.held = false
+		close(p.release)
+		p.release = make(chan struct{})
+	}
+}
+
+// BlackHole makes the server look hung from now on, for open connections and new ones.
+func (p *Proxy) BlackHole() {
+	p.mu.Lock()
+	p.black = true
+	p.mu.Unlock()
+}
+
+func (p *Proxy) close() {
+	p.Resume()
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
