@@ -13,16 +13,18 @@ import (
 	"github.com/brokerguard/brokerguard/internal/kafkacode"
 	"github.com/brokerguard/brokerguard/internal/kfakeproduce"
 	"github.com/brokerguard/brokerguard/kgoguard"
+	"github.com/brokerguard/brokerguard/registry"
 )
 
 // A fault is one classification row: it arms the cluster for the next produce and
 // returns the context to produce with.
 type fault struct {
-	name  string
-	arm   func(e *env) (context.Context, context.CancelFunc)
-	is    error // what franz-go reports
-	want  breaker.Outcome
-	large bool // produce a record too large for the client
+	name    string
+	arm     func(e *env) (context.Context, context.CancelFunc)
+	is      error // what franz-go reports
+	want    breaker.Outcome
+	counted breaker.Outcome // what the guarded call counts, when the registry's deadline rule decides
+	large   bool            // produce a record too large for the client
 }
 
 func answer(code int16) func(e *env) (context.Context, context.CancelFunc) {
@@ -52,10 +54,17 @@ var faults = []fault{
 			kfakeproduce.Hang(e.cluster, false, cancel)
 			return ctx, cancel
 		}},
-	{name: "hung broker, caller deadline", is: context.DeadlineExceeded, want: breaker.Neutral,
+	// The registry's deadline rule: a deadline shorter than the MinCallBudget says
+	// nothing; one that left the broker its budget and ended the call is a Failure.
+	{name: "hung broker, short caller deadline", is: context.DeadlineExceeded, want: breaker.Neutral,
 		arm: func(e *env) (context.Context, context.CancelFunc) {
 			kfakeproduce.Hang(e.cluster, false, nil)
-			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+			return context.WithTimeout(context.Background(), breaker.DefaultMinCallBudget/2)
+		}},
+	{name: "hung broker, caller deadline with its budget", is: context.DeadlineExceeded, want: breaker.Neutral, counted: breaker.Failure,
+		arm: func(e *env) (context.Context, context.CancelFunc) {
+			kfakeproduce.Hang(e.cluster, false, nil)
+			return context.WithTimeout(context.Background(), 3*breaker.DefaultMinCallBudget)
 		}},
 	// The request times out on the connection; the retry limit ends the record.
 	{name: "hung broker, client's request timeout", is: kgo.ErrRecordRetries, want: breaker.Failure,
@@ -96,7 +105,11 @@ func checkRow(t *testing.T, f fault) {
 			t.Errorf("%s: Classify(%v) = %v, want %v", f.name, raw, got, f.want)
 		}
 		// Publish, then Produce with a promise: each counts once when a Failure.
-		wantCounted := map[bool]int{true: 1}[f.want == breaker.Failure]
+		counted := f.want
+		if f.counted != 0 {
+			counted = f.counted
+		}
+		wantCounted := map[bool]int{true: 1}[counted == breaker.Failure]
 		for _, path := range []string{"Publish", "Produce"} {
 			before := e.circuit(0).Failures
 			ctx, cancel := f.arm(e)
@@ -156,5 +169,14 @@ func TestClassifyBrokerGoneAndClosedClient(t *testing.T) {
 	}
 	if s := e.circuit(0); s.InFlight != 0 {
 		t.Errorf("%d permits still in flight", s.InFlight)
+	}
+}
+
+// A publish of no messages is refused before a permit is taken: it would tell the
+// circuit nothing, yet count as a Success.
+func TestEmptyPublishRefused(t *testing.T) {
+	e := newEnv(t, counting, []string{"orders"})
+	if err := e.p.Publish(context.Background(), e.dest(0)); !errors.Is(err, registry.ErrNoMessages) {
+		t.Fatalf("empty publish: %v", err)
 	}
 }

@@ -39,7 +39,11 @@
 //	  *registry.RejectedError, anything else
 //
 // Independently of Classify, a call whose context has ended completes as the registry
-// says ([registry.Outcome]).
+// says ([registry.Outcome]): Neutral when the caller cancelled or gave the call less
+// than its policy's MinCallBudget, a Failure when a deadline that left that budget
+// ended it (a hung broker). A record's promise is judged against the context given to
+// Produce and the time the call started. A publish of no messages is refused with
+// registry.ErrNoMessages.
 //
 // # Client settings
 //

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/kfakeproduce"
+	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/saramaguard"
 )
 
@@ -62,10 +62,18 @@ var faults = []fault{
 			kfakeproduce.Hang(e.cluster, false, cancel)
 			return ctx, cancel
 		}},
-	{name: "hung broker, caller deadline", raw: breaker.Failure, counted: breaker.Neutral,
+	// The registry's deadline rule: a deadline shorter than the MinCallBudget says
+	// nothing; one that left the broker its budget and passed during the call is a
+	// Failure (sarama answers only at its own read timeout, after it).
+	{name: "hung broker, short caller deadline", raw: breaker.Failure, counted: breaker.Neutral,
 		arm: func(e *env) (context.Context, context.CancelFunc) {
 			kfakeproduce.Hang(e.cluster, false, nil)
-			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+			return context.WithTimeout(context.Background(), breaker.DefaultMinCallBudget/2)
+		}},
+	{name: "hung broker, caller deadline with its budget", raw: breaker.Failure, counted: breaker.Failure,
+		arm: func(e *env) (context.Context, context.CancelFunc) {
+			kfakeproduce.Hang(e.cluster, false, nil)
+			return context.WithTimeout(context.Background(), 3*breaker.DefaultMinCallBudget)
 		}},
 }
 
@@ -169,5 +177,14 @@ func TestClassifyBrokerGoneAndClosed(t *testing.T) {
 	}
 	if s := e.circuit(0); s.InFlight != 0 {
 		t.Errorf("%d permits in flight", s.InFlight)
+	}
+}
+
+// A publish of no messages is refused before a permit is taken.
+func TestEmptyPublishRefused(t *testing.T) {
+	e := newEnv(t, counting, "orders")
+	_, p := e.sync()
+	if err := p.Publish(context.Background(), e.dest(0)); !errors.Is(err, registry.ErrNoMessages) {
+		t.Fatalf("empty publish: %v", err)
 	}
 }

@@ -11,7 +11,9 @@
 // [SyncProducer.Publish] is the [transport.Publisher] contract, so an outbox can
 // publish through it. sarama's SyncProducer takes no context, so a call lasts until
 // sarama answers; the context decides admission and how an ended call counts
-// ([registry.Outcome]).
+// ([registry.Outcome]: Neutral when the caller cancelled or left the call less than its
+// MinCallBudget, a Failure when a deadline that left that budget passed during it). A
+// publish of no messages is refused with registry.ErrNoMessages.
 //
 // [AsyncProducer] wraps a sarama.AsyncProducer built with Producer.Return.Successes and
 // Producer.Return.Errors (the constructors refuse a config without them): Send queues

@@ -120,3 +120,15 @@ func TestNewRefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+// A publish of no messages is refused before a permit is taken, through Watermill's
+// interface and through AsTransport.
+func TestEmptyPublishRefused(t *testing.T) {
+	p, f, _ := newGuard(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	if err := p.Publish("t"); !errors.Is(err, registry.ErrNoMessages) || f.calls["t"] != 0 {
+		t.Errorf("empty publish: %v, %d calls", err, f.calls["t"])
+	}
+	if err := p.AsTransport().Publish(context.Background(), transport.Destination{Broker: "test", Name: "t"}); !errors.Is(err, registry.ErrNoMessages) {
+		t.Errorf("empty publish through AsTransport: %v", err)
+	}
+}
