@@ -34,6 +34,22 @@ import (
 // Option configures a Publisher.
 type Option func(*Publisher) error
 
+// WithReturnOnDone makes Publish return the context's error as soon as the first
+// message's context ends, instead of waiting for the wrapped publisher, which Watermill
+// lets ignore contexts (watermill-kafka does; watermill-amqp waits for a publisher
+// confirm without a timeout). The wrapped call then goes on in a goroutine until it
+// returns, with the messages; they may still be published. The permit is completed
+// when Publish returns, by the registry's rule for an ended context: a deadline that
+// left the call its MinCallBudget is a Failure, so a hung broker opens its circuit and
+// later calls are refused without starting more such goroutines. A call whose
+// context cannot end (no Done channel) runs as without the option.
+func WithReturnOnDone() Option {
+	return func(p *Publisher) error {
+		p.returnOnDone = true
+		return nil
+	}
+}
+
 // WithClassifier sets the classifier of the wrapped pub/sub's errors: wmkafka.Classify
 // for watermill-kafka, wmamqp.Classifier for watermill-amqp. Without one every error
 // is a Failure, the registry's default.
@@ -51,10 +67,11 @@ func WithClassifier(c transport.Classifier) Option {
 // per topic. It is safe for concurrent use when the wrapped publisher is, as
 // Watermill requires.
 type Publisher struct {
-	pub      message.Publisher
-	reg      *registry.Registry
-	broker   string
-	classify transport.Classifier
+	pub          message.Publisher
+	reg          *registry.Registry
+	broker       string
+	classify     transport.Classifier
+	returnOnDone bool
 }
 
 var _ message.Publisher = (*Publisher)(nil)
@@ -91,8 +108,18 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		ctx = msgs[0].Context()
 	}
 	// The registry refuses a publish of no messages (registry.ErrNoMessages).
-	return p.reg.Call(ctx, transport.Destination{Broker: p.broker, Name: topic}, len(msgs), p.classify, func(context.Context) error {
-		return p.pub.Publish(topic, msgs...)
+	return p.reg.Call(ctx, transport.Destination{Broker: p.broker, Name: topic}, len(msgs), p.classify, func(ctx context.Context) error {
+		if !p.returnOnDone || ctx.Done() == nil {
+			return p.pub.Publish(topic, msgs...)
+		}
+		done := make(chan error, 1)
+		go func() { done <- p.pub.Publish(topic, msgs...) }()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	})
 }
 

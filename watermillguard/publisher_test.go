@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -130,5 +131,45 @@ func TestEmptyPublishRefused(t *testing.T) {
 	}
 	if err := p.AsTransport().Publish(context.Background(), transport.Destination{Broker: "test", Name: "t"}); !errors.Is(err, registry.ErrNoMessages) {
 		t.Errorf("empty publish through AsTransport: %v", err)
+	}
+}
+
+// blocking is a message.Publisher that holds every call until release is closed.
+type blocking struct{ release chan struct{} }
+
+func (b blocking) Publish(string, ...*message.Message) error { <-b.release; return nil }
+func (b blocking) Close() error                               { return nil }
+
+// With WithReturnOnDone a publisher that ignores contexts cannot hold the caller past
+// its deadline, and the registry's deadline rule judges the call. The deadlines run
+// on synctest's clock.
+func TestReturnOnDone(t *testing.T) { synctest.Test(t, testReturnOnDone) }
+
+func testReturnOnDone(t *testing.T) {
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := blocking{release: make(chan struct{})}
+	defer close(b.release)
+	p, err := watermillguard.New(b, reg, "test", watermillguard.WithReturnOnDone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(d time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		m := message.NewMessage("1", nil)
+		m.SetContext(ctx)
+		return p.Publish("t", m)
+	}
+	if err := publish(breaker.DefaultMinCallBudget / 2); !errors.Is(err, context.DeadlineExceeded) || snapshot(t, reg, "t").Failures != 0 {
+		t.Fatalf("short deadline: %v, %d failures", err, snapshot(t, reg, "t").Failures)
+	}
+	if err := publish(2 * breaker.DefaultMinCallBudget); !errors.Is(err, context.DeadlineExceeded) || snapshot(t, reg, "t").State != breaker.Open {
+		t.Fatalf("deadline with its budget: %v, circuit %v", err, snapshot(t, reg, "t").State)
+	}
+	if err := publish(time.Second); !errors.Is(err, breaker.ErrOpen) {
+		t.Errorf("open circuit: %v", err)
 	}
 }

@@ -1,9 +1,10 @@
 // Package wmamqp classifies the errors of Watermill's AMQP publisher
 // (github.com/ThreeDotsLabs/watermill-amqp), for a watermillguard.Publisher.
 //
-// Two limits of watermill-amqp v3.0.2 that a guard cannot lift: with ConfirmDelivery
-// its Publish waits for the confirm without any timeout, so a broker that stops
-// answering holds the call (and its permit) until the connection drops; and its
+// Two limits of watermill-amqp v3.0.2: with ConfirmDelivery its Publish waits for the
+// confirm without any timeout, so a broker that stops answering holds the call until
+// the connection drops (watermillguard.WithReturnOnDone lets the message's deadline
+// end the call, and counts it as the registry's deadline rule says); and its
 // reconnect writes the connection state that Publish reads without
 // synchronization, a data race the race detector reports when a publish meets a
 // reconnect.

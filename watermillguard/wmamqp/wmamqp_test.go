@@ -158,7 +158,7 @@ func TestNackCancelAndClose(t *testing.T) {
 func TestConnectionLostOpensOnlyThatTopic(t *testing.T) {
 	amqpURL := harness.AMQPURL(t)
 	reg := newRegistry(t, breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute})
-	proxied, cut := proxy(t, amqpURL)
+	proxied, cut, _ := proxy(t, amqpURL)
 	logged := &errorLogged{LoggerAdapter: watermill.NopLogger{}, first: make(chan struct{})}
 	_, p := guardedWith(t, proxied, reg, logged)
 	_, direct := guarded(t, amqpURL, reg)
@@ -187,9 +187,10 @@ func TestConnectionLostOpensOnlyThatTopic(t *testing.T) {
 	}
 }
 
-// proxy forwards a local port to the broker in amqpURL until cut closes the port and
-// every connection through it. It returns the URL through the proxy.
-func proxy(t *testing.T, amqpURL string) (string, func()) {
+// proxy forwards a local port to the broker in amqpURL. cut closes the port and every
+// connection through it; hold stops passing on what the broker sends (a broker that
+// hangs), until cut. It returns the URL through the proxy.
+func proxy(t *testing.T, amqpURL string) (proxied string, cut, hold func()) {
 	t.Helper()
 	u, err := url.Parse(amqpURL)
 	if err != nil {
@@ -201,14 +202,20 @@ func proxy(t *testing.T, amqpURL string) (string, func()) {
 	}
 	var mu sync.Mutex
 	var conns []net.Conn
-	cut := func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
+	held, stopped := make(chan struct{}), make(chan struct{})
+	var holdOnce, cutOnce sync.Once
+	cut = func() {
+		cutOnce.Do(func() {
+			close(stopped)
+			ln.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, c := range conns {
+				c.Close()
+			}
+		})
 	}
+	hold = func() { holdOnce.Do(func() { close(held) }) }
 	t.Cleanup(cut)
 	broker := u.Host
 	go func() {
@@ -226,11 +233,31 @@ func proxy(t *testing.T, amqpURL string) (string, func()) {
 			conns = append(conns, in, out)
 			mu.Unlock()
 			go func() { _, _ = io.Copy(out, in); out.Close() }()
-			go func() { _, _ = io.Copy(in, out); in.Close() }()
+			go func() { // the broker's bytes, until held
+				defer in.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := out.Read(buf)
+					select {
+					case <-held: // keep the connection open, silent
+						<-stopped
+						return
+					default:
+					}
+					if n > 0 {
+						if _, werr := in.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
 		}
 	}()
 	u.Host = ln.Addr().String()
-	return u.String(), cut
+	return u.String(), cut, hold
 }
 
 // errorLogged closes first on the first error logged.
@@ -242,4 +269,44 @@ type errorLogged struct {
 
 func (l *errorLogged) Error(msg string, err error, fields watermill.LogFields) {
 	l.once.Do(func() { close(l.first) })
+}
+
+// A broker that stops answering holds watermill-amqp's confirm forever; with
+// WithReturnOnDone the caller's deadline ends the call, and a deadline that left the
+// call its budget counts as a Failure, which opens the circuit.
+func TestHungBrokerWithReturnOnDone(t *testing.T) {
+	amqpURL := harness.AMQPURL(t)
+	reg := newRegistry(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	proxied, cut, hold := proxy(t, amqpURL)
+	cfg := wamqp.NewNonDurablePubSubConfig(proxied, nil)
+	cfg.Publish.ConfirmDelivery = true
+	raw, err := wamqp.NewPublisher(cfg, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := watermillguard.New(raw, reg, wmamqp.Broker, watermillguard.WithClassifier(wmamqp.Classifier(raw)), watermillguard.WithReturnOnDone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := unique("hung")
+	cleanup(t, amqpURL, []string{topic}, nil)
+	if err := p.Publish(topic, message.NewMessage(watermill.NewUUID(), []byte("declares the exchange"))); err != nil {
+		t.Fatal(err)
+	}
+	hold()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*breaker.DefaultMinCallBudget)
+	defer cancel()
+	m := message.NewMessage(watermill.NewUUID(), []byte("no confirm"))
+	m.SetContext(ctx)
+	if err := p.Publish(topic, m); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hung broker: %v", err)
+	}
+	if s := circuit(t, reg, topic); s.State != breaker.Open {
+		t.Fatalf("circuit %v after a hung call with a fair deadline", s.State)
+	}
+	if err := p.Publish(topic, message.NewMessage(watermill.NewUUID(), []byte("refused"))); !errors.Is(err, breaker.ErrOpen) {
+		t.Errorf("open circuit: %v", err)
+	}
+	cut() // ends the held confirm, so the publisher's goroutine and connection end
+	_ = raw.Close()
 }
