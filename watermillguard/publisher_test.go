@@ -138,7 +138,7 @@ func TestEmptyPublishRefused(t *testing.T) {
 type blocking struct{ release chan struct{} }
 
 func (b blocking) Publish(string, ...*message.Message) error { <-b.release; return nil }
-func (b blocking) Close() error                               { return nil }
+func (b blocking) Close() error                              { return nil }
 
 // With WithReturnOnDone a publisher that ignores contexts cannot hold the caller past
 // its deadline, and the registry's deadline rule judges the call. The deadlines run
