@@ -125,17 +125,16 @@ func newAsync(p sarama.AsyncProducer, buffer int, reg *registry.Registry, opts [
 // A nil error means sarama has the message; its result comes on Successes or Errors,
 // with the Metadata it had.
 func (a *AsyncProducer) Send(ctx context.Context, msg *sarama.ProducerMessage) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return ErrClosed
+	}
 	permit, err := a.reg.Acquire(ctx, dest(msg.Topic))
 	if err != nil {
 		return err
 	}
 	t := &tag{permit: permit, user: msg.Metadata}
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if a.closed {
-		permit.Complete(breaker.Neutral)
-		return ErrClosed
-	}
 	a.pmu.Lock()
 	a.pending[t] = struct{}{}
 	a.pmu.Unlock()
@@ -193,7 +192,8 @@ func (a *AsyncProducer) Successes() <-chan *sarama.ProducerMessage { return a.su
 func (a *AsyncProducer) Errors() <-chan *sarama.ProducerError { return a.errors }
 
 // AsyncClose stops Send and asks sarama to flush and close; Successes and Errors
-// close once sarama has reported every queued message.
+// close once sarama has reported every queued message. It first waits for the Sends
+// in progress to hand their message to sarama (or give up with their context).
 func (a *AsyncProducer) AsyncClose() {
 	a.mu.Lock()
 	defer a.mu.Unlock()

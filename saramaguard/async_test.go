@@ -186,3 +186,41 @@ func TestAsyncNeedsReturnSuccesses(t *testing.T) {
 		t.Fatal("no error")
 	}
 }
+
+// When sarama's input is full (a hung broker, no buffers), Send gives up with its
+// context: the message is not queued and its permit is completed at once.
+func TestAsyncSendGivesUpWhenInputFull(t *testing.T) {
+	e := newEnv(t, counting, "orders")
+	kfakeproduce.Hang(e.cluster, true, nil)
+	cfg := config()
+	cfg.ChannelBufferSize = 0
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Net.ReadTimeout = time.Minute // the broker stays hung for the whole test
+	p, err := saramaguard.NewAsyncProducer(e.cluster.ListenAddrs(), cfg, e.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := 0
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err := p.Send(ctx, e.message(0, queued))
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if queued++; queued > 10000 {
+			t.Fatal("sarama's input never filled")
+		}
+	}
+	if s := e.circuit(0); s.InFlight != queued || s.Failures != 0 {
+		t.Errorf("%d queued, %d permits in flight, %d failures", queued, s.InFlight, s.Failures)
+	}
+	e.cluster.Close() // let sarama fail what it holds, so Close returns
+	p.Close()
+	if s := e.circuit(0); s.InFlight != 0 {
+		t.Errorf("%d permits in flight after Close", s.InFlight)
+	}
+}
