@@ -84,8 +84,8 @@ func TestClassifyRows(t *testing.T) {
 // connection).
 func checkRow(t *testing.T, f fault) {
 	// The request timeout bounds the hung-broker row that has no caller deadline.
-	e := newEnv(t, counting, []string{"orders"}, kgo.ProduceRequestTimeout(300*time.Millisecond),
-		kgo.RequestTimeoutOverhead(200*time.Millisecond), kgo.ProducerBatchMaxBytes(64<<10))
+	e := newEnv(t, counting, []string{"orders"}, kgo.ProduceRequestTimeout(600*time.Millisecond),
+		kgo.RequestTimeoutOverhead(400*time.Millisecond), kgo.ProducerBatchMaxBytes(64<<10))
 	record := func(f fault) *kgo.Record {
 		r := e.record(0, 1)
 		if f.large {

@@ -59,7 +59,7 @@ func TestSendMessagesPerMessageErrors(t *testing.T) {
 
 func (e *env) async() *saramaguard.AsyncProducer {
 	e.t.Helper()
-	p, err := saramaguard.NewAsyncProducer(e.cluster.ListenAddrs(), config(), e.reg)
+	p, err := saramaguard.NewAsyncProducer(e.cluster.ListenAddrs(), e.config(), e.reg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestAsyncCloseCompletesPending(t *testing.T) {
 // A config that does not return successes is refused: no permit would complete.
 func TestAsyncNeedsReturnSuccesses(t *testing.T) {
 	e := newEnv(t, counting, "orders")
-	cfg := config()
+	cfg := e.config()
 	cfg.Producer.Return.Successes = false
 	if _, err := saramaguard.NewAsyncProducer(e.cluster.ListenAddrs(), cfg, e.reg); err == nil {
 		t.Fatal("no error")
@@ -192,7 +192,7 @@ func TestAsyncNeedsReturnSuccesses(t *testing.T) {
 func TestAsyncSendGivesUpWhenInputFull(t *testing.T) {
 	e := newEnv(t, counting, "orders")
 	kfakeproduce.Hang(e.cluster, true, nil)
-	cfg := config()
+	cfg := e.config()
 	cfg.ChannelBufferSize = 0
 	cfg.Net.MaxOpenRequests = 1
 	cfg.Net.ReadTimeout = time.Minute // the broker stays hung for the whole test

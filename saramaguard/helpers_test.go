@@ -22,15 +22,16 @@ var counting = breaker.Policy{FailureThreshold: 1000, BreakDuration: time.Minute
 
 // env is one test's kfake cluster, registry and topics.
 type env struct {
-	t       testing.TB
-	cluster *kfake.Cluster
-	topics  []string
-	reg     *registry.Registry
+	t           testing.TB
+	readTimeout time.Duration // Net.ReadTimeout: a hung broker's cost
+	cluster     *kfake.Cluster
+	topics      []string
+	reg         *registry.Registry
 }
 
 func newEnv(t testing.TB, policy breaker.Policy, stems ...string) *env {
 	t.Helper()
-	e := &env{t: t, topics: harness.TopicNames(stems...)}
+	e := &env{t: t, topics: harness.TopicNames(stems...), readTimeout: time.Second}
 	e.cluster = harness.KFake(t, kfake.SeedTopics(1, e.topics...))
 	var err error
 	if e.reg, err = registry.New(policy, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))); err != nil {
@@ -39,8 +40,9 @@ func newEnv(t testing.TB, policy breaker.Policy, stems ...string) *env {
 	return e
 }
 
-// config fails fast: no retries, short timeouts, every answer reported.
-func config() *sarama.Config {
+// config fails fast: no retries, short timeouts (ReadTimeout is e.readTimeout),
+// every answer reported.
+func (e *env) config() *sarama.Config {
 	cfg := sarama.NewConfig()
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Return.Errors = true
@@ -48,7 +50,7 @@ func config() *sarama.Config {
 	cfg.Producer.Retry.Max = 0
 	cfg.Producer.MaxMessageBytes = 64 << 10
 	cfg.Net.DialTimeout = time.Second
-	cfg.Net.ReadTimeout = 500 * time.Millisecond
+	cfg.Net.ReadTimeout = e.readTimeout
 	cfg.Net.WriteTimeout = 500 * time.Millisecond
 	cfg.Metadata.Retry.Max = 1
 	cfg.Metadata.Retry.Backoff = 10 * time.Millisecond
@@ -59,12 +61,12 @@ func config() *sarama.Config {
 // hung request of one does not hold the other's connection.
 func (e *env) sync() (raw sarama.SyncProducer, guarded *saramaguard.SyncProducer) {
 	e.t.Helper()
-	raw, err := sarama.NewSyncProducer(e.cluster.ListenAddrs(), config())
+	raw, err := sarama.NewSyncProducer(e.cluster.ListenAddrs(), e.config())
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { raw.Close() })
-	inner, err := sarama.NewSyncProducer(e.cluster.ListenAddrs(), config())
+	inner, err := sarama.NewSyncProducer(e.cluster.ListenAddrs(), e.config())
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func (e *env) publisher() *kafka.Publisher {
 	cfg.Producer.Retry.Max = 0
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Producer.MaxMessageBytes = 64 << 10
-	cfg.Net.ReadTimeout = 500 * time.Millisecond
+	cfg.Net.ReadTimeout = time.Second
 	cfg.Metadata.Retry.Max = 1
 	cfg.Metadata.Retry.Backoff = 10 * time.Millisecond
 	p, err := kafka.NewPublisher(kafka.PublisherConfig{
