@@ -180,3 +180,26 @@ func TestEmptyPublishRefused(t *testing.T) {
 		t.Fatalf("empty publish: %v", err)
 	}
 }
+
+// A partition whose metadata names no live leader (an election): franz-go sends the
+// record to a seed broker, which (not being the leader) refuses it; the record fails
+// once its retries run out, a Failure.
+func TestClassifyPartitionWithoutLeader(t *testing.T) {
+	e := newEnv(t, counting, []string{"orders"})
+	kfakeproduce.NoLeader(e.cluster, e.topics[0])
+	kfakeproduce.Answer(e.cluster, kafkacode.NotLeaderForPartition, true, nil)
+	fresh := func() *kgo.Client { // one that must ask for the metadata
+		return newClient(t, e.cluster, kgo.RecordDeliveryTimeout(time.Second))
+	}
+	raw := fresh().ProduceSync(context.Background(), e.record(0, 1)).FirstErr()
+	if raw == nil || kgoguard.Classify(raw) != breaker.Failure {
+		t.Fatalf("no leader: franz-go returned %v, classified %v", raw, kgoguard.Classify(raw))
+	}
+	p, err := kgoguard.New(fresh(), e.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Publish(context.Background(), e.dest(0), msg(2)); err == nil || e.circuit(0).Failures != 1 {
+		t.Errorf("no leader via Publish: %v, %d failures", err, e.circuit(0).Failures)
+	}
+}

@@ -188,3 +188,18 @@ func TestEmptyPublishRefused(t *testing.T) {
 		t.Fatalf("empty publish: %v", err)
 	}
 }
+
+// A partition whose metadata names no live leader (an election): sarama fails the
+// message with ErrLeaderNotAvailable once its metadata retries run out, a Failure.
+func TestClassifyPartitionWithoutLeader(t *testing.T) {
+	e := newEnv(t, counting, "orders")
+	kfakeproduce.NoLeader(e.cluster, e.topics[0])
+	raw, p := e.sync() // new producers: they must ask for the metadata
+	_, _, err := raw.SendMessage(e.message(0, 1))
+	if !errors.Is(err, sarama.ErrLeaderNotAvailable) || saramaguard.Classify(err) != breaker.Failure {
+		t.Fatalf("no leader: sarama returned %v, classified %v", err, saramaguard.Classify(err))
+	}
+	if err := p.Publish(context.Background(), e.dest(0), msg(2)); !errors.Is(err, sarama.ErrLeaderNotAvailable) || e.circuit(0).Failures != 1 {
+		t.Errorf("no leader via Publish: %v, %d failures", err, e.circuit(0).Failures)
+	}
+}

@@ -4,6 +4,8 @@
 package kfakeproduce
 
 import (
+	"net"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -64,5 +66,29 @@ func Hang(c *kfake.Cluster, keep bool, onRequest func()) {
 			onRequest()
 		}
 		return nil, nil, true
+	})
+}
+
+// NoLeader makes every Metadata request from now on answer that topic has one
+// partition with no live leader (leader -1), and lists the cluster's brokers: a
+// partition in the middle of a leader election, as a client sees it.
+func NoLeader(c *kfake.Cluster, topic string) {
+	c.ControlKey(int16(kmsg.Metadata), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		resp := r.ResponseKind().(*kmsg.MetadataResponse)
+		for i, addr := range c.ListenAddrs() {
+			host, port, _ := net.SplitHostPort(addr)
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host = int32(i), host
+			p, _ := strconv.Atoi(port)
+			b.Port = int32(p)
+			resp.Brokers = append(resp.Brokers, b)
+		}
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Leader, p.Replicas, p.ISR = -1, []int32{0}, []int32{0}
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic, rt.Partitions = &topic, []kmsg.MetadataResponseTopicPartition{p}
+		resp.Topics = []kmsg.MetadataResponseTopic{rt}
+		return resp, nil, true
 	})
 }
