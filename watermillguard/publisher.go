@@ -99,6 +99,15 @@ func New(pub message.Publisher, reg *registry.Registry, broker string, opts ...O
 	return p, nil
 }
 
+// Decorator returns a message.PublisherDecorator that guards a publisher as New
+// does, for Router.AddPublisherDecorators: every handler's publisher of the router
+// then publishes under the circuits of reg.
+func Decorator(reg *registry.Registry, broker string, opts ...Option) message.PublisherDecorator {
+	return func(pub message.Publisher) (message.Publisher, error) {
+		return New(pub, reg, broker, opts...)
+	}
+}
+
 // Publish publishes msgs to topic under the topic's circuit. When the circuit
 // refuses, or the first message's context has ended, the wrapped publisher is not
 // called and Publish returns a *registry.RejectedError or the context's error.

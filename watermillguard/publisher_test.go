@@ -173,3 +173,43 @@ func testReturnOnDone(t *testing.T) {
 		t.Errorf("open circuit: %v", err)
 	}
 }
+
+// Decorator guards the publishers of a Watermill router: a handler's output goes
+// through the circuit of its topic.
+func TestDecoratorInARouter(t *testing.T) {
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubsub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router.AddPublisherDecorators(watermillguard.Decorator(reg, "gochannel"))
+	router.AddHandler("copy", "in", pubsub, "out", pubsub, func(m *message.Message) ([]*message.Message, error) {
+		return []*message.Message{message.NewMessage(watermill.NewUUID(), m.Payload)}, nil
+	})
+	out, err := pubsub.Subscribe(context.Background(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = router.Run(ctx) }()
+	<-router.Running()
+	if err := pubsub.Publish("in", message.NewMessage(watermill.NewUUID(), []byte("x"))); err != nil {
+		t.Fatal(err)
+	}
+	got := <-out
+	got.Ack()
+	if string(got.Payload) != "x" {
+		t.Fatalf("payload %q", got.Payload)
+	}
+	if _, ok := reg.Snapshots()[transport.Destination{Broker: "gochannel", Name: "out"}]; !ok {
+		t.Errorf("no circuit for the handler's output topic: %v", reg.Snapshots())
+	}
+	if err := router.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
