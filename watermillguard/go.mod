@@ -15,7 +15,6 @@ require (
 	github.com/brokerguard/brokerguard v0.0.0-00010101000000-000000000000
 	github.com/brokerguard/brokerguard/saramaguard v0.0.0-00010101000000-000000000000
 	github.com/rabbitmq/amqp091-go v1.16.0
-	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 )
 
@@ -45,6 +44,7 @@ require (
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/rcrowley/go-metrics v0.0.0-20250401214520-65e299d6c5c9 // indirect
+	github.com/twmb/franz-go v1.22.3 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
