@@ -15,6 +15,7 @@ import (
 // tracker completes the permits of an asynchronous writer's calls when the writer
 // reports their messages through Completion.
 type tracker struct {
+	reg      *registry.Registry // completes the permits, so that it counts the calls
 	classify transport.Classifier
 	next     func([]kafkago.Message, error) // the Completion set before ours
 
@@ -78,7 +79,7 @@ func (t *tracker) forget(c *call, o breaker.Outcome) {
 	delete(t.pending, c)
 	t.mu.Unlock()
 	if live {
-		c.permit.Complete(o)
+		t.reg.Complete(c.dest, c.permit, o)
 	}
 }
 
@@ -107,7 +108,7 @@ func (t *tracker) completion(msgs []kafkago.Message, err error) {
 	}
 	t.mu.Unlock()
 	for _, c := range done {
-		c.permit.Complete(c.outcome(t.classify))
+		t.reg.Complete(c.dest, c.permit, c.outcome(t.classify))
 	}
 	if t.next != nil {
 		t.next(msgs, err)
@@ -136,7 +137,7 @@ func (t *tracker) abandon() int {
 	clear(t.pending)
 	t.mu.Unlock()
 	for _, c := range calls {
-		c.permit.Complete(breaker.Neutral)
+		t.reg.Complete(c.dest, c.permit, breaker.Neutral)
 	}
 	return len(calls)
 }

@@ -103,7 +103,7 @@ func NewPublisher(w *kafkago.Writer, reg *registry.Registry, opts ...Option) (*P
 		}
 	}
 	if w.Async {
-		p.async = &tracker{classify: p.classify, next: w.Completion, pending: map[*call]struct{}{}}
+		p.async = &tracker{reg: reg, classify: p.classify, next: w.Completion, pending: map[*call]struct{}{}}
 		w.Completion = p.async.completion
 	}
 	return p, nil

@@ -49,3 +49,25 @@ func ExampleRegistry_Guard() {
 	// orders: <nil>
 	// any open: true
 }
+
+// A registry built WithCallCounts counts each guarded call by what its circuit made of
+// it; Report hands the counts, with each live circuit's snapshot, to telemetry.
+func ExampleRegistry_Report() {
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}, registry.WithCallCounts())
+	if err != nil {
+		panic(err)
+	}
+	down := publisherFunc(func(context.Context, transport.Destination, ...transport.Message) error {
+		return errors.New("connection refused")
+	})
+	pub := reg.Guard(down, nil)
+	payments := transport.Destination{Broker: "kafka", Name: "payments"}
+	for range 5 {
+		_ = pub.Publish(context.Background(), payments, transport.Message{Value: []byte("charge")})
+	}
+	for _, c := range reg.Report() {
+		fmt.Printf("%s %s: %+v\n", c.Destination, c.Snapshot.State, c.Calls)
+	}
+	// Output:
+	// kafka:payments open: {Published:0 Failed:2 Rejected:3 Neutral:0 ProbesPublished:0 ProbesFailed:0 ProbesNeutral:0}
+}

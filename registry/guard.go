@@ -65,7 +65,7 @@ func (g *guarded) Publish(ctx context.Context, d transport.Destination, msgs ...
 // error a guarded publisher returns instead of calling: the registry's own (an invalid
 // destination, the cap), the caller's context error, or the circuit's refusal as a
 // *RejectedError. Publishers that complete permits themselves (asynchronous writers)
-// use it with Start and Outcome; the others use Call.
+// use it with Start, Outcome and Complete; the others use Call.
 func (r *Registry) Acquire(ctx context.Context, d transport.Destination) (breaker.Permit, error) {
 	e, err := r.entry(d)
 	if err != nil {
@@ -73,7 +73,7 @@ func (r *Registry) Acquire(ctx context.Context, d transport.Destination) (breake
 	}
 	permit, err := e.circuit.Acquire(ctx)
 	if err != nil {
-		return breaker.Permit{}, refusal(ctx, d, err)
+		return breaker.Permit{}, e.refused(refusal(ctx, d, err))
 	}
 	return permit, nil
 }
@@ -106,12 +106,12 @@ func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, cla
 	start := startOf(ctx, e.minBudget)
 	permit, err := e.circuit.Acquire(ctx)
 	if err != nil {
-		return refusal(ctx, d, err)
+		return e.refused(refusal(ctx, d, err))
 	}
 	completed := false
 	defer func() {
 		if !completed { // call panicked: that says nothing about the broker
-			permit.Complete(breaker.Neutral)
+			e.complete(permit, breaker.Neutral)
 		}
 	}()
 	err = call(ctx)
@@ -119,7 +119,7 @@ func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, cla
 	if classify == nil {
 		classify = failAll
 	}
-	permit.Complete(Outcome(ctx, start, err, n, classify))
+	e.complete(permit, Outcome(ctx, start, err, n, classify))
 	return err
 }
 

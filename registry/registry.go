@@ -136,6 +136,7 @@ type Registry struct {
 	breakerOpts     []breaker.Option
 	observers       []func(transport.Destination, breaker.Transition)
 	bypassHooks     []func(transport.Destination, breaker.Bypass)
+	countCalls      bool
 
 	// Lookups read an immutable map without locking. New circuits go to fresh, under
 	// mu, and fresh is merged into a new immutable map once lookups that missed it have
@@ -154,6 +155,7 @@ type entry struct {
 	minBudget time.Duration // the policy's MinCallBudget, normalized
 	used      atomic.Bool   // set by use, cleared by each eviction sweep
 	idleAt    time.Time     // when a sweep first found it unused; guarded by Registry.mu
+	calls     *callCounts   // nil unless WithCallCounts
 }
 
 // New returns a registry whose destinations get the defaults policy unless an
@@ -255,6 +257,9 @@ func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
 		return nil, fmt.Errorf("registry: circuit for %s: %w", d, err)
 	}
 	e := &entry{dest: d, circuit: c, minBudget: p.Normalized().MinCallBudget}
+	if r.countCalls {
+		e.calls = new(callCounts)
+	}
 	e.used.Store(true)
 	r.fresh[d] = e
 	return e, nil
@@ -358,19 +363,10 @@ func (r *Registry) evictLocked() int {
 // Lookup returns the live circuit of destination d without creating one: what an
 // operator's tool wants, where a typo must not add a circuit.
 func (r *Registry) Lookup(d transport.Destination) (breaker.Circuit, bool) {
-	if e, ok := (*r.circuits.Load())[d]; ok {
+	if e, ok := r.lookup(d); ok {
 		return e.circuit, true
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.fresh[d]
-	if !ok { // it may have been promoted since the read above
-		e, ok = (*r.circuits.Load())[d]
-	}
-	if !ok {
-		return nil, false
-	}
-	return e.circuit, true
+	return nil, false
 }
 
 // Len returns the number of live circuits.

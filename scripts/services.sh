@@ -6,6 +6,8 @@
 #   PostgreSQL  127.0.0.1:5432   skipped when DATABASE_URL is set
 #   RabbitMQ    127.0.0.1:5672   skipped when AMQP_URL is set
 #   dynalite    integration/dynalite/node_modules (npm ci); skipped when DYNAMODB_ENDPOINT is set
+#   prometheus  Debian's prometheus package (prometheus, promtool) for the alert-rule tests;
+#               only installed: each test runs its own server on a free port
 #
 # Kafka (kfake) and SQS run inside the test binaries and need nothing here.
 # Exits non-zero, naming the server, when one cannot be made ready.
@@ -61,8 +63,9 @@ if [[ -z "${DYNAMODB_ENDPOINT:-}" ]]; then
 	echo "services: dynalite installed in $dir"
 fi
 
-# Debian packages some tests drive (headless Chromium for the admin dashboard test).
-# Installed only where missing; apt's lists are refreshed once, and only when needed.
+# Debian packages some tests drive: headless Chromium (the admin dashboard test) and
+# Prometheus with promtool (the telemetry alert tests). Installed only where missing;
+# apt's lists are refreshed once, and only when something is missing.
 apt_updated=
 apt_install() { # apt_install COMMAND PACKAGE: install PACKAGE unless COMMAND is on PATH
 	command -v "$1" >/dev/null 2>&1 && return 0
@@ -75,3 +78,14 @@ apt_install() { # apt_install COMMAND PACKAGE: install PACKAGE unless COMMAND is
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
 }
 [[ -n "${CHROMIUM_PATH:-}" ]] || apt_install chromium chromium
+if ! command -v promtool >/dev/null; then
+	apt_install prometheus prometheus
+	# The package's own service is not wanted: the tests run a server of their own. On a
+	# machine whose policy-rc.d or lack of systemd did not stop it from starting, stop it.
+	if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+		systemctl disable --now prometheus >/dev/null 2>&1 || true
+	else
+		service prometheus stop >/dev/null 2>&1 || true
+	fi
+fi
+echo "services: $(prometheus --version 2>&1 | head -n 1)"

@@ -16,8 +16,8 @@ import (
 var benchPolicy = breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute}
 
 // guardedPublisher returns a guarded publisher over raw, with telemetry when on: a
-// Recorder observing the registry, Metrics on an SDK MeterProvider, and the
-// instrumented publisher outside the guard.
+// registry built with a Recorder's options (so it counts calls) and Metrics on an SDK
+// MeterProvider.
 func guardedPublisher(tb testing.TB, raw transport.Publisher, on bool) (transport.Publisher, *registry.Registry) {
 	tb.Helper()
 	if !on {
@@ -28,7 +28,7 @@ func guardedPublisher(tb testing.TB, raw transport.Publisher, on bool) (transpor
 		return reg.Guard(raw, nil), reg
 	}
 	rec := telemetry.NewRecorder()
-	reg, err := registry.New(benchPolicy, registry.WithObserver(rec.ObserveTransition))
+	reg, err := registry.New(benchPolicy, rec.RegistryOptions()...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func guardedPublisher(tb testing.TB, raw transport.Publisher, on bool) (transpor
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = m.Close() })
-	return m.Instrument(reg.Guard(raw, nil), nil), reg
+	return reg.Guard(raw, nil), reg
 }
 
 var noop = publisherFunc(func(context.Context, transport.Destination, ...transport.Message) error { return nil })
@@ -117,4 +117,26 @@ func BenchmarkGuardedPublishRatio(b *testing.B) {
 	b.ReportMetric(float64(tOff.Nanoseconds())/calls, "off-ns/publish")
 	b.ReportMetric(float64(tOn.Nanoseconds())/calls, "on-ns/publish")
 	b.ReportMetric(float64(tOff)/float64(tOn), "off/on")
+}
+
+// BenchmarkGuardedPublishParallel publishes to one destination from every core, with
+// telemetry off and on: on, the callers share the destination's call counter, the
+// one write telemetry adds to the publish path.
+func BenchmarkGuardedPublishParallel(b *testing.B) {
+	for _, tel := range []string{"off", "on"} {
+		b.Run(tel, func(b *testing.B) {
+			pub, _ := guardedPublisher(b, noop, tel == "on")
+			msgs := []transport.Message{{Value: []byte("v")}}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					if err := pub.Publish(ctx, orders, msgs...); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }

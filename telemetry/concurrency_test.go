@@ -57,17 +57,21 @@ func TestConcurrentPublishAndCollect(t *testing.T) {
 	collector.Wait()
 
 	c := e.collect()
-	base := "{messaging.destination.name=orders,messaging.system=kafka}"
-	if got, want := c.series["brokerguard.circuit.failures"+base], float64(failures.Load()); got != want {
-		t.Errorf("failures counted %v, callers saw %v", got, want)
+	calls := func(outcome string) float64 {
+		return c.series["brokerguard.circuit.calls{brokerguard.call.outcome="+outcome+",messaging.destination.name=orders,messaging.system=kafka}"]
 	}
-	if got, want := c.series["brokerguard.circuit.rejections"+base], float64(rejections.Load()); got != want {
+	// A failure the circuit took is "failed"; one it no longer could (completed after
+	// another caller's failure opened the circuit) is "neutral".
+	if got, want := calls("failed")+calls("neutral"), float64(failures.Load()); got != want || calls("failed") < 3 {
+		t.Errorf("failed %v + neutral %v calls counted, callers saw %v failures", calls("failed"), calls("neutral"), want)
+	}
+	if got, want := calls("rejected"), float64(rejections.Load()); got != want {
 		t.Errorf("rejections counted %v, callers saw %v", got, want)
 	}
 	if rejections.Load() == 0 || failures.Load() <= 3 {
 		t.Errorf("the run did not exercise the circuit: %d failures, %d rejections", failures.Load(), rejections.Load())
 	}
-	if n := len(c.forDest("kafka", "healthy")); n != 3 {
-		t.Errorf("healthy destination has %d series, want its 3 state series only", n)
+	if n := len(c.forDest("kafka", "healthy")); n != 8 {
+		t.Errorf("healthy destination has %d series, want its 3 state series, its unhealthy duration and 4 call outcomes", n)
 	}
 }

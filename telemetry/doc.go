@@ -1,67 +1,73 @@
 // Package telemetry exports brokerguard's circuits and outbox as OpenTelemetry
-// metrics (go.opentelemetry.io/otel/metric) on the meter "github.com/brokerguard/brokerguard".
+// metrics (go.opentelemetry.io/otel/metric) on the meter "github.com/brokerguard/brokerguard",
+// chosen for the alerts people on call write; deploy/prometheus holds those alerts and
+// deploy/grafana a dashboard.
 //
 // # Wiring
 //
-// Transitions are told to an observer the registry is given when it is built, but
-// New needs the registry. A Recorder breaks the cycle: it exists first, counts, and
-// New exports what it counted.
+// The registry counts the calls and reports transitions to an observer it is given
+// when it is built, but New needs the registry. A Recorder breaks the cycle: it
+// exists first and gives the registry its options; New exports the registry and the
+// Recorder.
 //
 //	rec := telemetry.NewRecorder()
-//	reg, err := registry.New(policy, registry.WithObserver(rec.ObserveTransition))
+//	reg, err := registry.New(policy, rec.RegistryOptions()...)
 //	...
 //	m, err := telemetry.New(reg, telemetry.WithRecorder(rec), telemetry.WithMeterProvider(mp))
 //	...
 //	defer m.Close()
-//	pub := m.Instrument(reg.Guard(raw, classify), classify)
+//	pub := reg.Guard(raw, classify) // or an adapter's publisher over reg
 //
-// The outbox reports its dispatches to m.RecordDispatch; WithOutboxBacklog adds its
-// backlog gauges.
+// Give the provider sdkmetric.WithCardinalityLimit(CardinalityLimit(cap)) for the
+// registry's cap on live circuits: the SDK's default limit of 2,000 series per
+// instrument holds only 500 destinations' call counts. The outbox processor reports
+// its dispatches to m (outbox.WithHooks); WithOutboxBacklog adds its backlog.
 //
 // # Instruments
 //
-// Observed at collection time from the registry's snapshots (Registry.Snapshots), so
-// the publish path pays nothing for them:
+// Every instrument is observed at collection time, from the registry's Report (its
+// live circuits' snapshots and call counts) and the Recorder, so the publish path pays
+// one atomic addition (the registry's call count) and nothing here.
 //
-//	brokerguard.circuit.open           gauge  {circuit}  1 while any circuit is open or half-open, else 0
-//	brokerguard.circuit.failure_count  gauge  {failure}  sum of the circuits' current failure evidence
-//	brokerguard.circuit.state          gauge  {circuit}  per destination and state: 1 for the current state, 0 for the others
-//	brokerguard.circuit.override       gauge  {circuit}  per destination under an override: 1, with attribute override
-//	brokerguard.circuit.bypassed       counter {call}    per Shadow or FailOpen destination: calls admitted that Enforce
-//	                                                     would have refused; attribute kind: would_reject (Shadow), bypass (FailOpen)
+// Per destination:
 //
-// brokerguard.circuit.state is a state set: each destination has three series,
-// state="closed", "open" and "half-open", exactly one of which is 1, so an alert can
-// select brokerguard_circuit_state{state="open"} == 1. brokerguard.circuit.override
-// has a series only while ForceOpen or ForceClose holds the circuit, with
-// override="forced-open" or "forced-closed".
+//	brokerguard.circuit.calls               counter        {call}        by brokerguard.call.outcome: published, failed, rejected, neutral
+//	brokerguard.circuit.probes              counter        {call}        half-open probes, by brokerguard.call.outcome: published, failed, neutral
+//	brokerguard.circuit.transitions         counter        {transition}  changes of state, by the state entered (brokerguard.circuit.state)
+//	brokerguard.circuit.state               updowncounter  1             state set: 1 for the current brokerguard.circuit.state, 0 for the others
+//	brokerguard.circuit.unhealthy.duration  gauge          s             time since the circuit left closed, through probes; 0 while closed or overridden
+//	brokerguard.circuit.override            updowncounter  1             1 while brokerguard.circuit.override is forced_open or forced_closed; absent otherwise
+//	brokerguard.circuit.bypassed            counter        {call}        Shadow and FailOpen circuits: calls admitted that Enforce would have refused
+//	brokerguard.outbox.published, .deferred, .failed, .dead  counter  {message}  from RecordDispatch
+//	brokerguard.outbox.backlog              gauge          {message}     pending rows (WithOutboxBacklog)
+//	brokerguard.outbox.oldest_pending_age   gauge          s             age of the oldest pending row (WithOutboxBacklog)
 //
-// Counted by the Recorder and exported as cumulative observable counters:
+// Aggregates: brokerguard.circuit.open (gauge, {circuit}: live circuits open or
+// half-open), brokerguard.circuit.failures (gauge, {failure}: the sum of the circuits'
+// current failure evidence) and brokerguard.outbox.backlog.errors (counter, {error}:
+// failed backlog readings).
 //
-//	brokerguard.circuit.transitions  {transition}  attribute transition: opened, half_opened, closed (by the state entered)
-//	brokerguard.circuit.failures     {failure}     publishes whose outcome was Failure (Instrument)
-//	brokerguard.circuit.rejections   {call}        publishes the circuit rejected (Instrument)
-//	brokerguard.circuit.probes       {call}        attribute outcome: success, failure, neutral (Instrument; Enforce circuits only)
+// The call outcomes say what the circuit made of each call (see registry.CallCounts):
+// a failure the circuit ignored, under ForceClose or as a Shadow would-reject, is
+// neutral, not failed. The state, unhealthy duration and bypass series carry the
+// circuit's mode (brokerguard.circuit.mode: enforce, shadow, fail_open), so that an
+// alert can leave out the circuits that let their traffic through.
 //
-// A destination's counter series appear once something was counted for it, all at
-// once (zeros included), so that rates start from a known value.
-//
-// Outbox counters (synchronous, from RecordDispatch), all {message}:
-// brokerguard.outbox.published, brokerguard.outbox.deferred, brokerguard.outbox.failed
-// and brokerguard.outbox.dead. With WithOutboxBacklog, the gauges
-// brokerguard.outbox.backlog ({message}) and brokerguard.outbox.oldest_pending_age (s).
+// A destination's counter series appear once something was counted for it, all its
+// outcomes at once (zeros included), so that rates start from a known value.
 //
 // # Attributes and cardinality
 //
 // Per-destination series carry messaging.system (kafka, rabbitmq for the amqp broker,
-// aws_sqs for sqs, else the broker as given) and messaging.destination.name, plus the
-// instrument's own attribute. The circuit series exist only for the registry's live
-// circuits, so their number is bounded by its cap (registry.WithMaxDestinations), and
-// the series of an evicted destination end with it: its counters start again from
-// zero if it comes back. The outbox counters are synchronous instruments, whose
-// series the SDK keeps; they are bounded by the destinations the outbox writes to.
+// aws_sqs for sqs, else the broker as given) and messaging.destination.name, as the
+// OpenTelemetry messaging conventions spell them, plus the instrument's own attribute.
+// They exist only for the registry's live circuits, so each instrument has at most
+// SeriesPerDestination series per live circuit, bounded by the registry's cap, and
+// the series of an evicted destination end with it, outbox counters included: they
+// start again from zero if it comes back. Backlog gauges exist for the destinations
+// with pending rows.
 //
 // Only the registry's local circuits report transitions; circuits from a
-// registry.WithCircuitFactory appear in the gauges but not in the transition and
-// probe counters.
+// registry.WithCircuitFactory appear in every other instrument, their unhealthy
+// duration counted from the first collection that sees them open.
 package telemetry

@@ -13,9 +13,11 @@ import (
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
@@ -38,24 +40,25 @@ var downPayments = publisherFunc(func(_ context.Context, d transport.Destination
 	return nil
 })
 
-// The Recorder comes first so the registry can be given its ObserveTransition; New
-// then exports the registry's circuits and the Recorder's counts.
+// The Recorder comes first so the registry can be built with its options (its
+// transition observer, and call counting); New then exports the registry's circuits
+// and the Recorder's counts.
 func ExampleNew() {
 	rec := telemetry.NewRecorder()
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second},
-		registry.WithObserver(rec.ObserveTransition))
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}, rec.RegistryOptions()...)
 	if err != nil {
 		panic(err)
 	}
 	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader),
+		sdkmetric.WithCardinalityLimit(telemetry.CardinalityLimit(registry.DefaultMaxDestinations)))
 	defer mp.Shutdown(context.Background())
 	m, err := telemetry.New(reg, telemetry.WithRecorder(rec), telemetry.WithMeterProvider(mp))
 	if err != nil {
 		panic(err)
 	}
 	defer m.Close()
-	pub := m.Instrument(reg.Guard(downPayments, nil), nil) // outside the guard: it sees rejections
+	pub := reg.Guard(downPayments, nil) // the registry counts its calls
 
 	payments := transport.Destination{Broker: "kafka", Name: "payments"}
 	for range 3 {
@@ -68,47 +71,41 @@ func ExampleNew() {
 	}
 	for _, sm := range rm.ScopeMetrics {
 		for _, metric := range sm.Metrics {
-			switch data := metric.Data.(type) {
-			case metricdata.Gauge[int64]:
-				if metric.Name == "brokerguard.circuit.open" {
-					fmt.Println(metric.Name, data.DataPoints[0].Value)
-				}
-			case metricdata.Sum[int64]:
-				for _, p := range data.DataPoints {
-					if tr, ok := p.Attributes.Value("transition"); ok && tr.AsString() != "opened" {
-						continue
-					}
-					if _, ok := p.Attributes.Value("outcome"); !ok {
-						fmt.Println(metric.Name, p.Value)
-					}
-				}
+			if metric.Name != "brokerguard.circuit.calls" {
+				continue
+			}
+			for _, p := range metric.Data.(metricdata.Sum[int64]).DataPoints {
+				outcome, _ := p.Attributes.Value("brokerguard.call.outcome")
+				fmt.Println(outcome.AsString(), p.Value)
 			}
 		}
 	}
 	// Unordered output:
-	// brokerguard.circuit.open 1
-	// brokerguard.circuit.failures 2
-	// brokerguard.circuit.rejections 1
-	// brokerguard.circuit.transitions 1
+	// published 0
+	// failed 2
+	// rejected 1
+	// neutral 0
 }
 
 // Serving the metrics to Prometheus: the OpenTelemetry Prometheus exporter is a
 // reader of the MeterProvider and a collector of a Prometheus registry, which
-// promhttp serves on /metrics.
+// promhttp serves on /metrics. The provider's cardinality limit lets every live
+// circuit through; the resource names the service.
 func Example_prometheus() {
 	rec := telemetry.NewRecorder()
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second},
-		registry.WithObserver(rec.ObserveTransition))
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}, rec.RegistryOptions()...)
 	if err != nil {
 		panic(err)
 	}
 	promReg := promclient.NewRegistry()
 	exporter, err := prometheus.New(prometheus.WithRegisterer(promReg), prometheus.WithoutScopeInfo(),
-		prometheus.WithoutTargetInfo(), prometheus.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
+		prometheus.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
 	if err != nil {
 		panic(err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter),
+		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", "checkout"))),
+		sdkmetric.WithCardinalityLimit(telemetry.CardinalityLimit(registry.DefaultMaxDestinations)))
 	defer mp.Shutdown(context.Background())
 	m, err := telemetry.New(reg, telemetry.WithRecorder(rec), telemetry.WithMeterProvider(mp))
 	if err != nil {
@@ -118,15 +115,15 @@ func Example_prometheus() {
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
-	srv := httptest.NewServer(mux) // a program would run http.ListenAndServe(":9090", mux)
+	srv := httptest.NewServer(mux) // a program would run http.ListenAndServe(":9464", mux)
 	defer srv.Close()
 
-	pub := m.Instrument(reg.Guard(downPayments, nil), nil)
+	pub := reg.Guard(downPayments, nil)
 	for _, name := range []string{"payments", "payments", "orders"} {
 		_ = pub.Publish(context.Background(), transport.Destination{Broker: "kafka", Name: name}, transport.Message{})
 	}
 
-	lines, err := scrape(srv.URL+"/metrics", "brokerguard_circuit_state", "brokerguard_circuit_open")
+	lines, err := scrape(srv.URL+"/metrics", "brokerguard_circuit_state", "brokerguard_circuit_open", "target_info")
 	if err != nil {
 		panic(err)
 	}
@@ -135,12 +132,13 @@ func Example_prometheus() {
 	}
 	// Output:
 	// brokerguard_circuit_open 1
-	// brokerguard_circuit_state{messaging_destination_name="orders",messaging_system="kafka",state="closed"} 1
-	// brokerguard_circuit_state{messaging_destination_name="orders",messaging_system="kafka",state="half-open"} 0
-	// brokerguard_circuit_state{messaging_destination_name="orders",messaging_system="kafka",state="open"} 0
-	// brokerguard_circuit_state{messaging_destination_name="payments",messaging_system="kafka",state="closed"} 0
-	// brokerguard_circuit_state{messaging_destination_name="payments",messaging_system="kafka",state="half-open"} 0
-	// brokerguard_circuit_state{messaging_destination_name="payments",messaging_system="kafka",state="open"} 1
+	// brokerguard_circuit_state{brokerguard_circuit_mode="enforce",brokerguard_circuit_state="closed",messaging_destination_name="orders",messaging_system="kafka"} 1
+	// brokerguard_circuit_state{brokerguard_circuit_mode="enforce",brokerguard_circuit_state="closed",messaging_destination_name="payments",messaging_system="kafka"} 0
+	// brokerguard_circuit_state{brokerguard_circuit_mode="enforce",brokerguard_circuit_state="half_open",messaging_destination_name="orders",messaging_system="kafka"} 0
+	// brokerguard_circuit_state{brokerguard_circuit_mode="enforce",brokerguard_circuit_state="half_open",messaging_destination_name="payments",messaging_system="kafka"} 0
+	// brokerguard_circuit_state{brokerguard_circuit_mode="enforce",brokerguard_circuit_state="open",messaging_destination_name="orders",messaging_system="kafka"} 0
+	// brokerguard_circuit_state{brokerguard_circuit_mode="enforce",brokerguard_circuit_state="open",messaging_destination_name="payments",messaging_system="kafka"} 1
+	// target_info{service_name="checkout"} 1
 }
 
 // scrape GETs url and returns its sample lines (not comments) whose metric name is

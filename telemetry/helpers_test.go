@@ -23,29 +23,38 @@ import (
 
 var errDown = fmt.Errorf("broker down")
 
-// fakePublisher fails the destinations told to fail.
+// fakePublisher fails the destinations told to fail, after the delay it was told
+// (a broker that takes its time to answer, in tests that run in real time).
 type fakePublisher struct {
-	mu   sync.Mutex
-	errs map[transport.Destination]error
+	mu     sync.Mutex
+	errs   map[transport.Destination]error
+	delays map[transport.Destination]time.Duration
 }
 
 func (p *fakePublisher) Publish(_ context.Context, d transport.Destination, _ ...transport.Message) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.errs[d]
+	err, delay := p.errs[d], p.delays[d]
+	p.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	return err
 }
 
-func (p *fakePublisher) set(d transport.Destination, err error) {
+func (p *fakePublisher) set(d transport.Destination, err error) { p.setSlow(d, err, 0) }
+
+// setSlow makes publishes to d return err after delay.
+func (p *fakePublisher) setSlow(d transport.Destination, err error, delay time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.errs == nil {
-		p.errs = map[transport.Destination]error{}
+		p.errs, p.delays = map[transport.Destination]error{}, map[transport.Destination]time.Duration{}
 	}
-	p.errs[d] = err
+	p.errs[d], p.delays[d] = err, delay
 }
 
-// env is a registry with a fake clock, a Recorder observing it, Metrics on a
-// ManualReader and an instrumented guarded publisher.
+// env is a registry with a fake clock, built with a Recorder's options, Metrics on a
+// ManualReader and a guarded publisher.
 type env struct {
 	t      *testing.T
 	clock  *fakeclock.Clock
@@ -60,7 +69,7 @@ type env struct {
 func newEnv(t *testing.T, p breaker.Policy, regOpts []registry.Option, opts ...telemetry.Option) *env {
 	t.Helper()
 	e := &env{t: t, clock: fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), rec: telemetry.NewRecorder(), raw: &fakePublisher{}}
-	regOpts = append([]registry.Option{registry.WithClock(e.clock), registry.WithObserver(e.rec.ObserveTransition)}, regOpts...)
+	regOpts = append(append([]registry.Option{registry.WithClock(e.clock)}, e.rec.RegistryOptions()...), regOpts...)
 	reg, err := registry.New(p, regOpts...)
 	if err != nil {
 		t.Fatal(err)
@@ -69,14 +78,14 @@ func newEnv(t *testing.T, p breaker.Policy, regOpts []registry.Option, opts ...t
 	e.reader = sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(e.reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	opts = append([]telemetry.Option{telemetry.WithMeterProvider(mp), telemetry.WithRecorder(e.rec)}, opts...)
+	opts = append([]telemetry.Option{telemetry.WithMeterProvider(mp), telemetry.WithRecorder(e.rec), telemetry.WithClock(e.clock)}, opts...)
 	m, err := telemetry.New(reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	e.m = m
-	e.pub = m.Instrument(reg.Guard(e.raw, nil), nil)
+	e.pub = reg.Guard(e.raw, nil)
 	return e
 }
 
@@ -130,9 +139,12 @@ func collectFrom(r *sdkmetric.ManualReader) (collection, error) {
 					add(p.Attributes, p.Value)
 				}
 			case metricdata.Sum[int64]:
-				kind = "sum"
-				if d.IsMonotonic && d.Temporality == metricdata.CumulativeTemporality {
+				kind = "updowncounter"
+				if d.IsMonotonic {
 					kind = "counter"
+				}
+				if d.Temporality != metricdata.CumulativeTemporality {
+					kind += "(delta)"
 				}
 				for _, p := range d.DataPoints {
 					add(p.Attributes, float64(p.Value))
@@ -197,36 +209,44 @@ func equalSeries(t *testing.T, step string, want, got map[string]float64) {
 	}
 }
 
-// destSeries builds the expected per-destination series of kafka:<name>: the state
-// set from state, and, when counts is non-nil, every counter series.
-func destSeries(system, name string, state breaker.State, counts *counts) map[string]float64 {
+// destSeries builds the expected per-destination series of a circuit in Enforce
+// mode: the state set from state, the unhealthy duration, and the counters in c.
+func destSeries(system, name string, state breaker.State, unhealthy float64, c *counts) map[string]float64 {
 	base := "messaging.destination.name=" + name + ",messaging.system=" + system
 	out := map[string]float64{}
-	for i, s := range []string{"closed", "open", "half-open"} {
-		out["brokerguard.circuit.state{"+base+",state="+s+"}"] = b2f(int(state) == i)
+	for i, s := range []string{"closed", "open", "half_open"} {
+		out["brokerguard.circuit.state{brokerguard.circuit.mode=enforce,brokerguard.circuit.state="+s+","+base+"}"] = b2f(int(state) == i)
 	}
-	if counts == nil {
+	out["brokerguard.circuit.unhealthy.duration{brokerguard.circuit.mode=enforce,"+base+"}"] = unhealthy
+	if c == nil {
 		return out
 	}
-	out["brokerguard.circuit.failures{"+base+"}"] = counts.failures
-	out["brokerguard.circuit.rejections{"+base+"}"] = counts.rejections
-	for _, tr := range []string{"opened", "half_opened", "closed"} {
-		out["brokerguard.circuit.transitions{"+base+",transition="+tr+"}"] = counts.transitions[tr]
+	if len(c.calls) > 0 {
+		for _, o := range []string{"published", "failed", "rejected", "neutral"} {
+			out["brokerguard.circuit.calls{brokerguard.call.outcome="+o+","+base+"}"] = c.calls[o]
+		}
 	}
-	for _, o := range []string{"success", "failure", "neutral"} {
-		out["brokerguard.circuit.probes{"+base+",outcome="+o+"}"] = counts.probes[o]
+	if len(c.probes) > 0 {
+		for _, o := range []string{"published", "failed", "neutral"} {
+			out["brokerguard.circuit.probes{brokerguard.call.outcome="+o+","+base+"}"] = c.probes[o]
+		}
+	}
+	if len(c.transitions) > 0 {
+		for _, s := range []string{"closed", "open", "half_open"} {
+			out["brokerguard.circuit.transitions{brokerguard.circuit.state="+s+","+base+"}"] = c.transitions[s]
+		}
 	}
 	return out
 }
 
-// counts are the expected counter values of one destination.
+// counts are the expected counter values of one destination; an empty map means the
+// counter has no series yet.
 type counts struct {
-	failures, rejections float64
-	transitions, probes  map[string]float64
+	calls, transitions, probes map[string]float64
 }
 
 func newCounts() *counts {
-	return &counts{transitions: map[string]float64{}, probes: map[string]float64{}}
+	return &counts{calls: map[string]float64{}, transitions: map[string]float64{}, probes: map[string]float64{}}
 }
 
 func b2f(b bool) float64 {

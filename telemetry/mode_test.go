@@ -9,10 +9,12 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// Rollout modes show in telemetry: what Shadow would have rejected and what FailOpen
-// let through, per destination; an enforcing circuit has no such series. Those calls
-// are bypasses, not probes: no probe was admitted, so none is counted.
-func TestBypassedCallsAreCountedByKind(t *testing.T) {
+// Rollout modes show in telemetry: every circuit series that describes the circuit
+// carries its mode, so that alerts can tell an enforcing circuit from one that lets
+// traffic through; what Shadow would have rejected and what FailOpen let through are
+// counted per destination; an enforcing circuit has no such series. Those calls are
+// not probes, and their outcomes, which the circuit ignores, are not failures.
+func TestModes(t *testing.T) {
 	failing := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour}
 	shadow, failOpen := failing, failing
 	shadow.Mode, failOpen.Mode = breaker.Shadow, breaker.FailOpen
@@ -31,18 +33,33 @@ func TestBypassedCallsAreCountedByKind(t *testing.T) {
 			e.publish(d)
 		}
 	}
-	got := e.collect().matching("brokerguard.circuit.bypassed")
+	e.clock.Advance(time.Minute)
+	c := e.collect()
+	sh, au := "messaging.destination.name=shadowed,messaging.system=kafka}", "messaging.destination.name=audit,messaging.system=rabbitmq}"
 	equalSeries(t, "bypassed", map[string]float64{
-		"brokerguard.circuit.bypassed{kind=would_reject,messaging.destination.name=shadowed,messaging.system=kafka}": 2,
-		"brokerguard.circuit.bypassed{kind=bypass,messaging.destination.name=audit,messaging.system=rabbitmq}":       2,
-	}, got)
-	probes := e.collect().matching("brokerguard.circuit.probes")
-	for _, d := range []string{"messaging.destination.name=shadowed,messaging.system=kafka", "messaging.destination.name=audit,messaging.system=rabbitmq"} {
-		if got := probes["brokerguard.circuit.probes{"+d+",outcome=failure}"]; got != 0 {
-			t.Errorf("%s: %v failed probes, want 0", d, got)
+		"brokerguard.circuit.bypassed{brokerguard.circuit.mode=shadow," + sh:    2,
+		"brokerguard.circuit.bypassed{brokerguard.circuit.mode=fail_open," + au: 2,
+	}, c.matching("brokerguard.circuit.bypassed"))
+	equalSeries(t, "unhealthy, by mode", map[string]float64{
+		"brokerguard.circuit.unhealthy.duration{brokerguard.circuit.mode=shadow," + sh:                                                        60,
+		"brokerguard.circuit.unhealthy.duration{brokerguard.circuit.mode=fail_open," + au:                                                     60,
+		"brokerguard.circuit.unhealthy.duration{brokerguard.circuit.mode=enforce,messaging.destination.name=enforced,messaging.system=kafka}": 60,
+	}, c.matching("brokerguard.circuit.unhealthy.duration"))
+	for _, d := range []string{sh, au} {
+		if got := c.series["brokerguard.circuit.state{brokerguard.circuit.mode="+map[string]string{sh: "shadow", au: "fail_open"}[d]+",brokerguard.circuit.state=open,"+d]; got != 1 {
+			t.Errorf("%s: open = %v, want 1 with its mode", d, got)
+		}
+		if got := c.series["brokerguard.circuit.calls{brokerguard.call.outcome=failed,"+d]; got != 1 {
+			t.Errorf("%s: %v failed calls, want 1 (the opening one; the circuit ignored the others)", d, got)
+		}
+		if got := c.series["brokerguard.circuit.calls{brokerguard.call.outcome=neutral,"+d]; got != 2 {
+			t.Errorf("%s: %v neutral calls, want 2", d, got)
 		}
 	}
-	if inst := e.collect().instruments["brokerguard.circuit.bypassed"]; inst.kind != "counter" || inst.unit != "{call}" || !inst.described {
+	if n := len(c.matching("brokerguard.circuit.probes")); n != 0 {
+		t.Errorf("%d probe series; bypasses are not probes", n)
+	}
+	if inst := c.instruments["brokerguard.circuit.bypassed"]; inst.kind != "counter" || inst.unit != "{call}" || !inst.described {
 		t.Fatalf("instrument %+v", inst)
 	}
 }

@@ -12,53 +12,86 @@ import (
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/telemetry"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// TestPrometheusScrape serves the metrics through the OpenTelemetry Prometheus
-// exporter and checks the scraped exposition: names, types and values.
-func TestPrometheusScrape(t *testing.T) {
-	clock := fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+// promService is a service exporting its metrics the way the README says: the
+// OpenTelemetry Prometheus exporter, a resource naming the service, no scope labels,
+// and the cardinality limit for the registry's cap.
+type promService struct {
+	clock *fakeclock.Clock
+	reg   *registry.Registry
+	m     *telemetry.Metrics
+	raw   *fakePublisher
+	pub   transport.Publisher
+	url   string // of /metrics
+}
+
+// promConfig says how to build a promService.
+type promConfig struct {
+	policy     breaker.Policy
+	regOpts    []registry.Option
+	opts       []telemetry.Option
+	limit      int // the provider's cardinality limit; 0: telemetry.CardinalityLimit of the registry's default cap
+	serveOnTCP string
+}
+
+func newPromService(t testing.TB, cfg promConfig) *promService {
+	t.Helper()
+	s := &promService{clock: fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), raw: &fakePublisher{}}
 	rec := telemetry.NewRecorder()
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second},
-		registry.WithClock(clock), registry.WithObserver(rec.ObserveTransition))
+	regOpts := append(append([]registry.Option{registry.WithClock(s.clock)}, rec.RegistryOptions()...), cfg.regOpts...)
+	reg, err := registry.New(cfg.policy, regOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.reg = reg
 	promReg := promclient.NewRegistry()
 	exporter, err := prometheus.New(prometheus.WithRegisterer(promReg), prometheus.WithoutScopeInfo(),
-		prometheus.WithoutTargetInfo(), prometheus.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
+		prometheus.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	limit := cfg.limit
+	if limit == 0 {
+		limit = telemetry.CardinalityLimit(registry.DefaultMaxDestinations)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithCardinalityLimit(limit),
+		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", "brokerguard-test"))))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	m, err := telemetry.New(reg, telemetry.WithRecorder(rec), telemetry.WithMeterProvider(mp),
-		telemetry.WithOutboxBacklog(func(context.Context) (int64, time.Duration, error) { return 4, 1500 * time.Millisecond, nil }))
+	opts := append([]telemetry.Option{telemetry.WithRecorder(rec), telemetry.WithMeterProvider(mp), telemetry.WithClock(s.clock)}, cfg.opts...)
+	m, err := telemetry.New(reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	srv := httptest.NewServer(promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
+	s.m = m
+	s.pub = reg.Guard(s.raw, nil)
+	srv := httptest.NewUnstartedServer(promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
+	srv.Start()
 	t.Cleanup(srv.Close)
+	s.url = srv.URL + "/metrics"
+	return s
+}
 
-	raw := &fakePublisher{}
-	payments := transport.Destination{Broker: "sqs", Name: "payments"}
-	raw.set(payments, errDown)
-	pub := m.Instrument(reg.Guard(raw, nil), nil)
-	for range 3 {
-		_ = pub.Publish(context.Background(), payments, transport.Message{})
-	}
-	m.RecordDispatch(payments, 0, 6, 0, 0)
+func (s *promService) publish(d transport.Destination) error {
+	return s.pub.Publish(context.Background(), d, transport.Message{Value: []byte("m")})
+}
 
-	resp, err := http.Get(srv.URL)
+// scrapeBody GETs the service's /metrics.
+func (s *promService) scrapeBody(t testing.TB) string {
+	t.Helper()
+	resp, err := http.Get(s.url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,28 +100,65 @@ func TestPrometheusScrape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return string(body)
+}
+
+// TestPrometheusExposition checks the names, types and units of every instrument as
+// Prometheus scrapes them: no suffix Prometheus reserves on a gauge, counters ending
+// in _total, seconds in the name, the service named, no scope labels.
+func TestPrometheusExposition(t *testing.T) {
+	payments := transport.Destination{Broker: "sqs", Name: "payments"}
+	s := newPromService(t, promConfig{
+		policy: breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second},
+		regOpts: []registry.Option{registry.WithOverride("sqs:payments",
+			breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second, Mode: breaker.FailOpen})},
+		opts: []telemetry.Option{telemetry.WithOutboxBacklog(backlogOf(outbox.DestinationBacklog{Destination: payments, Pending: 4, Oldest: 1500 * time.Millisecond}), 0)},
+	})
+	s.raw.set(payments, errDown)
+	for range 3 {
+		_ = s.publish(payments)
+	}
+	s.clock.Advance(5 * time.Second)
+	s.m.RecordDispatch(payments, 0, 6, 0, 0)
+	body := s.scrapeBody(t)
+
 	lbl := `messaging_destination_name="payments",messaging_system="aws_sqs"`
 	for _, want := range []string{
 		"# TYPE brokerguard_circuit_open gauge",
 		"brokerguard_circuit_open 1",
-		"# TYPE brokerguard_circuit_failure_count gauge",
-		"brokerguard_circuit_failure_count 2",
+		"# TYPE brokerguard_circuit_failures gauge",
+		"brokerguard_circuit_failures 2",
 		"# TYPE brokerguard_circuit_state gauge",
-		"brokerguard_circuit_state{" + lbl + `,state="open"} 1`,
-		"brokerguard_circuit_state{" + lbl + `,state="closed"} 0`,
-		"# TYPE brokerguard_circuit_failures_total counter",
-		"brokerguard_circuit_failures_total{" + lbl + "} 2",
-		"brokerguard_circuit_rejections_total{" + lbl + "} 1",
-		"brokerguard_circuit_transitions_total{" + lbl + `,transition="opened"} 1`,
-		"brokerguard_circuit_probes_total{" + lbl + `,outcome="success"} 0`,
+		`brokerguard_circuit_state{brokerguard_circuit_mode="fail_open",brokerguard_circuit_state="open",` + lbl + `} 1`,
+		`brokerguard_circuit_state{brokerguard_circuit_mode="fail_open",brokerguard_circuit_state="half_open",` + lbl + `} 0`,
+		"# TYPE brokerguard_circuit_unhealthy_duration_seconds gauge",
+		`brokerguard_circuit_unhealthy_duration_seconds{brokerguard_circuit_mode="fail_open",` + lbl + `} 5`,
+		"# TYPE brokerguard_circuit_calls_total counter",
+		`brokerguard_circuit_calls_total{brokerguard_call_outcome="failed",` + lbl + `} 2`,
+		`brokerguard_circuit_calls_total{brokerguard_call_outcome="neutral",` + lbl + `} 1`,
+		`brokerguard_circuit_calls_total{brokerguard_call_outcome="rejected",` + lbl + `} 0`,
+		`brokerguard_circuit_calls_total{brokerguard_call_outcome="published",` + lbl + `} 0`,
+		"# TYPE brokerguard_circuit_transitions_total counter",
+		`brokerguard_circuit_transitions_total{brokerguard_circuit_state="open",` + lbl + `} 1`,
+		"# TYPE brokerguard_circuit_bypassed_total counter",
+		`brokerguard_circuit_bypassed_total{brokerguard_circuit_mode="fail_open",` + lbl + `} 1`,
 		"# TYPE brokerguard_outbox_deferred_total counter",
 		"brokerguard_outbox_deferred_total{" + lbl + "} 6",
-		"brokerguard_outbox_backlog 4",
+		"# TYPE brokerguard_outbox_backlog gauge",
+		"brokerguard_outbox_backlog{" + lbl + "} 4",
 		"# TYPE brokerguard_outbox_oldest_pending_age_seconds gauge",
-		"brokerguard_outbox_oldest_pending_age_seconds 1.5",
+		"brokerguard_outbox_oldest_pending_age_seconds{" + lbl + "} 1.5",
+		"# TYPE brokerguard_outbox_backlog_errors_total counter",
+		"brokerguard_outbox_backlog_errors_total 0",
+		`target_info{service_name="brokerguard-test"} 1`,
 	} {
-		if !hasLine(string(body), want) {
+		if !hasLine(body, want) {
 			t.Errorf("scrape lacks the line %q", want)
+		}
+	}
+	for _, bad := range []string{"otel_scope_", "_ratio", "_count ", "unknown_service", "otel_metric_overflow"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("scrape contains %q", bad)
 		}
 	}
 	if t.Failed() {

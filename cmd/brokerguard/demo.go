@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,14 +21,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/otlptranslator"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
 
+	"github.com/brokerguard/brokerguard/admin"
 	"github.com/brokerguard/brokerguard/amqp"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/kfakeproduce"
@@ -93,6 +96,7 @@ func (r router) Publish(ctx context.Context, d transport.Destination, msgs ...tr
 // store is the outbox store with the two calls the demo makes besides the Store contract.
 type store interface {
 	outbox.Store
+	BacklogByDestination(ctx context.Context) ([]outbox.DestinationBacklog, error)
 	enqueue(ctx context.Context, entries []outbox.Entry) ([]int64, error)
 	status(ctx context.Context, id int64) (outbox.Status, error)
 }
@@ -130,6 +134,8 @@ func (p postgresStore) status(ctx context.Context, id int64) (outbox.Status, err
 }
 
 func demo(ctx context.Context, c config, out io.Writer) error {
+	scr := newScreen(out, c.live)
+	out = scr // every line goes above the live table
 	var closers []func()
 	defer func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -154,19 +160,22 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 	}
 
 	rec := telemetry.NewRecorder()
+	journal := admin.NewJournal(0) // the dashboard's timeline, for --http
 	var transitions []string
 	var tmu sync.Mutex
 	start := time.Now()
 	tl := newTimeline(nil) // lanes are named once the destinations are known
+	// The Recorder's options: its transition observer, and call counting, which counts
+	// what every publisher below does, each guarded by the registry.
 	reg, err := registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: c.breakDuration, Jitter: 0.2},
-		registry.WithObserver(rec.ObserveTransition),
-		registry.WithObserver(func(d transport.Destination, t breaker.Transition) {
+		append(rec.RegistryOptions(), registry.WithObserver(func(d transport.Destination, t breaker.Transition) {
 			at := time.Since(start)
 			tl.transition(d.String(), change{at: at, state: t.To})
+			journal.Record(d, t)
 			tmu.Lock()
 			transitions = append(transitions, fmt.Sprintf("[%5.1fs] %s: %s -> %s (%s)", at.Seconds(), d, t.From, t.To, t.Reason))
 			tmu.Unlock()
-		}))
+		}))...)
 	if err != nil {
 		return err
 	}
@@ -218,14 +227,22 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 		st = postgresStore{postgres.New(pool), pool}
 	}
 
+	var web webServers
+	defer web.close()
+	var held holds // set on the dashboard
 	hooks := &counts{by: map[transport.Destination]*[4]int64{}}
 	if c.metrics != "" {
-		m, closeFn, err := serveMetrics(c.metrics, reg, rec, st.Backlog, out)
+		m, closeFn, err := serveMetrics(&web, c.metrics, reg, rec, st.BacklogByDestination, out)
 		if err != nil {
 			return err
 		}
 		closers = append(closers, closeFn)
 		hooks.inner = m
+	}
+	if c.http != "" {
+		if err := serveDashboard(&web, c.http, reg, journal, st, &held, out); err != nil {
+			return err
+		}
 	}
 
 	proc, err := outbox.NewProcessor(st, reg, routes,
@@ -291,23 +308,23 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 		snaps := reg.Snapshots()
 		at := time.Since(start)
 		tmu.Lock()
-		for _, line := range transitions[shown:] {
-			fmt.Fprintln(out, line)
-		}
+		lines := slices.Clone(transitions[shown:])
 		shown = len(transitions)
 		tmu.Unlock()
-		fmt.Fprintf(out, "[%5.1fs]\n", at.Seconds())
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		var table strings.Builder
+		fmt.Fprintf(&table, "[%5.1fs]\n", at.Seconds())
+		tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "destination\tstate\tpublished\tdeferrals\tfailed\tpending\t")
 		for _, d := range dests {
 			n := hooks.get(d)
 			mu.Lock()
 			pending := int64(len(enqueued[d])) - n[0] - n[3]
 			mu.Unlock()
-			tl.record(d.String(), sample{at: at, published: n[0]})
+			tl.record(d.String(), sample{at: at, published: n[0], pending: pending})
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t\n", d, snaps[d].State, n[0], n[1], n[2], pending)
 		}
 		tw.Flush()
+		scr.update(lines, table.String())
 	}
 
 	// The run: the outage switches on and off on schedule while the table refreshes.
@@ -322,16 +339,20 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 		select {
 		case <-outageOn:
 			outage.Store(true)
+			tl.outageStart(time.Since(start), "outage: kafka:"+c.outageTopic)
 			fmt.Fprintf(out, "[%5.1fs] outage: kafka:%s answers LEADER_NOT_AVAILABLE\n", time.Since(start).Seconds(), c.outageTopic)
 		case <-outageOff:
 			outage.Store(false)
+			tl.outageEnd(time.Since(start))
 			fmt.Fprintf(out, "[%5.1fs] outage over\n", time.Since(start).Seconds())
 		case <-tick.C:
 			show()
 		case <-produceCtx.Done():
 		}
 	}
-	outage.Store(false)
+	if outage.Swap(false) {
+		tl.outageEnd(time.Since(start))
+	}
 	producers.Wait()
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -352,6 +373,7 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 		}
 	}
 	show()
+	scr.keep()
 	stopDispatch()
 	if err := <-dispatched; err != nil {
 		return fmt.Errorf("dispatcher: %w", err)
@@ -362,7 +384,7 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 	if err := countOnBroker(brokers, c.topics, onBroker); err != nil {
 		fmt.Fprintln(out, "counting messages on Kafka:", err)
 	}
-	lost, err := summary(ctx, out, st, dests, enqueued, hooks, onBroker)
+	lost, err := summary(ctx, out, st, dests, enqueued, hooks, onBroker, &held)
 	if err != nil {
 		return err
 	}
@@ -466,14 +488,16 @@ func total(m map[string]int64) (n int64) {
 }
 
 // summary prints what happened to every enqueued row and returns how many were lost:
-// neither published nor dead, or published to Kafka but not found there.
-func summary(ctx context.Context, out io.Writer, st store, dests []transport.Destination, enqueued map[transport.Destination][]int64, hooks *counts, onBroker map[string]map[string]int) (int, error) {
+// neither published nor dead, or published to Kafka but not found there. Rows still
+// pending because a hold set on the dashboard defers them are held, not lost.
+func summary(ctx context.Context, out io.Writer, st store, dests []transport.Destination, enqueued map[transport.Destination][]int64, hooks *counts, onBroker map[string]map[string]int, held *holds) (int, error) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "destination\tenqueued\tpublished\tdead\tdeferrals\tlost\ton broker\tduplicates\t")
 	lostAll, enqAll, pubAll := 0, 0, 0
+	var heldLines []string
 	for _, d := range dests {
-		var published, dead, lost, found, dups int
+		var published, dead, lost, found, dups, pending int
 		copies := onBroker[d.Name]
 		for _, id := range enqueued[d] {
 			s, err := st.status(ctx, id)
@@ -494,8 +518,13 @@ func summary(ctx context.Context, out io.Writer, st store, dests []transport.Des
 			case outbox.StatusDead:
 				dead++
 			default:
-				lost++
+				pending++
 			}
+		}
+		if until, ok := held.until(d, time.Now()); ok && pending > 0 {
+			heldLines = append(heldLines, fmt.Sprintf("%s: %d rows still pending, held open from the dashboard until %s", d, pending, until.Format(time.TimeOnly)))
+		} else {
+			lost += pending
 		}
 		broker := "-"
 		if d.Broker == "kafka" {
@@ -505,6 +534,9 @@ func summary(ctx context.Context, out io.Writer, st store, dests []transport.Des
 		lostAll, enqAll, pubAll = lostAll+lost, enqAll+len(enqueued[d]), pubAll+published
 	}
 	tw.Flush()
+	for _, l := range heldLines {
+		fmt.Fprintln(out, l)
+	}
 	if lostAll == 0 && enqAll == pubAll {
 		fmt.Fprintf(out, "nothing lost: %d enqueued = %d published, every Kafka message found on the broker\n", enqAll, pubAll)
 	} else {
@@ -558,29 +590,32 @@ func sqsDestination(ctx context.Context, endpoint string, reg *registry.Registry
 	return transport.Destination{Broker: "sqs", Name: "brokerguard-demo"}, pub, err
 }
 
-// serveMetrics exports the registry's and the outbox's metrics on addr for Prometheus.
-func serveMetrics(addr string, reg *registry.Registry, rec *telemetry.Recorder, backlog telemetry.BacklogFunc, out io.Writer) (*telemetry.Metrics, func(), error) {
+// serveMetrics exports the registry's and the outbox's metrics on addr for Prometheus,
+// wired as the README's telemetry section says a service should be: the service named
+// in the resource (target_info), no per-scope labels, and a cardinality limit that
+// lets every live circuit through.
+func serveMetrics(web *webServers, addr string, reg *registry.Registry, rec *telemetry.Recorder, backlog telemetry.BacklogFunc, out io.Writer) (*telemetry.Metrics, func(), error) {
 	promReg := promclient.NewRegistry()
-	exporter, err := otelprom.New(otelprom.WithRegisterer(promReg))
+	exporter, err := otelprom.New(otelprom.WithRegisterer(promReg), otelprom.WithoutScopeInfo(),
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
 	if err != nil {
 		return nil, nil, err
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
-	m, err := telemetry.New(reg, telemetry.WithRecorder(rec), telemetry.WithMeterProvider(mp), telemetry.WithOutboxBacklog(backlog))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter),
+		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", "brokerguard-demo"))),
+		sdkmetric.WithCardinalityLimit(telemetry.CardinalityLimit(registry.DefaultMaxDestinations)))
+	m, err := telemetry.New(reg, telemetry.WithRecorder(rec), telemetry.WithMeterProvider(mp),
+		telemetry.WithOutboxBacklog(backlog, time.Second))
 	if err != nil {
 		return nil, nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	mux, base, err := web.mux("--metrics", addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--metrics: %w", err)
+		return nil, nil, err
 	}
-	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	fmt.Fprintf(out, "metrics on http://%s/metrics\n", ln.Addr())
+	fmt.Fprintf(out, "metrics on %s/metrics\n", base)
 	return m, func() {
-		srv.Close()
 		m.Close()
 		mp.Shutdown(context.Background())
 	}, nil

@@ -19,7 +19,10 @@
 //	go run ./cmd/brokerguard demo --help     # every flag
 //
 // Flags point it at real servers instead: --kafka-brokers, --amqp-url, --sqs-endpoint,
-// --database-url; --metrics ADDR serves Prometheus metrics while it runs.
+// --database-url; --metrics ADDR serves Prometheus metrics while it runs, --http ADDR
+// the admin dashboard (on the same listener when the addresses are equal). On a
+// terminal the table of destinations is redrawn in place; --plain, or output to a pipe,
+// prints it anew every tick.
 package main
 
 import (
@@ -60,7 +63,9 @@ type config struct {
 	topics                                             []string
 	outageTopic                                        string
 	rate                                               int
-	svg, metrics                                       string
+	svg, metrics, http                                 string
+	plain                                              bool // --plain: no live table, even on a terminal
+	live                                               bool // redraw the table in place: stdout is a terminal and not --plain
 	kafkaBrokers, amqpURL, sqsEndpoint, databaseURL    string
 }
 
@@ -85,6 +90,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.rate, "rate", 200, "messages per second enqueued per destination")
 	fs.StringVar(&c.svg, "svg", "brokerguard-timeline.svg", "where to write the timeline of circuit state and throughput")
 	fs.StringVar(&c.metrics, "metrics", "", "serve Prometheus metrics on this address while the demo runs (e.g. :9464)")
+	fs.StringVar(&c.http, "http", "", "serve the admin dashboard and API under /admin/ on this address while the demo runs (e.g. :8080; may equal --metrics)")
+	fs.BoolVar(&c.plain, "plain", false, "print a new table every tick instead of redrawing one table in place (the default when stdout is not a terminal)")
 	fs.StringVar(&c.kafkaBrokers, "kafka-brokers", "", "comma-separated Kafka brokers to use instead of the in-process one (no scripted outage)")
 	fs.StringVar(&c.amqpURL, "amqp-url", "", "also publish to RabbitMQ exchange brokerguard-demo at this URL")
 	fs.StringVar(&c.sqsEndpoint, "sqs-endpoint", "", "also publish to SQS queue brokerguard-demo at this endpoint (AWS credentials from the environment)")
@@ -134,5 +141,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	c.live = !c.plain && isTerminal(stdout)
 	return demo(ctx, c, stdout)
 }

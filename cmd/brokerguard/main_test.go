@@ -4,10 +4,16 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/brokerguard/brokerguard/integration/harness"
 )
@@ -63,7 +69,7 @@ func TestDemoFlags(t *testing.T) {
 		t.Fatalf("--help: %v", err)
 	}
 	for _, f := range []string{"short", "duration", "topics", "outage-topic", "outage-start", "outage-length", "break", "rate",
-		"svg", "metrics", "kafka-brokers", "amqp-url", "sqs-endpoint", "database-url"} {
+		"svg", "metrics", "http", "plain", "kafka-brokers", "amqp-url", "sqs-endpoint", "database-url"} {
 		if !strings.Contains(errOut.String(), "-"+f) {
 			t.Errorf("--help does not explain -%s", f)
 		}
@@ -75,18 +81,100 @@ func TestDemoFlags(t *testing.T) {
 	}
 }
 
-// The same run with the outbox in PostgreSQL and metrics served.
+// The same run with the outbox in PostgreSQL and metrics served. The metrics, scraped
+// while the demo runs, count what its publishers did through the outage: failures,
+// rejections and probes of the outage topic, under the demo's service name and
+// without per-scope labels.
 func TestDemoWithPostgresAndMetrics(t *testing.T) {
 	dsn := harness.PostgresSchema(t)
-	var out, errOut strings.Builder
+	out := &syncBuffer{}
+	var errOut strings.Builder
 	args := []string{"demo", "--short", "--duration", "2s", "--outage-start", "500ms", "--outage-length", "700ms",
 		"--database-url", dsn, "--metrics", "127.0.0.1:0", "--svg", ""}
-	if err := run(context.Background(), args, &out, &errOut); err != nil {
-		t.Fatalf("demo: %v\n%s%s", err, out.String(), errOut.String())
+	done := make(chan error, 1)
+	go func() { done <- run(context.Background(), args, out, &errOut) }()
+	var last string // the last scrape that succeeded
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("demo: %v\n%s%s", err, out.String(), errOut.String())
+			}
+			running = false
+		case <-tick.C:
+			if m := metricsURL.FindStringSubmatch(out.String()); m != nil {
+				if body, err := get(m[1]); err == nil {
+					last = body
+				}
+			}
+		}
 	}
 	for _, want := range []string{"metrics on http://127.0.0.1:", "nothing lost:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+	payments := `messaging_destination_name="payments",messaging_system="kafka"`
+	for _, series := range []string{
+		`brokerguard_circuit_calls_total{brokerguard_call_outcome="published",` + payments + `}`,
+		`brokerguard_circuit_calls_total{brokerguard_call_outcome="failed",` + payments + `}`,
+		`brokerguard_circuit_probes_total{brokerguard_call_outcome="published",` + payments + `}`,
+		`brokerguard_circuit_transitions_total{brokerguard_circuit_state="open",` + payments + `}`,
+		`brokerguard_outbox_published_total{` + payments + `}`,
+	} {
+		if v := sampleValue(last, series); v <= 0 {
+			t.Errorf("the last scrape has %s = %v, want it positive", series, v)
+		}
+	}
+	if !strings.Contains(last, `target_info{service_name="brokerguard-demo"} 1`) || strings.Contains(last, "otel_scope_") {
+		t.Errorf("the scrape does not name the service, or has per-scope labels")
+	}
+	if t.Failed() {
+		t.Logf("last scrape:\n%s", last)
+	}
+}
+
+var metricsURL = regexp.MustCompile(`metrics on (http://\S+/metrics)`)
+
+func get(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// sampleValue returns the value of the series in a Prometheus exposition, or -1.
+func sampleValue(body, series string) float64 {
+	for l := range strings.Lines(body) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// syncBuffer is a strings.Builder safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/kafka"
+	"github.com/brokerguard/brokerguard/registry"
 )
 
 // MaxInFlight makes the circuit count admitted, uncompleted permits.
@@ -63,6 +64,7 @@ func asyncEnv(t *testing.T, tune func(*kafkago.Writer)) (*env, *completions) {
 	e := newEnv(t, tracked, func(e *env) {
 		e.w.Async = true
 		e.w.Completion = seen.completion
+		e.regOpts = append(e.regOpts, registry.WithCallCounts())
 		if tune != nil {
 			tune(e.w)
 		}
@@ -96,6 +98,10 @@ func TestAsyncCompletesEachPermitOnce(t *testing.T) {
 	seen.wait(t, 16)
 	if s := e.circuit(0); s.InFlight != 0 || s.Failures != 3 {
 		t.Fatalf("after 3 failed calls (%d produce requests): %d permits in flight, %d failures; want 0 and one failure per call", answered.Load(), s.InFlight, s.Failures)
+	}
+	// The registry counted each asynchronous call once, when the writer reported it.
+	if got, want := e.reg.Report()[0].Calls, (registry.CallCounts{Published: 5, Failed: 3}); got != want {
+		t.Fatalf("call counts %+v, want %+v", got, want)
 	}
 	seen.mu.Lock()
 	data, errs := seen.data[10:], seen.errs

@@ -1,0 +1,149 @@
+package registry
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// WithCallCounts makes the registry count every guarded call per destination, by
+// result (see CallCounts), for telemetry to read through Report. Counting costs an
+// atomic addition per call on a counter its destination's callers share, so it is
+// off unless asked for.
+func WithCallCounts() Option {
+	return func(r *Registry) error {
+		r.countCalls = true
+		return nil
+	}
+}
+
+// CallCounts are the calls made through a live circuit since it was created, by
+// result. The results say what the circuit made of each call, so that the counts
+// agree with it:
+//
+//   - Published: the call returned no error, or the circuit took it as a Success (a
+//     batch of which some messages were published);
+//   - Failed: the circuit took the call's outcome as a Failure;
+//   - Rejected: the circuit refused the call, which was not made;
+//   - Neutral: every other call: outcomes classified Neutral, outcomes the circuit
+//     ignored (under ForceClose, Shadow's would-rejects, FailOpen's bypasses of an
+//     open circuit, late completions of an older generation), and calls whose
+//     context had ended before a permit was taken.
+//
+// The Probe fields count, by the same results, the calls admitted as half-open
+// probes (also counted above).
+type CallCounts struct {
+	Published, Failed, Rejected, Neutral uint64
+	ProbesPublished, ProbesFailed        uint64
+	ProbesNeutral                        uint64
+}
+
+// Total is the number of calls counted.
+func (c CallCounts) Total() uint64 { return c.Published + c.Failed + c.Rejected + c.Neutral }
+
+// CircuitReport is what telemetry reads of one live circuit.
+type CircuitReport struct {
+	Destination transport.Destination
+	Snapshot    breaker.Snapshot
+	// Calls are zero unless the registry counts calls (WithCallCounts).
+	Calls CallCounts
+}
+
+// Report returns a report of every live circuit, in no particular order.
+func (r *Registry) Report() []CircuitReport {
+	entries := r.entries()
+	out := make([]CircuitReport, len(entries))
+	for i, e := range entries {
+		out[i] = CircuitReport{Destination: e.dest, Snapshot: e.circuit.Snapshot()}
+		if c := e.calls; c != nil {
+			out[i].Calls = CallCounts{
+				Published: c[published].Load(), Failed: c[failed].Load(),
+				Rejected: c[rejected].Load(), Neutral: c[neutral].Load(),
+				ProbesPublished: c[probePublished].Load(), ProbesFailed: c[probeFailed].Load(),
+				ProbesNeutral: c[probeNeutral].Load(),
+			}
+		}
+	}
+	return out
+}
+
+// CountsCalls reports whether the registry was built WithCallCounts.
+func (r *Registry) CountsCalls() bool { return r.countCalls }
+
+// The counters of callCounts.
+const (
+	published = iota
+	failed
+	rejected
+	neutral
+	probePublished // probePublished+i counts the probes of result i (published, failed, neutral)
+	probeFailed
+	probeNeutral
+	numCallCounters
+)
+
+// callCounts are an entry's counters; an entry has none unless WithCallCounts.
+type callCounts [numCallCounters]atomic.Uint64
+
+// refused counts a call that Acquire refused with err (what refusal returned) and
+// returns err.
+func (e *entry) refused(err error) error {
+	if e.calls != nil {
+		if _, ok := errors.AsType[*RejectedError](err); ok {
+			e.calls[rejected].Add(1)
+		} else {
+			e.calls[neutral].Add(1)
+		}
+	}
+	return err
+}
+
+// complete completes p with o and counts the call by what the circuit made of it.
+func (e *entry) complete(p breaker.Permit, o breaker.Outcome) bool {
+	counted := p.Complete(o)
+	if e.calls == nil {
+		return counted
+	}
+	result := neutral
+	switch {
+	case o == breaker.Success:
+		result = published
+	case o == breaker.Failure && counted:
+		result = failed
+	}
+	e.calls[result].Add(1)
+	if p.Probe() {
+		e.calls[probeCounter[result]].Add(1)
+	}
+	return counted
+}
+
+// probeCounter maps a call's result to the counter of probes with that result.
+var probeCounter = [...]int{published: probePublished, failed: probeFailed, neutral: probeNeutral}
+
+// Complete completes a permit that Acquire gave for a call to d with the outcome o,
+// as Permit.Complete does, and counts the call (WithCallCounts). Publishers that
+// complete permits themselves use it so that their calls are counted. It returns
+// Permit.Complete's answer; for a destination no longer live it only completes.
+func (r *Registry) Complete(d transport.Destination, p breaker.Permit, o breaker.Outcome) bool {
+	if e, ok := r.lookup(d); ok {
+		return e.complete(p, o)
+	}
+	return p.Complete(o)
+}
+
+// lookup returns d's live entry without creating it.
+func (r *Registry) lookup(d transport.Destination) (*entry, bool) {
+	if e, ok := (*r.circuits.Load())[d]; ok {
+		return e, true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.fresh[d]
+	if !ok { // it may have been promoted since the read above
+		e, ok = (*r.circuits.Load())[d]
+	}
+	return e, ok
+}
