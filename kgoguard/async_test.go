@@ -119,6 +119,12 @@ func TestAsyncExactlyOnce(t *testing.T) {
 	if failures[0].Load() == 0 || failures[1].Load() != 0 {
 		t.Errorf("failures: bad %d, good %d", failures[0].Load(), failures[1].Load())
 	}
+	// The registry counted every call once, as the circuit judged it (for telemetry).
+	for _, r := range e.reg.Report() {
+		if c := r.Calls; c.Total() != workers*each/2 || c.Failed != uint64(r.Snapshot.Failures) {
+			t.Errorf("%s: call counts %+v for %d calls, %d failures", r.Destination, c, workers*each/2, r.Snapshot.Failures)
+		}
+	}
 }
 
 // Records the broker holds when the client closes are failed with ErrClientClosed:

@@ -96,11 +96,11 @@ func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo
 	returned := false
 	defer func() {
 		if !returned { // the client panicked before taking the record: Neutral
-			permit.Complete(breaker.Neutral)
+			p.reg.Complete(d, permit, breaker.Neutral)
 		}
 	}()
 	p.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-		permit.Complete(registry.Outcome(ctx, start, err, 1, p.classify))
+		p.reg.Complete(d, permit, registry.Outcome(ctx, start, err, 1, p.classify))
 		if promise != nil {
 			promise(r, err)
 		}
@@ -170,9 +170,9 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 	returned := false
 	defer func() {
 		if !returned { // the client panicked: Neutral for every admitted topic
-			for _, g := range groups {
+			for d, g := range groups {
 				if g.refused == nil {
-					g.permit.Complete(breaker.Neutral)
+					p.reg.Complete(d, g.permit, breaker.Neutral)
 				}
 			}
 		}
@@ -189,7 +189,7 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 	}
 	for _, d := range order {
 		if g := groups[d]; g.refused == nil {
-			g.permit.Complete(registry.Outcome(ctx, g.start, resultsErr(d, g.recs, byTopic[d]), len(g.recs), p.classify))
+			p.reg.Complete(d, g.permit, registry.Outcome(ctx, g.start, resultsErr(d, g.recs, byTopic[d]), len(g.recs), p.classify))
 		}
 	}
 	return append(out, res...)

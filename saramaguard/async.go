@@ -36,6 +36,7 @@ type AsyncProducer struct {
 
 // tag is what the AsyncProducer puts in a queued message's Metadata.
 type tag struct {
+	dest   transport.Destination
 	permit breaker.Permit
 	user   any // the caller's Metadata, given back before the message is forwarded
 }
@@ -130,11 +131,12 @@ func (a *AsyncProducer) Send(ctx context.Context, msg *sarama.ProducerMessage) e
 	if a.closed {
 		return ErrClosed
 	}
-	permit, err := a.reg.Acquire(ctx, dest(msg.Topic))
+	d := dest(msg.Topic)
+	permit, err := a.reg.Acquire(ctx, d)
 	if err != nil {
 		return err
 	}
-	t := &tag{permit: permit, user: msg.Metadata}
+	t := &tag{dest: d, permit: permit, user: msg.Metadata}
 	a.pmu.Lock()
 	a.pending[t] = struct{}{}
 	a.pmu.Unlock()
@@ -170,7 +172,7 @@ func (a *AsyncProducer) forget(t *tag, o breaker.Outcome) {
 	delete(a.pending, t)
 	a.pmu.Unlock()
 	if live {
-		t.permit.Complete(o)
+		a.reg.Complete(t.dest, t.permit, o)
 	}
 }
 
@@ -181,7 +183,7 @@ func (a *AsyncProducer) abandon() {
 	a.pending = map[*tag]struct{}{}
 	a.pmu.Unlock()
 	for t := range left {
-		t.permit.Complete(breaker.Neutral)
+		a.reg.Complete(t.dest, t.permit, breaker.Neutral)
 	}
 }
 

@@ -150,6 +150,12 @@ func TestAsyncExactlyOnce(t *testing.T) {
 	if s := e.circuit(0); s.Failures != failures || failures == 0 {
 		t.Errorf("bad topic: the circuit counted %d failures, %d were reported", s.Failures, failures)
 	}
+	// The registry counted every call once, as the circuit judged it (for telemetry).
+	for _, r := range e.reg.Report() {
+		if c := r.Calls; c.Total() != workers*each/2 || c.Failed != uint64(r.Snapshot.Failures) {
+			t.Errorf("%s: call counts %+v for %d calls, %d failures", r.Destination, c, workers*each/2, r.Snapshot.Failures)
+		}
+	}
 	if err := producers[0].Send(context.Background(), e.message(0, 0)); !errors.Is(err, saramaguard.ErrClosed) {
 		t.Errorf("send after AsyncClose: %v", err)
 	}

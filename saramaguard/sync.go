@@ -157,9 +157,9 @@ func (s *SyncProducer) SendMessages(ctx context.Context, msgs []*sarama.Producer
 			switch {
 			case g.refused != nil:
 			case !returned:
-				g.permit.Complete(breaker.Neutral)
+				s.reg.Complete(dest(g.topic), g.permit, breaker.Neutral)
 			default:
-				g.permit.Complete(registry.Outcome(ctx, g.start, batchErr(g.topic, g.failed), g.n, s.classify))
+				s.reg.Complete(dest(g.topic), g.permit, registry.Outcome(ctx, g.start, batchErr(g.topic, g.failed), g.n, s.classify))
 			}
 		}
 	}()
