@@ -2,6 +2,8 @@
 GO ?= go
 # The race detector is always on: the library is about concurrency.
 TESTFLAGS ?= -race -count=1 -timeout 20m
+# Adapters in modules of their own (see README, "Modules"): each has its own go.mod.
+ADAPTERS := kgoguard saramaguard watermillguard
 
 .DEFAULT_GOAL := help
 
@@ -14,17 +16,19 @@ services: ## Install and start what the integration tests need (idempotent).
 	@bash scripts/services.sh
 
 .PHONY: lint
-lint: ## gofmt and go vet, for the module and the nested test modules.
+lint: ## gofmt and go vet, for the module, the nested test modules and the adapter modules.
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	cd admin/browsertest && $(GO) vet ./...
+	for m in $(ADAPTERS); do (cd $$m && $(GO) vet ./... && $(GO) mod tidy -diff) || exit 1; done
 
 .PHONY: test
 test: services lint ## The test command: services, lint, then every test with -race.
 	$(GO) test $(TESTFLAGS) ./...
 	cd bench && $(GO) test -race -count=1 -run . ./...
 	cd admin/browsertest && $(GO) test -race -count=1 ./...
+	for m in $(ADAPTERS); do (cd $$m && $(GO) test $(TESTFLAGS) ./...) || exit 1; done
 
 .PHONY: up
 up: ## Start docker-compose.yml's Kafka, RabbitMQ, LocalStack, PostgreSQL and Redis (needs a Docker engine).

@@ -81,7 +81,7 @@ func TestBrokerStopOpensAndOneProbeCloses(t *testing.T) {
 	if s := e.circuit(0); s.State != breaker.Closed || s.Failures != 0 {
 		t.Fatalf("after the probe: %+v", s)
 	}
-	if recs := readAll(t, []string{back.ListenAddrs()[0]}, e.topics[0], 1); string(recs[0].Value) != "v4" {
+	if recs := harness.ReadTopic(t, []string{back.ListenAddrs()[0]}, e.topics[0], 1); string(recs[0].Value) != "v4" {
 		t.Fatalf("the probe wrote %q", recs[0].Value)
 	}
 }
