@@ -39,6 +39,16 @@ func NewMemoryStore(clock breaker.Clock) *MemoryStore {
 	return &MemoryStore{clock: clock, holds: map[transport.Destination]*memoryHold{}}
 }
 
+// HeldUntil returns when the hold of d ends, and whether d is held at all.
+func (s *MemoryStore) HeldUntil(d transport.Destination) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.holds[d]; h != nil {
+		return h.until, true
+	}
+	return time.Time{}, false
+}
+
 // Writes returns how many row changes claims and write-backs have made (rows leased,
 // published, deferred, failed, made dead or released; Enqueue's inserts are not
 // counted) and how many writes holds took (created, changed or dropped): the figures
