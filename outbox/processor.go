@@ -47,9 +47,10 @@ type Hooks interface {
 	RecordDispatch(d transport.Destination, published, deferred, failed, dead int)
 }
 
-// Counts says what a batch did with rows: published them, deferred them because the
-// circuit was open (no attempt consumed), failed them for a retry after a backoff, or
-// made them dead.
+// Counts says what a batch did with rows, counting only rows a write-back changed:
+// published them, deferred them (gave them back uncharged because their destination
+// was unavailable, and held it), failed them for a retry after a backoff, or made
+// them dead.
 type Counts struct {
 	Published, Deferred, Failed, Dead int
 }
