@@ -463,10 +463,13 @@ func (p *Processor) dispatch(ctx context.Context, cl claim, d transport.Destinat
 			return c, err
 		}
 	}
+	probe := recs[0].Probe
 	if len(good) == 0 {
+		if probe { // nothing to probe with
+			return c, p.reprobe(ctx, token, d, now)
+		}
 		return c, nil
 	}
-	probe := good[0].Probe
 	if until := p.unavailableUntil(d, now); !until.IsZero() {
 		c2, err := p.hold(ctx, token, d, good, now, until)
 		c.add(c2)
@@ -496,11 +499,17 @@ func (p *Processor) dispatch(ctx context.Context, cl claim, d transport.Destinat
 	case !probe:
 	case r.published:
 		err = p.store.Unhold(ctx, d, token)
-	case r.held.IsZero():
-		// The probe failed for reasons of its message: probe again with the next row.
-		_, err = p.store.Hold(ctx, Hold{Destination: d, Token: token, Now: p.now(), Until: p.now(), MaxDeferral: p.maxDeferral})
+	case r.held.IsZero(): // the probe failed for reasons of its message
+		err = p.reprobe(ctx, token, d, p.now())
 	}
 	return c, err
+}
+
+// reprobe ends at once the hold whose probe token holds, so that the next claim
+// probes d again with its next row.
+func (p *Processor) reprobe(ctx context.Context, token string, d transport.Destination, now time.Time) error {
+	_, err := p.store.Hold(ctx, Hold{Destination: d, Token: token, Now: now, Until: now, MaxDeferral: p.maxDeferral})
+	return err
 }
 
 // sent is what one publish of a destination's rows came to.
