@@ -73,6 +73,10 @@
 //   - BatchTimeout: a few milliseconds (default 1s). A synchronous write of fewer than
 //     BatchSize messages waits for the batch timeout before anything is sent; or set
 //     BatchSize to the number of messages you write per call (1 for single writes).
+//     This matters for the circuit, not only for latency: a caller's deadline that
+//     passes while the writer still waits for its batch is counted as a Failure by the
+//     deadline rule below, so with the 1s default and callers' deadlines under a second
+//     the circuit opens against a healthy broker.
 //   - MaxAttempts: 1 to 3 (default 10, with backoff 100ms..1s between attempts). The
 //     circuit is the retry policy; each kafka-go retry against a dead broker costs a
 //     dial or write timeout plus backoff.
