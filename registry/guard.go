@@ -95,6 +95,15 @@ func refusal(ctx context.Context, d transport.Destination, err error) error {
 // or classify panics (the panic goes on). A nil classify treats every error as a Failure.
 // Adapters that guard their own SDK calls use it.
 func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, classify transport.Classifier, call func(context.Context) error) error {
+	return r.CallHeld(ctx, d, n, 0, classify, call)
+}
+
+// CallHeld is Call for an SDK that may hold the call's messages for up to hold on the
+// client before the broker sees them, as kafka-go's Writer does for its BatchTimeout:
+// a deadline that passes during the hold says nothing about the broker, so the
+// deadline rule counts it as a Failure only for a call that started with its
+// MinCallBudget beyond hold.
+func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int, hold time.Duration, classify transport.Classifier, call func(context.Context) error) error {
 	// Acquire's steps, inline: this is every guarded publish's path.
 	e, err := r.entry(d)
 	if err != nil {
@@ -103,7 +112,7 @@ func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, cla
 	if n <= 0 {
 		return NoMessagesError(d)
 	}
-	start := startOf(ctx, e.minBudget)
+	start := startOf(ctx, e.minBudget+hold)
 	permit, err := e.circuit.Acquire(ctx)
 	if err != nil {
 		return refusal(ctx, d, err)
