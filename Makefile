@@ -2,6 +2,9 @@
 GO ?= go
 # The race detector is always on: the library is about concurrency.
 TESTFLAGS ?= -race -count=1 -timeout 20m
+# Modules of their own (see README, "Modules"): the benchmarks against other libraries,
+# the browser test, and the adapters whose clients users should not all download.
+MODULES := bench admin/browsertest kgoguard saramaguard watermillguard
 
 .DEFAULT_GOAL := help
 
@@ -14,17 +17,15 @@ services: ## Install and start what the integration tests need (idempotent).
 	@bash scripts/services.sh
 
 .PHONY: lint
-lint: ## gofmt and go vet, for the module and the nested test modules.
+lint: ## gofmt, go vet and tidy go.mod files, for the root module and the nested ones.
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	cd bench && $(GO) vet ./...
-	cd admin/browsertest && $(GO) vet ./...
+	for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) mod tidy -diff) || exit 1; done
 
 .PHONY: test
 test: services lint ## The test command: services, lint, then every test with -race.
 	$(GO) test $(TESTFLAGS) ./...
-	cd bench && $(GO) test -race -count=1 -run . ./...
-	cd admin/browsertest && $(GO) test -race -count=1 ./...
+	for m in $(MODULES); do (cd $$m && $(GO) test $(TESTFLAGS) ./...) || exit 1; done
 
 .PHONY: up
 up: ## Start docker-compose.yml's Kafka, RabbitMQ, LocalStack, PostgreSQL and Redis (needs a Docker engine).
@@ -50,6 +51,8 @@ chaos: services ## Faults, load and bad input (integration/chaos); also part of 
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s): destinations, policies, shared-state decoding.
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDestination$$' -fuzztime $(or $(FUZZTIME),30s) ./transport
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyValidate$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker
+	$(GO) test -run '^$$' -fuzz '^FuzzRampPolicy$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeItem$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/dynamo
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/filestate
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHash$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/redis
+	$(GO) test -run '^$$' -fuzz '^FuzzMutationRequest$$' -fuzztime $(or $(FUZZTIME),30s) ./admin

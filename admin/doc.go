@@ -7,7 +7,10 @@
 //     circuit open or closed until a time or for a duration, clear the hold;
 //   - a live dashboard page (embedded HTML, CSS and JavaScript; nothing is loaded from
 //     the internet) showing each destination's state, a countdown to its NotBefore, its
-//     failure evidence, a timeline of recent transitions and the outbox backlog.
+//     failure evidence, a timeline of recent transitions and the outbox backlog. A link
+//     may carry the mutation token in its fragment (/#token=...), which browsers never
+//     send to the server; the page keeps it for its tab and takes it out of the address
+//     bar and the history.
 //
 // Routes, relative to where the handler is mounted:
 //

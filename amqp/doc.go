@@ -39,6 +39,7 @@
 //	mandatory message returned unroutable                *ReturnedError (ErrUnroutable)       Neutral
 //	caller's context cancelled or past its deadline      context.Canceled, DeadlineExceeded   Neutral (see below)
 //	caller's Manager.Close with the confirm outstanding  ErrClosedInFlight                    Neutral
+//	caller's Manager.Close while a channel opens         ErrManagerClosed                     Neutral
 //	no messages                                          registry.ErrNoMessages               Neutral
 //	wrong broker, closed, anything else                  ErrWrongBroker, ErrManagerClosed     Neutral
 //

@@ -395,6 +395,11 @@ func (p *Publisher) get(ctx context.Context) (*channel, error) {
 	defer timer.Stop()
 	select {
 	case r := <-opened:
+		if r.err != nil && p.m.isClosed() {
+			// The caller's own Close ended the opening (amqp091 reports whatever
+			// the closing connection said), not the broker.
+			return nil, fmt.Errorf("%w while the publish opened its channel (%v)", ErrManagerClosed, r.err)
+		}
 		if r.c != nil {
 			r.c.block = block
 		}

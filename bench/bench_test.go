@@ -28,6 +28,42 @@ func ours(b *testing.B) *breaker.Breaker {
 	return cb
 }
 
+// ramping returns our breaker just closed from half-open, ramping for an hour from a
+// floor of share: a share near 1 measures the ramp's admission, a small one its
+// refusal.
+func ramping(b *testing.B, share float64) *breaker.Breaker {
+	cb, err := breaker.New("bench", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Nanosecond,
+		ProbeLease: time.Hour, RampDuration: time.Hour, RampFloor: share})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	p, _ := cb.Acquire(ctx)
+	p.Complete(breaker.Failure)
+	for cb.State() != breaker.Closed {
+		if p, err := cb.Acquire(ctx); err == nil {
+			p.Complete(breaker.Success)
+		}
+	}
+	if cb.Snapshot().RampUntil.IsZero() {
+		b.Fatal("the breaker is not ramping")
+	}
+	return cb
+}
+
+// acquireAny runs Acquire in parallel, completing what is admitted with Success.
+func acquireAny(b *testing.B, cb *breaker.Breaker) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if p, err := cb.Acquire(ctx); err == nil {
+				p.Complete(breaker.Success)
+			}
+		}
+	})
+}
+
 func gobreakerTwoStep() *gobreaker.TwoStepCircuitBreaker[any] {
 	return gobreaker.NewTwoStepCircuitBreaker[any](gobreaker.Settings{
 		Name:        "bench",
@@ -63,6 +99,10 @@ func BenchmarkClosed(b *testing.B) {
 				p.Complete(breaker.Success)
 			}
 		})
+	})
+	b.Run("ramping", func(b *testing.B) {
+		// Admission while ramping (99% admitted): one clock read, no lock.
+		acquireAny(b, ramping(b, 0.99))
 	})
 	b.Run("gobreaker", func(b *testing.B) {
 		cb := gobreakerTwoStep()
@@ -106,6 +146,10 @@ func BenchmarkOpen(b *testing.B) {
 				}
 			}
 		})
+	})
+	b.Run("ramping", func(b *testing.B) {
+		// A ramp's refusal (1% admitted), beside the open circuit's.
+		acquireAny(b, ramping(b, 0.01))
 	})
 	b.Run("gobreaker", func(b *testing.B) {
 		cb := gobreakerTwoStep()

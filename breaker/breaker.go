@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,7 @@ func WithClock(c Clock) Option { return func(b *Breaker) { b.clock = c } }
 // WithObserver adds a function called after every transition, outside any lock and in
 // transition order. It may call the Breaker.
 func WithObserver(f func(Transition)) Option {
-	return func(b *Breaker) { b.events.Observers = append(b.events.Observers, f) }
+	return func(b *Breaker) { b.events.Observe(f) }
 }
 
 // WithBypassHook is called once for every call a Shadow or FailOpen circuit admits
@@ -44,8 +45,8 @@ type Bypass struct {
 	Err        error     // the refusal: an *OpenError or ErrSaturated
 }
 
-// WithRandom sets the source of jitter: f returns a number in [0, 1). The default is
-// math/rand/v2.Float64.
+// WithRandom sets the source of jitter, and of where a ramp's sequence of decisions
+// starts: f returns a number in [0, 1). The default is math/rand/v2.Float64.
 func WithRandom(f func() float64) Option { return func(b *Breaker) { b.random = f } }
 
 // Transition reports a change of state. Every transition starts a new generation.
@@ -88,9 +89,10 @@ type Breaker struct {
 	epoch    time.Time
 	random   func() float64
 
-	cur      atomic.Pointer[phase] // the live generation
-	inFlight atomic.Int64          // admitted, uncompleted permits; counted only when MaxInFlight > 0
-	bypassed atomic.Uint64         // calls admitted that Enforce would have refused
+	cur         atomic.Pointer[phase] // the live generation
+	inFlight    atomic.Int64          // admitted, uncompleted permits; counted only when MaxInFlight > 0
+	bypassed    atomic.Uint64         // calls admitted that Enforce would have refused
+	rampRefused atomic.Uint64         // calls a ramp turned away (or, not under Enforce, would have)
 
 	bypassHooks []func(Bypass)
 
@@ -112,12 +114,20 @@ type phase struct {
 	override Override
 	// admitAll marks a closed phase whose admission needs no clock, no lock and no
 	// in-flight accounting; plainSuccess one where a Success only resets the
-	// consecutive count. Together they are the hot path.
-	admitAll, plainSuccess bool
-	deadline               int64      // Open: when a probe may be admitted; ForcedClosed: when the hold ends
-	reject                 *OpenError // Open: the one rejection handed to every caller of this generation
-	failures               atomic.Int64
-	frozen                 window.Counts // evidence held when the circuit left closed
+	// consecutive count. Together they are the hot path. A ramping phase is plain but
+	// sets admitAll only when its ramp is over; before that it is false, and the
+	// phase is otherwise immutable.
+	admitAll            atomic.Bool
+	plain, plainSuccess bool
+	deadline            int64      // Open: when a probe may be admitted; ForcedClosed: when the hold ends
+	reject              *OpenError // Open: the one rejection handed to every caller of this generation
+	failures            atomic.Int64
+	frozen              window.Counts // evidence held when the circuit left closed
+
+	// ramp paces a closed phase entered from half-open (Policy.RampDuration), from
+	// rampStart until rampEnd; nil otherwise.
+	ramp               *Ramp
+	rampStart, rampEnd int64
 
 	probes    []probe // HalfOpen, guarded by b.mu
 	successes int     // HalfOpen, guarded by b.mu
@@ -187,7 +197,7 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 		return Permit{}, err
 	}
 	ph := b.cur.Load()
-	if ph.admitAll {
+	if ph.admitAll.Load() {
 		t := tokens.Get().(*token)
 		return Permit{tok: t, seq: t.seq.Load(), ph: ph, gen: ph.gen}, nil
 	}
@@ -205,11 +215,7 @@ func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
 		case ph.state == Open && now < ph.deadline:
 			return b.refuse(ph, now, ph.reject)
 		case ph.state == Closed && (ph.override == NoOverride || now < ph.deadline):
-			p, err := b.admit(ph, now, 0)
-			if err != nil {
-				return b.refuse(ph, now, err)
-			}
-			return p, nil
+			return b.acquireClosed(ph, now)
 		}
 		// The phase must change (a deadline passed) or a probe slot is wanted: both
 		// need the lock.
@@ -240,6 +246,40 @@ func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
 		}
 		return p, nil
 	}
+}
+
+// acquireClosed admits a call into the closed phase ph, unless its ramp or
+// MaxInFlight turns it away.
+func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
+	limit := int64(b.policy.MaxInFlight)
+	r, since := ph.ramp, time.Duration(now-ph.rampStart)
+	if r != nil && now >= ph.rampEnd {
+		// The ramp is over: a plain phase goes back to the hot path for good.
+		if ph.plain {
+			ph.admitAll.Store(true)
+		}
+		r = nil
+	}
+	if r != nil {
+		share, refusal := r.Admit(since)
+		if refusal != nil {
+			b.rampRefused.Add(1)
+			return b.refuse(ph, now, refusal)
+		}
+		if limit > 0 {
+			// The in-flight bound rises with the share, from at least one call.
+			limit = max(int64(share*float64(limit)), 1)
+		}
+	}
+	p, err := b.admit(ph, now, 0, limit)
+	if err == errOverRamp { // only a ramp lowers the limit
+		b.rampRefused.Add(1)
+		err = r.Refuse(since)
+	}
+	if err != nil {
+		return b.refuse(ph, now, err)
+	}
+	return p, nil
 }
 
 // refuse returns the refusal err under Enforce; under Shadow and FailOpen it admits
@@ -274,20 +314,27 @@ func (b *Breaker) acquireProbe(ph *phase, now int64) (Permit, error) {
 		notBefore := max(now+int64(b.policy.HalfOpenRetryDelay), earliest)
 		return Permit{}, NewOpenError(b.identity, b.policy.Scope, b.timeAt(notBefore))
 	}
-	p, err := b.admit(ph, now, flagProbe)
+	p, err := b.admit(ph, now, flagProbe, int64(b.policy.MaxInFlight))
 	if err == nil {
 		ph.probes = append(ph.probes, probe{tok: p.tok, seq: p.seq, expires: now + int64(b.policy.ProbeLease)})
 	}
 	return p, err
 }
 
+// errOverRamp is admit's refusal of a call over a ramp's in-flight bound but within
+// MaxInFlight; the caller turns it into the ramp's refusal.
+var errOverRamp = errors.New("breaker: over the ramp's in-flight bound")
+
 // admit hands out a permit of ph after taking an in-flight slot when the policy
-// bounds them.
-func (b *Breaker) admit(ph *phase, now int64, flags uint8) (Permit, error) {
-	if limit := int64(b.policy.MaxInFlight); limit > 0 {
-		if b.inFlight.Add(1) > limit {
+// bounds them; limit, at most MaxInFlight, is the bound now.
+func (b *Breaker) admit(ph *phase, now int64, flags uint8, limit int64) (Permit, error) {
+	if bound := int64(b.policy.MaxInFlight); bound > 0 {
+		if n := b.inFlight.Add(1); n > limit {
 			b.inFlight.Add(-1)
-			return Permit{}, ErrSaturated
+			if n > bound {
+				return Permit{}, ErrSaturated
+			}
+			return Permit{}, errOverRamp
 		}
 		flags |= flagInFlight
 	}
@@ -418,7 +465,7 @@ func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome) {
 		ph.successes++
 		if ph.successes >= b.policy.SuccessesToClose {
 			b.failedProbes = 0
-			b.enter(ph, b.closedPhase(ph.gen+1, now, NoOverride, 0), now, ReasonProbeSucceeded)
+			b.enter(ph, b.recoveredPhase(ph.gen+1, now), now, ReasonProbeSucceeded)
 		}
 	case Failure:
 		b.failedProbes++
@@ -447,11 +494,25 @@ func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *p
 	if b.windowed {
 		b.win.Reset(now)
 	}
-	return &phase{
+	ph := &phase{
 		b: b, gen: gen, state: Closed, override: o, deadline: until,
-		admitAll:     o == NoOverride && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
+		plain:        o == NoOverride && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
 		plainSuccess: o == NoOverride && !b.windowed && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
 	}
+	ph.admitAll.Store(ph.plain)
+	return ph
+}
+
+// recoveredPhase is the closed phase entered from half-open: it ramps when the
+// policy says so. Overrides never ramp: ForceClose admits every call, and the circuit
+// a ForceClose leaves has been taking full traffic.
+func (b *Breaker) recoveredPhase(gen uint64, now int64) *phase {
+	ph := b.closedPhase(gen, now, NoOverride, 0)
+	if ph.ramp = NewRamp(b.identity, b.policy, b.timeAt(now), uint64(b.random()*0x1p64)); ph.ramp != nil {
+		ph.rampStart, ph.rampEnd = now, now+int64(b.policy.RampDuration)
+		ph.admitAll.Store(false)
+	}
+	return ph
 }
 
 func (b *Breaker) openPhase(from *phase, now, deadline int64, o Override) *phase {
@@ -544,6 +605,13 @@ type Snapshot struct {
 	// would have refused (Shadow's would-rejects, FailOpen's bypasses) since creation.
 	Mode     Mode
 	Bypassed uint64
+	// RampUntil is when the ramp after the last recovery ends, while it lasts (zero
+	// otherwise), and RampShare the share of calls it admits now (1 without a ramp).
+	// RampRefused counts the calls ramps turned away since creation (under Shadow or
+	// FailOpen: would have turned away, and admitted as bypasses).
+	RampUntil   time.Time
+	RampShare   float64
+	RampRefused uint64
 }
 
 // Snapshot returns a consistent view of the circuit.
@@ -557,6 +625,11 @@ func (b *Breaker) Snapshot() Snapshot {
 		Failures: int(ev.Failures), Calls: int(ev.Calls),
 		InFlight: int(b.inFlight.Load()), Override: ph.override,
 		Mode: b.policy.Mode, Bypassed: b.bypassed.Load(),
+		RampShare: 1, RampRefused: b.rampRefused.Load(),
+	}
+	if ph.ramp != nil && now < ph.rampEnd {
+		s.RampUntil = b.timeAt(ph.rampEnd)
+		s.RampShare = b.policy.RampShare(time.Duration(now - ph.rampStart))
 	}
 	if ph.state == HalfOpen {
 		ph.reclaimLeases(now)

@@ -15,6 +15,11 @@
 // false. That is how late results of slow calls are kept from deciding the state of a
 // circuit that has already changed.
 //
+// Recovery can be paced: with Policy.RampDuration, a circuit closed by a probe admits
+// a share of calls that rises to all of them over the ramp (see [Policy.RampShare]),
+// and turns the others away with an [*OpenError] matching ErrRamping whose NotBefore
+// spreads the callers out.
+//
 // Cost: on a closed circuit in consecutive mode, Acquire and Complete(Success) take
 // no lock, read no clock and allocate nothing; a rejection by an open circuit reads
 // the clock once and allocates nothing. Window mode, slow-call timing, MaxInFlight and

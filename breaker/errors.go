@@ -7,8 +7,13 @@ import (
 
 var (
 	// ErrOpen is matched (errors.Is) by every rejection of an open or saturated
-	// half-open circuit. The concrete error is an [*OpenError].
+	// half-open circuit, and of a closed circuit ramping up after recovery. The
+	// concrete error is an [*OpenError].
 	ErrOpen = errors.New("breaker: circuit open")
+	// ErrRamping is matched, besides ErrOpen, by the rejection of a call that a
+	// circuit turned away while ramping up after it closed (Policy.RampDuration).
+	// Callers that treat every ErrOpen alike need not know it.
+	ErrRamping = errors.New("breaker: circuit ramping up")
 	// ErrUnavailable is returned by a shared circuit whose state store cannot be
 	// reached and whose last known state is too old to trust.
 	ErrUnavailable = errors.New("breaker: circuit state unavailable")
@@ -17,8 +22,9 @@ var (
 	ErrSaturated = errors.New("breaker: too many calls in flight")
 )
 
-// OpenError is the rejection of a call by an open circuit, or by a half-open circuit
-// whose probe slots are taken. errors.Is(err, ErrOpen) holds for it.
+// OpenError is the rejection of a call by an open circuit, by a half-open circuit
+// whose probe slots are taken, or by a closed circuit ramping up after recovery.
+// errors.Is(err, ErrOpen) holds for it, and errors.Is(err, ErrRamping) for the last.
 type OpenError struct {
 	// Identity names the circuit.
 	Identity string
@@ -27,6 +33,9 @@ type OpenError struct {
 	// NotBefore is the earliest time a new call can be admitted: the open deadline, or
 	// for a saturated half-open circuit the time worth trying again.
 	NotBefore time.Time
+	// Ramping says that the circuit is closed and turned the call away to pace its
+	// recovery (Policy.RampDuration); NotBefore then spreads callers over the ramp.
+	Ramping bool
 
 	msg string // built once per open generation so a rejection allocates nothing
 }
@@ -39,17 +48,37 @@ func NewOpenError(identity string, scope Scope, notBefore time.Time) *OpenError 
 		Identity:  identity,
 		Scope:     scope,
 		NotBefore: notBefore,
-		msg:       "breaker: circuit open: " + identity + " (retry after " + notBefore.UTC().Format(time.RFC3339Nano) + ")",
+		msg:       rejectMessage(identity, notBefore, false),
 	}
+}
+
+func newRampError(identity string, scope Scope, notBefore time.Time) *OpenError {
+	return &OpenError{
+		Identity:  identity,
+		Scope:     scope,
+		NotBefore: notBefore,
+		Ramping:   true,
+		msg:       rejectMessage(identity, notBefore, true),
+	}
+}
+
+func rejectMessage(identity string, notBefore time.Time, ramping bool) string {
+	what := "breaker: circuit open: "
+	if ramping {
+		what = "breaker: circuit ramping up: "
+	}
+	return what + identity + " (retry after " + notBefore.UTC().Format(time.RFC3339Nano) + ")"
 }
 
 // Error reports the circuit and when to come back.
 func (e *OpenError) Error() string {
 	if e.msg == "" {
-		return NewOpenError(e.Identity, e.Scope, e.NotBefore).msg
+		return rejectMessage(e.Identity, e.NotBefore, e.Ramping)
 	}
 	return e.msg
 }
 
-// Is reports whether target is ErrOpen.
-func (e *OpenError) Is(target error) bool { return target == ErrOpen }
+// Is reports whether target is ErrOpen, or ErrRamping for a ramp's refusal.
+func (e *OpenError) Is(target error) bool {
+	return target == ErrOpen || e.Ramping && target == ErrRamping
+}

@@ -64,6 +64,21 @@ type Policy struct {
 	// circuit itself does not read it: the registry applies it to the outcomes it
 	// reports (registry.Outcome).
 	MinCallBudget time.Duration
+
+	// RampDuration, when positive, paces recovery: after the circuit closes from
+	// half-open it admits only a share of calls, rising from RampFloor to all of them
+	// over this time (see RampShare), and when MaxInFlight is set its in-flight bound
+	// rises on the same schedule. A call the ramp turns away gets an *OpenError that
+	// also matches ErrRamping. 0 closes straight to full traffic. At least 1ms.
+	RampDuration time.Duration
+	// RampFloor is the share of calls admitted the moment the circuit closes, within
+	// [0, 1]. 0 means 0.1. Applies only with RampDuration.
+	RampFloor float64
+	// RampAggression shapes the ramp as in Envoy's slow start: the share grows as
+	// (elapsed/RampDuration)^(1/RampAggression), so values above 1 open up faster at
+	// first and values below 1 hold back longer. 0 means 1 (linear). Applies only
+	// with RampDuration.
+	RampAggression float64
 }
 
 // DefaultMinCallBudget is the MinCallBudget of a policy that leaves it 0: short enough
@@ -90,6 +105,10 @@ func (e *PolicyError) Is(target error) bool { return target == ErrInvalidPolicy 
 
 // minFailureWindow keeps every window bucket at least 100µs wide.
 const minFailureWindow = time.Millisecond
+
+// minRampDuration keeps the ramp's retry slots (RampDuration/128) wider than the
+// clock's resolution.
+const minRampDuration = time.Millisecond
 
 // Validate reports the first field whose value is out of range, as a *PolicyError.
 func (p Policy) Validate() error {
@@ -138,6 +157,24 @@ func (p Policy) Validate() error {
 	case p.Mode > FailOpen:
 		return bad("Mode", "is not a known mode (got %d)", p.Mode)
 	}
+	return p.validateRamp(bad)
+}
+
+func (p Policy) validateRamp(bad func(field, format string, args ...any) error) error {
+	switch {
+	case p.RampDuration < 0:
+		return bad("RampDuration", "must not be negative (got %v)", p.RampDuration)
+	case p.RampDuration > 0 && p.RampDuration < minRampDuration:
+		return bad("RampDuration", "must be at least %v (got %v)", minRampDuration, p.RampDuration)
+	case math.IsNaN(p.RampFloor) || p.RampFloor < 0 || p.RampFloor > 1:
+		return bad("RampFloor", "must be within [0, 1] (got %v)", p.RampFloor)
+	case math.IsNaN(p.RampAggression) || math.IsInf(p.RampAggression, 0) || p.RampAggression < 0:
+		return bad("RampAggression", "must be a positive number, or 0 for linear (got %v)", p.RampAggression)
+	case p.RampDuration == 0 && p.RampFloor != 0:
+		return bad("RampFloor", "applies only with RampDuration; set it")
+	case p.RampDuration == 0 && p.RampAggression != 0:
+		return bad("RampAggression", "applies only with RampDuration; set it")
+	}
 	return nil
 }
 
@@ -165,7 +202,33 @@ func (p Policy) Normalized() Policy {
 	if p.MinCallBudget == 0 {
 		p.MinCallBudget = DefaultMinCallBudget
 	}
+	if p.RampDuration > 0 && p.RampFloor == 0 {
+		p.RampFloor = 0.1
+	}
+	if p.RampDuration > 0 && p.RampAggression == 0 {
+		p.RampAggression = 1
+	}
 	return p
+}
+
+// RampShare returns the share of calls, in [RampFloor, 1], that a circuit admits a
+// time since after it closed from half-open:
+// max(RampFloor, (since/RampDuration)^(1/RampAggression)), and 1 once the ramp is over
+// or when the policy has none. Backends that keep state elsewhere use it so that
+// every scope ramps alike.
+func (p Policy) RampShare(since time.Duration) float64 {
+	if p.RampDuration <= 0 || since >= p.RampDuration {
+		return 1
+	}
+	f := float64(max(since, 0)) / float64(p.RampDuration)
+	if a := p.RampAggression; a != 0 && a != 1 {
+		f = math.Pow(f, 1/a)
+	}
+	floor := p.RampFloor
+	if floor == 0 {
+		floor = 0.1
+	}
+	return max(f, floor)
 }
 
 // BreakAfter returns how long a circuit stays open after failedProbes consecutive
@@ -215,6 +278,15 @@ func (p Policy) Fingerprint() string {
 	if n.MinCallBudget != DefaultMinCallBudget { // outcomes of replicas sharing a circuit must agree
 		b = append(b, "|budget="...)
 		b = strconv.AppendInt(b, int64(n.MinCallBudget), 10)
+	}
+	if n.RampDuration > 0 {
+		b = append(b, "|ramp="...)
+		for i, v := range []int64{int64(n.RampDuration), int64(math.Float64bits(n.RampFloor)), int64(math.Float64bits(n.RampAggression))} {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, v, 10)
+		}
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])

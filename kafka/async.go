@@ -54,20 +54,22 @@ func (t *tracker) write(ctx context.Context, p *Publisher, permit breaker.Permit
 	t.mu.Lock()
 	t.pending[c] = struct{}{}
 	t.mu.Unlock()
-	returned := false
+	judged := false
 	defer func() {
-		if !returned { // the writer panicked (a Balancer, say) before queueing: Neutral
+		if !judged { // the writer (a Balancer, say) or the classifier panicked: Neutral
 			t.forget(c, breaker.Neutral)
 		}
 	}()
 	err := p.writeErr(ctx, d, p.w.WriteMessages(ctx, queued...))
-	returned = true
 	if err == nil {
+		judged = true
 		return nil
 	}
 	// An asynchronous writer fails only before it queues anything (metadata, a
 	// message too large, a closed writer): no Completion will come for this call.
-	t.forget(c, registry.Outcome(ctx, start, err, len(msgs), t.classify))
+	o := registry.Outcome(ctx, start, err, len(msgs), t.classify)
+	judged = true
+	t.forget(c, o)
 	return err
 }
 

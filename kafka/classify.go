@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
-	"syscall"
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/kafkacode"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -54,20 +53,14 @@ func classify(err error, inWriter bool) breaker.Outcome {
 			err, inWriter = e.Err, true
 			continue
 		case kafkago.Error:
-			return codeOutcome(e)
+			return kafkacode.Code(int16(e))
 		case kafkago.MessageTooLargeError:
 			return breaker.Neutral
 		case protocol.Error: // a plain string with no Unwrap
 			return protocolOutcome(e)
-		case *net.OpError, *net.DNSError:
-			return breaker.Failure
-		case syscall.Errno:
-			switch e {
-			case syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNABORTED,
-				syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH:
-				return breaker.Failure
-			}
-			return breaker.Neutral
+		}
+		if o, ok := kafkacode.Conn(err); ok {
+			return o
 		}
 		switch err {
 		case context.Canceled:
@@ -77,13 +70,8 @@ func classify(err error, inWriter bool) breaker.Outcome {
 				return breaker.Failure
 			}
 			return breaker.Neutral
-		case io.ErrUnexpectedEOF, io.EOF:
-			return breaker.Failure
 		case io.ErrClosedPipe:
 			return breaker.Neutral
-		}
-		if t, ok := err.(interface{ Timeout() bool }); ok && t.Timeout() {
-			return breaker.Failure
 		}
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
@@ -103,32 +91,6 @@ func anyFailure(errs []error, inWriter bool) breaker.Outcome {
 		if e != nil && classify(e, inWriter) == breaker.Failure {
 			return breaker.Failure
 		}
-	}
-	return breaker.Neutral
-}
-
-// codeOutcome is the table of broker error codes: the unavailability, overload and
-// internal errors of the broker are Failures; every other code is about the message,
-// the topic or the client's configuration.
-func codeOutcome(code kafkago.Error) breaker.Outcome {
-	switch code {
-	case kafkago.Unknown,
-		kafkago.RequestTimedOut,
-		kafkago.LeaderNotAvailable,
-		kafkago.NotLeaderForPartition,
-		kafkago.BrokerNotAvailable,
-		kafkago.ReplicaNotAvailable,
-		kafkago.NetworkException,
-		kafkago.NotEnoughReplicas,
-		kafkago.NotEnoughReplicasAfterAppend,
-		kafkago.NotController,
-		kafkago.KafkaStorageError,
-		kafkago.FencedLeaderEpoch,
-		kafkago.UnknownLeaderEpoch,
-		kafkago.PreferredLeaderNotAvailable,
-		kafkago.EligibleLeadersNotAvailable,
-		kafkago.ThrottlingQuotaExceeded:
-		return breaker.Failure
 	}
 	return breaker.Neutral
 }

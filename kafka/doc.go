@@ -58,9 +58,10 @@
 // The Publisher's circuits then apply the registry's deadline rule (registry.Outcome)
 // to every call, whatever Classify says: a call ended by the caller's cancellation is
 // Neutral; a call ended by the caller's deadline is a Failure when it started with at
-// least the policy's MinCallBudget (default 100ms: the broker had a fair chance and did
-// not answer, as when it hangs below the writer's 10s WriteTimeout), and Neutral when it
-// started with less. A Publish or WriteMessages of no messages is refused with
+// least the policy's MinCallBudget beyond the time the writer may hold a synchronous
+// write for its batch (BatchTimeout, unless BatchSize is 1; default budget 100ms: the
+// broker had a fair chance and did not answer, as when it hangs below the writer's 10s
+// WriteTimeout), and Neutral when it started with less. A Publish or WriteMessages of no messages is refused with
 // registry.ErrNoMessages before any permit is taken.
 //
 // # Writer settings
@@ -73,6 +74,11 @@
 //   - BatchTimeout: a few milliseconds (default 1s). A synchronous write of fewer than
 //     BatchSize messages waits for the batch timeout before anything is sent; or set
 //     BatchSize to the number of messages you write per call (1 for single writes).
+//     This matters for the circuit, not only for latency: a caller's deadline that
+//     passes while the writer may still wait for its batch is no verdict on the broker,
+//     so the deadline rule below asks for the budget beyond BatchTimeout. With the 1s
+//     default, callers' deadlines under 1.1s never count, and a hung broker opens the
+//     circuit only through the writer's own WriteTimeout.
 //   - MaxAttempts: 1 to 3 (default 10, with backoff 100ms..1s between attempts). The
 //     circuit is the retry policy; each kafka-go retry against a dead broker costs a
 //     dial or write timeout plus backoff.

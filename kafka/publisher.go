@@ -349,9 +349,23 @@ func (p *Publisher) write(ctx context.Context, d transport.Destination, msgs []k
 		}
 		return p.async.write(ctx, p, permit, start, d, msgs)
 	}
-	return p.reg.Call(ctx, d, len(msgs), p.classify, func(ctx context.Context) error {
+	return p.reg.CallHeld(ctx, d, len(msgs), p.batchHold(), p.classify, func(ctx context.Context) error {
 		return p.writeErr(ctx, d, p.w.WriteMessages(ctx, msgs...))
 	})
+}
+
+// batchHold is how long the writer may keep a synchronous write's messages before it
+// sends them: its BatchTimeout (kafka-go's default 1s) for a batch that does not fill,
+// and a batch fills at once only with BatchSize 1. A caller's deadline that passes in
+// that time is the writer's batching, not a broker that failed to answer.
+func (p *Publisher) batchHold() time.Duration {
+	switch {
+	case p.w.BatchSize == 1:
+		return 0
+	case p.w.BatchTimeout <= 0:
+		return time.Second
+	}
+	return p.w.BatchTimeout
 }
 
 // writeErr turns what the writer returned into the Publisher's errors: per-message

@@ -165,3 +165,32 @@ func TestEmptyPublishTakesNoPermit(t *testing.T) {
 		t.Fatalf("a real publish after the empty ones: %v", err)
 	}
 }
+
+// A write the asynchronous writer refuses at once is classified on the caller's
+// goroutine; a Classifier that panics there must not keep the call's permit.
+func TestAsyncClassifierPanicGivesThePermitBack(t *testing.T) {
+	w, _ := countingWriter(t) // nothing listens: the writer fails before queueing
+	w.Async = true
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Hour, MaxInFlight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kafka.NewPublisher(w, reg, kafka.WithClassifier(func(error) breaker.Outcome { panic("classifier bug") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	defer pub.Close(ctx)
+	orders := transport.Destination{Broker: kafka.Broker, Name: "orders"}
+	func() {
+		defer func() {
+			if recover() != "classifier bug" {
+				t.Fatal("the write did not reach the classifier, or its panic was changed")
+			}
+		}()
+		pub.Publish(ctx, orders, transport.Message{Value: []byte("x")})
+	}()
+	if s := reg.Snapshots()[orders]; s.InFlight != 0 {
+		t.Fatalf("a classifier panic left %d permit(s) held", s.InFlight)
+	}
+}

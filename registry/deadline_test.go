@@ -162,3 +162,31 @@ func TestEmptyPublishIsRefusedBeforeThePermit(t *testing.T) {
 		t.Fatalf("a failed probe left %v", s.State)
 	}
 }
+
+// A client that holds a call's messages before sending them (kafka-go's BatchTimeout)
+// spends the caller's time without asking the broker anything: the deadline rule asks
+// for the budget beyond the hold, so a healthy broker behind a 1s batch wait is not
+// blamed for callers' 300ms deadlines, and a hung one is still blamed for 1.5s ones.
+func TestCallHeldAsksTheBudgetBeyondTheHold(t *testing.T) {
+	for _, tc := range []struct {
+		deadline     time.Duration
+		wantFailures int
+	}{
+		{300 * time.Millisecond, 0},
+		{time.Second, 0},
+		{1500 * time.Millisecond, 1},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRegistry(t)
+			ctx, cancel := context.WithTimeout(t.Context(), tc.deadline)
+			defer cancel()
+			err := r.CallHeld(ctx, orders, 1, time.Second, classify, func(ctx context.Context) error { return hang.Publish(ctx, orders) })
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%v: %v", tc.deadline, err)
+			}
+			if s := r.Snapshots()[orders]; s.Failures != tc.wantFailures || s.InFlight != 0 {
+				t.Fatalf("deadline %v after a 1s hold: failures %d in flight %d, want %d and 0", tc.deadline, s.Failures, s.InFlight, tc.wantFailures)
+			}
+		})
+	}
+}

@@ -40,8 +40,8 @@ func NoMessagesError(d transport.Destination) error {
 // Guard returns a Publisher that publishes through pub under the destination's
 // circuit. A publish of no messages fails with ErrNoMessages and a rejected call with
 // a *RejectedError, both without calling pub. Otherwise the permit is completed
-// exactly once, with Outcome for what pub returned, or Neutral when pub panics (the
-// panic goes on). A nil classify treats every error as a Failure.
+// exactly once, with Outcome for what pub returned, or Neutral when pub or classify
+// panics (the panic goes on). A nil classify treats every error as a Failure.
 func (r *Registry) Guard(pub transport.Publisher, classify transport.Classifier) transport.Publisher {
 	if classify == nil {
 		classify = failAll
@@ -92,9 +92,18 @@ func refusal(ctx context.Context, d transport.Destination, err error) error {
 // when n is not positive, or Acquire's error when the circuit refuses, in each case
 // without taking a permit or running call; otherwise the permit is
 // completed exactly once, with Outcome for what call returned, or Neutral when call
-// panics (the panic goes on). A nil classify treats every error as a Failure.
+// or classify panics (the panic goes on). A nil classify treats every error as a Failure.
 // Adapters that guard their own SDK calls use it.
 func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, classify transport.Classifier, call func(context.Context) error) error {
+	return r.CallHeld(ctx, d, n, 0, classify, call)
+}
+
+// CallHeld is Call for an SDK that may hold the call's messages for up to hold on the
+// client before the broker sees them, as kafka-go's Writer does for its BatchTimeout:
+// a deadline that passes during the hold says nothing about the broker, so the
+// deadline rule counts it as a Failure only for a call that started with its
+// MinCallBudget beyond hold.
+func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int, hold time.Duration, classify transport.Classifier, call func(context.Context) error) error {
 	// Acquire's steps, inline: this is every guarded publish's path.
 	e, err := r.entry(d)
 	if err != nil {
@@ -103,23 +112,24 @@ func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, cla
 	if n <= 0 {
 		return NoMessagesError(d)
 	}
-	start := startOf(ctx, e.minBudget)
+	start := startOf(ctx, e.minBudget+hold)
 	permit, err := e.circuit.Acquire(ctx)
 	if err != nil {
 		return e.refused(refusal(ctx, d, err))
 	}
 	completed := false
 	defer func() {
-		if !completed { // call panicked: that says nothing about the broker
+		if !completed { // call or classify panicked: that says nothing about the broker
 			e.complete(permit, breaker.Neutral)
 		}
 	}()
 	err = call(ctx)
-	completed = true
 	if classify == nil {
 		classify = failAll
 	}
-	e.complete(permit, Outcome(ctx, start, err, n, classify))
+	o := Outcome(ctx, start, err, n, classify)
+	completed = true
+	e.complete(permit, o)
 	return err
 }
 

@@ -105,6 +105,26 @@ func TestGuardCompletesNeutralOnPanicAndRepanics(t *testing.T) {
 	}
 }
 
+// A Classifier is the caller's code too: when it panics the permit must still be
+// given back, or with MaxInFlight 1 the destination is saturated for good.
+func TestGuardCompletesNeutralWhenTheClassifierPanics(t *testing.T) {
+	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, MaxInFlight: 1}))
+	g := r.Guard(&fakePublisher{fn: func(context.Context, transport.Destination) error { return errBroker }},
+		func(error) breaker.Outcome { panic("classifier bug") })
+	func() {
+		defer func() {
+			if recover() != "classifier bug" {
+				t.Fatal("the panic was swallowed or changed")
+			}
+		}()
+		g.Publish(context.Background(), orders, transport.Message{})
+	}()
+	s := r.Snapshots()[orders]
+	if s.InFlight != 0 || s.Failures != 0 || s.State != breaker.Closed {
+		t.Fatalf("after a classifier panic: %+v", s)
+	}
+}
+
 func TestGuardRejectsWithoutCallingThePublisher(t *testing.T) {
 	r := newRegistry(t)
 	pub := &fakePublisher{fn: func(context.Context, transport.Destination) error { return errBroker }}

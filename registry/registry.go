@@ -299,15 +299,20 @@ func (r *Registry) entries() []*entry {
 
 func (r *Registry) newCircuit(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
 	if p.Scope != breaker.LocalProcess {
-		return r.factories[p.Scope](d, p)
+		c, err := r.factories[p.Scope](d, p)
+		if err != nil {
+			return nil, err
+		}
+		// A shared circuit that can be observed reports to the registry's observers
+		// (telemetry, the admin journal) like a local one.
+		if o, ok := c.(observable); ok && len(r.observers) > 0 {
+			o.Observe(r.observe(d))
+		}
+		return c, nil
 	}
 	opts := r.breakerOpts[:len(r.breakerOpts):len(r.breakerOpts)] // appends must not share the backing array
 	if len(r.observers) > 0 {
-		opts = append(opts, breaker.WithObserver(func(t breaker.Transition) {
-			for _, f := range r.observers {
-				f(d, t)
-			}
-		}))
+		opts = append(opts, breaker.WithObserver(r.observe(d)))
 	}
 	if len(r.bypassHooks) > 0 {
 		opts = append(opts, breaker.WithBypassHook(func(b breaker.Bypass) {
@@ -317,6 +322,21 @@ func (r *Registry) newCircuit(d transport.Destination, p breaker.Policy) (breake
 		}))
 	}
 	return breaker.New(d.String(), p, opts...)
+}
+
+// observable is a circuit from a factory that accepts observers after creation, as
+// the shared backends' circuits do.
+type observable interface {
+	Observe(func(breaker.Transition))
+}
+
+// observe returns the function that reports d's transitions to the registry's observers.
+func (r *Registry) observe(d transport.Destination) func(breaker.Transition) {
+	return func(t breaker.Transition) {
+		for _, f := range r.observers {
+			f(d, t)
+		}
+	}
 }
 
 // EvictIdle drops the circuits that WithIdleEviction allows to drop and returns how

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/circuittest"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
@@ -220,5 +222,28 @@ func TestObserverNamesTheDestination(t *testing.T) {
 	fail(t, c)
 	if len(got) != 1 || got[0] != "kafka:orders:open" {
 		t.Fatalf("observed %v", got)
+	}
+}
+
+// A shared circuit made by a factory reports its transitions to the registry's
+// observers, as a local one does: telemetry and the admin journal see shared outages.
+func TestObserversSeeSharedCircuits(t *testing.T) {
+	driver := new(circuittest.MemoryDriver)
+	var seen []string
+	r := newRegistry(t,
+		registry.WithObserver(func(d transport.Destination, tr breaker.Transition) {
+			seen = append(seen, d.String()+": "+tr.From.String()+" -> "+tr.To.String())
+		}),
+		registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Scope: breaker.SharedDependency}),
+		registry.WithCircuitFactory(breaker.SharedDependency, func(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
+			return sharedstate.New(sharedstate.Config{Identity: d.String(), Policy: p, Scope: breaker.SharedDependency, Driver: driver})
+		}))
+	c, err := r.Circuit(orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail(t, c)
+	if len(seen) != 1 || seen[0] != "kafka:orders: closed -> open" {
+		t.Fatalf("observer saw %q, want the shared circuit opening", seen)
 	}
 }

@@ -38,6 +38,7 @@
 //	brokerguard.circuit.unhealthy.duration  gauge          s             time since the circuit left closed, through probes; 0 while closed or overridden
 //	brokerguard.circuit.override            updowncounter  1             1 while brokerguard.circuit.override is forced_open or forced_closed; absent otherwise
 //	brokerguard.circuit.bypassed            counter        {call}        Shadow and FailOpen circuits: calls admitted that Enforce would have refused
+//	brokerguard.circuit.ramp.refused        counter        {call}        calls turned away while ramping up after recovery (also rejected calls)
 //	brokerguard.outbox.published, .deferred, .failed, .dead  counter  {message}  from RecordDispatch
 //	brokerguard.outbox.backlog              gauge          {message}     pending rows (WithOutboxBacklog)
 //	brokerguard.outbox.oldest_pending_age   gauge          s             age of the oldest pending row (WithOutboxBacklog)

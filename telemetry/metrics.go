@@ -126,6 +126,7 @@ type Metrics struct {
 	state, override                               metric.Int64ObservableUpDownCounter
 	unhealthy                                     metric.Float64ObservableGauge
 	calls, probes, transitions, bypassed          metric.Int64ObservableCounter
+	rampRefused                                   metric.Int64ObservableCounter
 	outPublished, outDeferred, outFailed, outDead metric.Int64ObservableCounter
 
 	regs      []metric.Registration
@@ -225,6 +226,8 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 		"Changes of state of the destination's circuit, by the state entered.")
 	m.bypassed = counter("brokerguard.circuit.bypassed", "{call}",
 		"Calls a Shadow or FailOpen circuit admitted although Enforce would have refused them.")
+	m.rampRefused = counter("brokerguard.circuit.ramp.refused", "{call}",
+		"Calls the destination's circuit turned away while ramping up after recovery; they are rejected calls too.")
 	m.outPublished = counter("brokerguard.outbox.published", "{message}", "Outbox messages published.")
 	m.outDeferred = counter("brokerguard.outbox.deferred", "{message}",
 		"Outbox messages deferred because the destination's circuit was not closed.")
@@ -235,7 +238,7 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 		return fmt.Errorf("telemetry: creating instruments: %w", err)
 	}
 	r, err := meter.RegisterCallback(m.observeCircuits, m.open, m.failures, m.state, m.override, m.unhealthy,
-		m.calls, m.probes, m.transitions, m.bypassed, m.outPublished, m.outDeferred, m.outFailed, m.outDead)
+		m.calls, m.probes, m.transitions, m.bypassed, m.rampRefused, m.outPublished, m.outDeferred, m.outFailed, m.outDead)
 	if err != nil {
 		return fmt.Errorf("telemetry: registering the circuit callback: %w", err)
 	}
@@ -278,6 +281,9 @@ func (m *Metrics) observeCircuits(_ context.Context, o metric.Observer) error {
 		}
 		if s.Mode != breaker.Enforce {
 			o.ObserveInt64(m.bypassed, int64(s.Bypassed), a.mode)
+		}
+		if s.RampRefused > 0 { // only destinations whose policy ramps, once it has refused
+			o.ObserveInt64(m.rampRefused, int64(s.RampRefused), a.dest)
 		}
 		if n := c.Calls; n.Total() > 0 { // every outcome at once, zeros included, so rates start from a known value
 			for i, v := range [...]uint64{n.Published, n.Failed, n.Rejected, n.Neutral} {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -79,28 +80,7 @@ func TestDashboardInChromium(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(1200, 720))...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
-
-	var mu sync.Mutex
-	var consoleErrors []string
-	chromedp.ListenTarget(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.APITypeError {
-				consoleErrors = append(consoleErrors, fmt.Sprint("console.error: ", e.Args))
-			}
-		case *runtime.EventExceptionThrown:
-			consoleErrors = append(consoleErrors, "exception: "+e.ExceptionDetails.Error())
-		}
-	})
+	ctx, consoleErrors := browser(t, bin)
 
 	row := func(d transport.Destination) string { return `#rows tr[data-dest="` + d.String() + `"]` }
 	var state, countdown string
@@ -141,7 +121,7 @@ func TestDashboardInChromium(t *testing.T) {
 
 	// A person types the token and clicks "force closed" on the open circuit.
 	if err := chromedp.Run(ctx,
-		chromedp.SendKeys(`#token`, token),
+		chromedp.SendKeys(`#token`, token, chromedp.ByQuery), // BySearch would also match the page's script text
 		chromedp.Click(row(orders)+` button[data-act="force-close"]`),
 		chromedp.Poll(`document.querySelector('`+row(orders)+` [data-testid=state]').textContent === "closed"`, nil,
 			chromedp.WithPollingTimeout(10*time.Second)),
@@ -162,10 +142,97 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(consoleErrors) > 0 {
-		t.Fatalf("console errors: %v", consoleErrors)
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Fatalf("console errors: %v", errs)
+	}
+}
+
+// browser starts a headless Chromium for the test; consoleErrors returns what the
+// page logged as errors or threw so far.
+func browser(t *testing.T, bin string) (ctx context.Context, consoleErrors func() []string) {
+	t.Helper()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(1200, 720))...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancel)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
+
+	var mu sync.Mutex
+	var errs []string
+	chromedp.ListenTarget(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.APITypeError {
+				errs = append(errs, fmt.Sprint("console.error: ", e.Args))
+			}
+		case *runtime.EventExceptionThrown:
+			errs = append(errs, "exception: "+e.ExceptionDetails.Error())
+		}
+	})
+	return ctx, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(errs)
+	}
+}
+
+// The demo prints the dashboard's URL with the token in its fragment: the page fills
+// the token field from it and takes it out of the address bar, so that neither the
+// history nor a shared screen shows it, and a click works without typing it.
+func TestDashboardTakesTheTokenFromTheFragment(t *testing.T) {
+	bin := chromium(t)
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders := transport.Destination{Broker: "kafka", Name: "orders"}
+	if _, err := reg.Circuit(orders); err != nil {
+		t.Fatal(err)
+	}
+	h, err := admin.New(reg, admin.WithMutations(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	ctx, consoleErrors := browser(t, bin)
+
+	row := `#rows tr[data-dest="` + orders.String() + `"]`
+	var field, href, historyLen string
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/#token="+token),
+		chromedp.WaitVisible(row+` button[data-act="force-open"]`),
+		chromedp.Value(`#token`, &field, chromedp.ByQuery),
+		chromedp.Evaluate(`location.href`, &href),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if field != token {
+		t.Errorf("the token field holds %q, want the fragment's token", field)
+	}
+	if strings.Contains(href, token) || strings.Contains(href, "#") {
+		t.Errorf("the address bar still shows %q", href)
+	}
+	if err := chromedp.Run(ctx,
+		chromedp.Evaluate(`String(history.length)`, &historyLen),
+		chromedp.Click(row+` button[data-act="force-open"]`),
+		chromedp.Poll(`document.querySelector('`+row+` [data-testid=state]').textContent === "open"`, nil,
+			chromedp.WithPollingTimeout(10*time.Second)),
+	); err != nil {
+		t.Fatalf("force open with the fragment's token: %v", err)
+	}
+	if s := reg.Snapshots()[orders]; s.Override != breaker.ForcedOpen {
+		t.Fatalf("after the click the circuit is %+v, want forced open", s)
+	}
+	if historyLen != "2" { // about:blank, then the dashboard's one entry (replaced, not pushed)
+		t.Errorf("history has %s entries, want 2", historyLen)
+	}
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Fatalf("console errors: %v", errs)
 	}
 }
 

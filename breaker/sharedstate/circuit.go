@@ -85,6 +85,8 @@ type Circuit struct {
 	view     atomic.Pointer[view] // the last state read or written; nil before the first
 	writes   atomic.Uint64        // views installed from this process's writes
 	inFlight atomic.Int64         // admitted, uncompleted permits (when MaxInFlight > 0)
+	// rampRefused counts the calls this replica's ramps turned away.
+	rampRefused atomic.Uint64
 	// resetting is the Version whose failure count a Success is resetting, so that a
 	// burst of successes sends one reset, not one each.
 	resetting atomic.Uint64
@@ -108,6 +110,11 @@ type view struct {
 	rejectUntil int64
 	reject      *breaker.OpenError
 	tripped     bool // closed with failures at the threshold: the next decision opens it
+	// ramp paces a closed generation that began with a probe's success, from
+	// rampStart until rampEnd (mono, from the record's Since): every replica reads
+	// the same close time, so the fleet ramps together.
+	ramp               *breaker.Ramp
+	rampStart, rampEnd int64
 }
 
 type loadCall struct {
@@ -178,9 +185,16 @@ func New(cfg Config) (*Circuit, error) {
 	} else {
 		c.epoch = cfg.Clock.Now()
 	}
-	c.events.Observers = cfg.Observers
+	for _, f := range cfg.Observers {
+		c.events.Observe(f)
+	}
 	return c, nil
 }
+
+// Observe adds an observer to a circuit in use, as Config.Observers does at creation:
+// it sees the transitions from now on, not the earlier ones. A registry uses it to
+// report a factory-made circuit's transitions to its own observers.
+func (c *Circuit) Observe(f func(breaker.Transition)) { c.events.Observe(f) }
 
 // Identity returns the circuit's identity: the key of its record.
 func (c *Circuit) Identity() string { return c.cfg.Identity }
@@ -252,7 +266,9 @@ func (c *Circuit) Forget() {
 // Acquire asks to make one call. On success the caller must Complete the permit
 // exactly once. A fresh closed snapshot admits without I/O and a fresh open one
 // rejects without I/O. Rejections: an *breaker.OpenError (errors.Is breaker.ErrOpen)
-// while the shared circuit is open or its probe slots are taken; an error matching
+// while the shared circuit is open or its probe slots are taken, or (also matching
+// breaker.ErrRamping) turned away by the ramp after a close, which every replica
+// runs from the close time in the record (Policy.RampDuration); an error matching
 // breaker.ErrUnavailable when the state is too old and the store cannot be read, or
 // holds a corrupt record or another policy's; breaker.ErrSaturated over MaxInFlight,
 // which is counted per process. A context that has already ended returns its error.
@@ -264,7 +280,7 @@ func (c *Circuit) Acquire(ctx context.Context) (breaker.Permit, error) {
 	if v := c.view.Load(); v != nil {
 		// One comparison on the healthy path: admitUntil bounds the ForceClose hold.
 		if m < v.admitUntil && m-v.at < c.refreshAfter {
-			return c.admit(v.rec.Generation, false, 0)
+			return c.admitClosed(v, m)
 		}
 		if m < v.rejectUntil && m-v.at < c.refreshAfter {
 			return breaker.Permit{}, v.reject
@@ -288,7 +304,7 @@ func (c *Circuit) acquireSlow(ctx context.Context, v *view, m int64) (breaker.Pe
 		// the snapshot must not admit past MaxStaleness on an earlier reading.
 		m = c.mono()
 		if m < v.admitUntil && m-v.at >= 0 && m-v.at < c.staleness {
-			return c.admit(v.rec.Generation, false, 0)
+			return c.admitClosed(v, m)
 		}
 		if m < v.rejectUntil {
 			return breaker.Permit{}, v.reject
@@ -321,7 +337,7 @@ func (c *Circuit) decide(ctx context.Context, v *view, m int64) (p breaker.Permi
 	switch r.State {
 	case breaker.Closed:
 		if m < v.admitUntil {
-			p, err = c.admit(r.Generation, false, 0)
+			p, err = c.admitClosed(v, m)
 			return p, err, false
 		}
 		if err := c.backoff(); err != nil {
@@ -526,6 +542,27 @@ func (c *Circuit) breakFor(failedProbes int64) int64 {
 	return int64(c.policy.BreakAfter(int(failedProbes), c.cfg.Random))
 }
 
+// admitClosed admits a call on the closed view v at mono m, unless the ramp after
+// the close turns it away. While ramping, MaxInFlight's bound rises with the share
+// (checked before the slot is taken, so concurrent callers may pass it by a few; the
+// bound of MaxInFlight itself stays exact).
+func (c *Circuit) admitClosed(v *view, m int64) (breaker.Permit, error) {
+	if v.ramp != nil && m < v.rampEnd {
+		since := time.Duration(m - v.rampStart)
+		share, refusal := v.ramp.Admit(since)
+		if limit := c.policy.MaxInFlight; refusal == nil && limit > 0 {
+			if n := c.inFlight.Load(); n < int64(limit) && n >= max(int64(share*float64(limit)), 1) {
+				refusal = v.ramp.Refuse(since)
+			}
+		}
+		if refusal != nil {
+			c.rampRefused.Add(1)
+			return breaker.Permit{}, refusal
+		}
+	}
+	return c.admit(v.rec.Generation, false, 0)
+}
+
 // admit hands out a permit of generation gen. A closed permit carries its start time
 // (wall) when calls are timed.
 func (c *Circuit) admit(gen uint64, probe bool, lease uint64) (breaker.Permit, error) {
@@ -642,6 +679,15 @@ func (c *Circuit) newView(r Record, at int64) *view {
 		default:
 			v.admitUntil = 1<<63 - 1
 		}
+		if r.Reason == breaker.ReasonProbeSucceeded && r.Override == breaker.NoOverride && c.policy.RampDuration > 0 {
+			v.rampStart = toMono(r.Since)
+			v.rampEnd = v.rampStart + int64(c.policy.RampDuration)
+			if cur := c.view.Load(); cur != nil && cur.rec.Generation == r.Generation && cur.ramp != nil {
+				v.ramp = cur.ramp // one ramp per generation: its decisions go on where they were
+			} else if at < v.rampEnd {
+				v.ramp = breaker.NewRamp(c.cfg.Identity, c.policy, time.Unix(0, r.Since), rand.Uint64())
+			}
+		}
 	case breaker.Open:
 		v.rejectUntil = toMono(r.OpenUntil)
 		if cur := c.view.Load(); cur != nil && cur.rec.Generation == r.Generation && cur.reject != nil {
@@ -698,17 +744,22 @@ func (c *Circuit) reportError(err error) {
 func (c *Circuit) Snapshot() breaker.Snapshot {
 	v := c.view.Load()
 	if v == nil {
-		return breaker.Snapshot{Identity: c.cfg.Identity, Scope: c.cfg.Scope, InFlight: int(c.inFlight.Load())}
+		return breaker.Snapshot{Identity: c.cfg.Identity, Scope: c.cfg.Scope, InFlight: int(c.inFlight.Load()),
+			RampShare: 1, RampRefused: c.rampRefused.Load()}
 	}
 	s := snapshotOf(c.cfg.Identity, c.cfg.Scope, v.rec, c.wall())
-	s.InFlight = int(c.inFlight.Load())
+	s.InFlight, s.RampRefused = int(c.inFlight.Load()), c.rampRefused.Load()
+	if m := c.mono(); v.ramp != nil && m < v.rampEnd {
+		s.RampUntil, s.RampShare = v.ramp.Until(), c.policy.RampShare(time.Duration(m-v.rampStart))
+	}
 	return s
 }
 
 // snapshotOf presents the record r of identity in a circuit's terms at wall time now
-// (Unix nanoseconds): Probes counts the leases unexpired then.
+// (Unix nanoseconds): Probes counts the leases unexpired then. A ramp needs the
+// policy, so it is reported as none (RampShare 1); Snapshot adds the circuit's.
 func snapshotOf(identity string, scope breaker.Scope, r Record, now int64) breaker.Snapshot {
-	s := breaker.Snapshot{Identity: identity, Scope: scope,
+	s := breaker.Snapshot{Identity: identity, Scope: scope, RampShare: 1,
 		State: r.State, Generation: r.Generation, Failures: int(r.Failures), Override: r.Override}
 	if r.Override != breaker.NoOverride {
 		s.OverrideUntil = time.Unix(0, r.OverrideUntil)

@@ -290,15 +290,21 @@ func (c adminClient) do(ctx context.Context, method, path string, body []byte) (
 		return raw, nil
 	}
 	var apiErr struct {
+		Field string `json:"field"`
 		Error string `json:"error"`
 	}
 	msg := strings.TrimSpace(string(raw))
-	if json.Unmarshal(raw, &apiErr) == nil && apiErr.Error != "" {
+	// Only the admin handler's own JSON error says what was refused; a 4xx without it
+	// (a --url that misses the handler, a proxy in the way) is the service failing.
+	fromAdmin := json.Unmarshal(raw, &apiErr) == nil && apiErr.Error != ""
+	if fromAdmin {
 		msg = apiErr.Error
 	}
 	err = fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, msg)
 	switch {
-	case resp.StatusCode == http.StatusNotFound:
+	case !fromAdmin && resp.StatusCode >= 400 && resp.StatusCode < 500:
+		return nil, fmt.Errorf("%w (is --url the admin handler's base URL?)", err)
+	case resp.StatusCode == http.StatusNotFound && apiErr.Field == "destination":
 		return nil, &exitError{code: exitNotFound, err: err}
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
 		return nil, &exitError{code: exitRefused, err: err}

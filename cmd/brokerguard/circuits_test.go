@@ -124,3 +124,21 @@ func TestCircuitsCommand(t *testing.T) {
 		}
 	}
 }
+
+// A 404 that is not the admin handler's "no live circuit" (a --url that misses the
+// handler's mount point) is not "no such destination": a script that treats exit 3 as
+// "nothing to do" must not mistake a misconfigured URL for it.
+func TestCircuitsWrongURLIsNotNotFound(t *testing.T) {
+	_, base := adminServer(t)
+	for _, args := range [][]string{
+		{"list", "--url", base + "/nowhere"},
+		{"show", "kafka:payments", "--url", base + "/nowhere"},
+		{"clear", "kafka:payments", "--url", base + "/nowhere", "--token", testToken},
+	} {
+		var out, errOut strings.Builder
+		err := run(context.Background(), append([]string{"circuits"}, args...), &out, &errOut)
+		if code := exitCode(err); code != 1 || !strings.Contains(err.Error(), "404") {
+			t.Errorf("%v: exit %d (%v), want 1 naming the 404", args, code, err)
+		}
+	}
+}

@@ -92,7 +92,9 @@ func serveDashboard(web *webServers, addr string, reg *registry.Registry, journa
 	}
 	mux.Handle("/admin/", http.StripPrefix("/admin", h))
 	mux.Handle("GET /{$}", http.RedirectHandler("/admin/", http.StatusFound))
-	fmt.Fprintf(out, "dashboard: %s/admin/ (token %s, to force circuits open or closed)\n", base, token)
+	// The token rides in the fragment, which the browser never sends: the page keeps it
+	// for its tab and takes it out of the address bar. rand.Text is URL-safe.
+	fmt.Fprintf(out, "dashboard: %s/admin/#token=%s (the link carries the token to force circuits open or closed)\n", base, token)
 	return nil
 }
 

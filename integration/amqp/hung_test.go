@@ -76,3 +76,32 @@ func TestManagerCloseLeavesInFlightPublishesNeutral(t *testing.T) {
 		t.Fatalf("the close counted against the broker: %+v", snap)
 	}
 }
+
+// A publish still opening its channel when the caller closes the Manager is ended by
+// the close too, not by the broker: Neutral, like one waiting for its confirm.
+func TestManagerCloseWhileAChannelOpensIsNeutral(t *testing.T) {
+	direct := harness.AMQPURL(t)
+	x := declareExchange(t, direct, "fanout", false)
+	p, url := newProxy(t, direct)
+	s := newSetup(t, url+"?heartbeat=0", breaker.Policy{FailureThreshold: 1, BreakDuration: breakLong}, []amqp.ManagerOption{amqp.WithDialTimeout(300 * time.Millisecond)})
+	d := amqp.Destination(x)
+	if _, err := s.m.Connection(ctx(t)); err != nil { // connected, and no channel open yet
+		t.Fatal(err)
+	}
+	p.Hold() // channel.open-ok will not come back
+	defer p.Resume()
+	sent := p.Sent()
+	done := make(chan error, 1)
+	go func() { done <- s.pub.Publish(ctx(t), d, transport.Message{Value: []byte("opening")}) }()
+	for p.Sent() == sent { // channel.open is on the wire
+		time.Sleep(time.Millisecond)
+	}
+	_ = s.m.Close() // the held broker cannot answer the close either
+	err := <-done
+	if !errors.Is(err, amqp.ErrManagerClosed) || amqp.Classify(err) != breaker.Neutral {
+		t.Fatalf("publish opening its channel at Close: %v (%v), want ErrManagerClosed, Neutral", err, amqp.Classify(err))
+	}
+	if snap := s.reg.Snapshots()[d]; snap.Failures != 0 || snap.State != breaker.Closed {
+		t.Fatalf("the close counted against the broker: %+v", snap)
+	}
+}

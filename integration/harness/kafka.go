@@ -1,10 +1,14 @@
 package harness
 
 import (
+	"context"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 const kafkaHint = "start the brokers in KAFKA_BROKERS, or unset it to use the in-process kfake cluster"
@@ -56,4 +60,41 @@ func KFake(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// TopicNames returns a unique topic name for each stem, so that runs against a
+// long-lived Kafka, or tests sharing a cluster, never read each other's messages.
+func TopicNames(stems ...string) []string {
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	out := make([]string, len(stems))
+	for i, s := range stems {
+		out[i] = s + "-" + suffix
+	}
+	return out
+}
+
+// ReadTopic consumes want records of topic from the start (with a franz-go client),
+// failing t when they do not all arrive within 20 seconds.
+func ReadTopic(t testing.TB, brokers []string, topic string, want int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for len(recs) < want {
+		f := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %s: got %d of %d records before the deadline", topic, len(recs), want)
+		}
+		if errs := f.Errors(); len(errs) > 0 {
+			t.Fatalf("read %s: %v", topic, errs)
+		}
+		recs = append(recs, f.Records()...)
+	}
+	return recs
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"runtime"
 	"testing"
-	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/interleave"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -55,27 +55,6 @@ func BenchmarkWrite(b *testing.B) {
 			e.cluster.ApplyRetention()
 		}
 		runtime.GC()
-		var raw, guarded time.Duration
-		timed := func(write func() error) time.Duration {
-			start := time.Now()
-			if err := write(); err != nil {
-				b.Fatal(err)
-			}
-			return time.Since(start)
-		}
-		rawWrite := func() error { return e.w.WriteMessages(ctx, km) }
-		guardedWrite := func() error { return e.pub.Publish(ctx, d, tm) }
-		for i := 0; b.Loop(); i++ {
-			if i%2 == 0 { // alternate which goes first, so neither gains from the order
-				raw += timed(rawWrite)
-				guarded += timed(guardedWrite)
-			} else {
-				guarded += timed(guardedWrite)
-				raw += timed(rawWrite)
-			}
-		}
-		b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/write")
-		b.ReportMetric(float64(guarded.Nanoseconds())/float64(b.N), "guarded-ns/write")
-		b.ReportMetric(float64(raw)/float64(guarded), "raw/guarded")
+		interleave.Run(b, func() error { return e.w.WriteMessages(ctx, km) }, func() error { return e.pub.Publish(ctx, d, tm) })
 	})
 }

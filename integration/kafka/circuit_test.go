@@ -7,11 +7,13 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -81,7 +83,7 @@ func TestBrokerStopOpensAndOneProbeCloses(t *testing.T) {
 	if s := e.circuit(0); s.State != breaker.Closed || s.Failures != 0 {
 		t.Fatalf("after the probe: %+v", s)
 	}
-	if recs := readAll(t, []string{back.ListenAddrs()[0]}, e.topics[0], 1); string(recs[0].Value) != "v4" {
+	if recs := harness.ReadTopic(t, []string{back.ListenAddrs()[0]}, e.topics[0], 1); string(recs[0].Value) != "v4" {
 		t.Fatalf("the probe wrote %q", recs[0].Value)
 	}
 }
@@ -109,5 +111,33 @@ func TestCallerCancelLeavesFailureCount(t *testing.T) {
 	}
 	if s := e.circuit(0); s.Failures != 1 || s.State != breaker.Closed {
 		t.Fatalf("after cancelled calls: %d failures, %v; want 1, closed", s.Failures, s.State)
+	}
+}
+
+// With the writer's default BatchTimeout a synchronous write waits up to a second for
+// its batch before the broker sees it. Callers with 300ms deadlines on a healthy broker
+// used to count each such wait as a broker that did not answer, and opened the circuit
+// in three calls; the wait is the writer's, so the deadlines are no verdict.
+func TestBatchWaitIsNotABrokerTimeout(t *testing.T) {
+	e := newEnv(t, breaker.Policy{FailureThreshold: 3, BreakDuration: time.Hour},
+		func(e *env) { e.w.BatchTimeout = 0 }, "batched")
+	d := transport.Destination{Broker: kafka.Broker, Name: e.topics[0]}
+	timedOut := 0
+	for i := range 3 { // the first call's batch goes out after 1s: a later call may make it
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := e.pub.Publish(ctx, d, transport.Message{Value: []byte("x")})
+		cancel()
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			timedOut++
+		case err != nil:
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	if timedOut == 0 {
+		t.Fatal("no call waited out its deadline: the writer's batch wait was not exercised")
+	}
+	if s := e.reg.Snapshots()[d]; s.State != breaker.Closed || s.Failures != 0 {
+		t.Fatalf("%d calls ended by their deadline in the writer's batch wait counted against a healthy broker: %+v", timedOut, s)
 	}
 }

@@ -3,7 +3,6 @@ package kafka_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/kfakeproduce"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/registry"
 )
@@ -259,23 +259,7 @@ func TestClassifyPartitionWithoutLeader(t *testing.T) {
 	e := newEnv(t, counting, nil, "orders")
 	e.needKFake()
 	topic := e.topics[0]
-	e.cluster.ControlKey(int16(kmsg.Metadata), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		e.cluster.KeepControl()
-		resp := r.ResponseKind().(*kmsg.MetadataResponse)
-		for i, addr := range e.brokers {
-			host, port, _ := net.SplitHostPort(addr)
-			b := kmsg.NewMetadataResponseBroker()
-			b.NodeID, b.Host = int32(i), host
-			fmt.Sscan(port, &b.Port)
-			resp.Brokers = append(resp.Brokers, b)
-		}
-		p := kmsg.NewMetadataResponseTopicPartition()
-		p.Leader, p.Replicas, p.ISR = -1, []int32{0}, []int32{0}
-		rt := kmsg.NewMetadataResponseTopic()
-		rt.Topic, rt.Partitions = &topic, []kmsg.MetadataResponseTopicPartition{p}
-		resp.Topics = []kmsg.MetadataResponseTopic{rt}
-		return resp, nil, true
-	})
+	kfakeproduce.NoLeader(e.cluster, topic)
 	raw := e.w.WriteMessages(context.Background(), kafkago.Message{Topic: topic, Value: []byte("x")})
 	var we kafkago.WriteErrors
 	if !errors.As(raw, &we) || !errors.Is(we[0], protocol.ErrNoLeader) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,7 +11,6 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/brokerguard/brokerguard/breaker"
@@ -41,17 +39,6 @@ type env struct {
 	pub     *kafka.Publisher
 }
 
-// topicNames returns unique topic names for the given stems, so that runs against a
-// long-lived Kafka never read each other's messages.
-func topicNames(stems ...string) []string {
-	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
-	out := make([]string, len(stems))
-	for i, s := range stems {
-		out[i] = s + "-" + suffix
-	}
-	return out
-}
-
 // newEnv starts kfake with the topics seeded (or creates them on KAFKA_BROKERS) and
 // returns a synchronous guarded writer with the settings the package recommends.
 func newEnv(t testing.TB, policy breaker.Policy, configure func(*env), stems ...string) *env {
@@ -62,7 +49,7 @@ func newEnv(t testing.TB, policy breaker.Policy, configure func(*env), stems ...
 // newEnvWith is newEnv with options for the kfake cluster.
 func newEnvWith(t testing.TB, policy breaker.Policy, configure func(*env), kopts []kfake.Opt, stems ...string) *env {
 	t.Helper()
-	topics := topicNames(stems...)
+	topics := harness.TopicNames(stems...)
 	brokers, cluster := harness.KafkaBrokers(t, append(kopts, kfake.SeedTopics(1, topics...))...)
 	e := &env{t: t, brokers: brokers, cluster: cluster, topics: topics, clock: fakeclock.New(t0)}
 	if cluster == nil {
@@ -155,37 +142,14 @@ func (e *env) circuit(i int) breaker.Snapshot {
 	return c.Snapshot()
 }
 
-// answerProduce makes the next Produce request (or every one, with keep) answer with
-// code for every partition of the topics that match. It returns the number of
-// requests it answered.
+// answerProduce is kfakeproduce.Answer: code for the next (or every) Produce request.
 func answerProduce(c *kfake.Cluster, code int16, keep bool, match func(topic string) bool) *atomic.Int64 {
-	answered := new(atomic.Int64)
-	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		req := r.(*kmsg.ProduceRequest)
-		if match != nil && !match(req.Topics[0].Topic) {
-			return nil, nil, false
-		}
-		if keep {
-			c.KeepControl()
-		}
-		answered.Add(1)
-		return kfakeproduce.Failed(req, code), nil, true
-	})
-	return answered
+	return kfakeproduce.Answer(c, code, keep, match)
 }
 
-// hangProduce makes the next Produce request (or every one, with keep) go unanswered,
-// after calling onRequest.
+// hangProduce is kfakeproduce.Hang: no answer to the next (or every) Produce request.
 func hangProduce(c *kfake.Cluster, keep bool, onRequest func()) {
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if keep {
-			c.KeepControl()
-		}
-		if onRequest != nil {
-			onRequest()
-		}
-		return nil, nil, true
-	})
+	kfakeproduce.Hang(c, keep, onRequest)
 }
 
 // produceCounter counts the Produce requests per topic that reach the cluster,
@@ -213,31 +177,6 @@ func (pc *produceCounter) get(topic string) int {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	return pc.n[topic]
-}
-
-// readAll consumes want records of topic from the start.
-func readAll(t testing.TB, brokers []string, topic string, want int) []*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var recs []*kgo.Record
-	for len(recs) < want {
-		f := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %s: got %d of %d records before the deadline", topic, len(recs), want)
-		}
-		if errs := f.Errors(); len(errs) > 0 {
-			t.Fatalf("read %s: %v", topic, errs)
-		}
-		recs = append(recs, f.Records()...)
-	}
-	return recs
 }
 
 func msg(i int) transport.Message {

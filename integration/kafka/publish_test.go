@@ -11,6 +11,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/integration/harness"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -27,7 +28,7 @@ func TestRoundTripKeepsKeyValueAndHeaders(t *testing.T) {
 	if err := e.pub.Publish(context.Background(), e.dest(0), sent...); err != nil {
 		t.Fatal(err)
 	}
-	got := readAll(t, e.brokers, e.topics[0], len(sent))
+	got := harness.ReadTopic(t, e.brokers, e.topics[0], len(sent))
 	for i, want := range sent {
 		r := got[i]
 		if !bytes.Equal(r.Key, want.Key) || !bytes.Equal(r.Value, want.Value) || len(r.Headers) != len(want.Headers) {
@@ -57,8 +58,8 @@ func TestWriteMessagesSplitsTopics(t *testing.T) {
 	if msgs[1].WriterData != "kept" || msgs[0].Offset != 0 {
 		t.Fatal("WriteMessages modified the caller's messages")
 	}
-	orders := readAll(t, e.brokers, e.topics[0], 2)
-	refunds := readAll(t, e.brokers, e.topics[1], 1)
+	orders := harness.ReadTopic(t, e.brokers, e.topics[0], 2)
+	refunds := harness.ReadTopic(t, e.brokers, e.topics[1], 1)
 	if string(orders[0].Value) != "o1" || string(orders[1].Value) != "o2" || string(refunds[0].Value) != "r1" {
 		t.Fatalf("orders %q %q, refunds %q", orders[0].Value, orders[1].Value, refunds[0].Value)
 	}
@@ -90,7 +91,7 @@ func TestDestinationsTheWriterCannotTake(t *testing.T) {
 	if err := fixed.pub.WriteMessages(ctx, kafkago.Message{Value: []byte("v2")}); err != nil {
 		t.Fatal(err)
 	}
-	got := readAll(t, fixed.brokers, fixed.topics[0], 2)
+	got := harness.ReadTopic(t, fixed.brokers, fixed.topics[0], 2)
 	if string(got[0].Value) != "v1" || string(got[1].Value) != "v2" {
 		t.Fatalf("fixed topic read %q, %q", got[0].Value, got[1].Value)
 	}
@@ -135,7 +136,7 @@ func TestFailingTopicNeverBlocksAHealthyOne(t *testing.T) {
 	if n := answered.Load(); n != int64(policy.FailureThreshold) || counter.get(bad) != 0 {
 		t.Fatalf("%d produce requests for %s, want %d", n+int64(counter.get(bad)), bad, policy.FailureThreshold)
 	}
-	got := readAll(t, e.brokers, good, calls)
+	got := harness.ReadTopic(t, e.brokers, good, calls)
 	for i, r := range got {
 		if want := fmt.Sprintf("g%d", i); string(r.Value) != want {
 			t.Fatalf("good record %d = %q, want %q", i, r.Value, want)

@@ -59,7 +59,7 @@ func TestBacklogByDestination(t *testing.T) {
 		outbox.DestinationBacklog{Destination: orders, Pending: 2, Oldest: 2 * time.Minute},
 		outbox.DestinationBacklog{Destination: emails, Pending: 1, Oldest: time.Minute})
 	for _, s := range []outbox.Store{e.store, mem} {
-		claimed, err := s.Claim(ctx, "me", clock.Now(), 10, time.Minute)
+		claimed, err := s.Claim(ctx, outbox.ClaimRequest{Token: "me", Now: clock.Now(), Limit: 10, Lease: time.Minute, ProbeLimit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func TestBacklogByDestination(t *testing.T) {
 		if len(published) != len(ids) {
 			t.Fatalf("claimed %d rows of orders, want %d", len(published), len(ids))
 		}
-		if err := s.MarkPublished(ctx, "me", clock.Now(), published); err != nil {
+		if _, err := s.MarkPublished(ctx, "me", clock.Now(), published); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -132,7 +132,7 @@ func rowID(hs []transport.Header) int64 {
 	return 0
 }
 
-// statements counts the SQL statements run on a pool.
+// statements counts the SQL statements run on a pool, a batch as one.
 type statements struct {
 	mu   sync.Mutex
 	sqls []string
@@ -146,6 +146,21 @@ func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.
 }
 
 func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart counts a batch (one round trip) as one statement.
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	var sqls []string
+	for _, q := range data.Batch.QueuedQueries {
+		sqls = append(sqls, strings.TrimSpace(q.SQL))
+	}
+	s.mu.Lock()
+	s.sqls = append(s.sqls, "batch: "+strings.Join(sqls, ";\n"))
+	s.mu.Unlock()
+	return ctx
+}
+
+func (s *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // take returns the statements seen since the last take.
 func (s *statements) take() []string {
@@ -207,13 +222,19 @@ func openPool(dsn string, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
 // enqueue commits n rows for d in one transaction and returns their ids.
 func (e *env) enqueue(t testing.TB, d transport.Destination, n int) []int64 {
 	t.Helper()
-	ctx := context.Background()
 	entries := make([]outbox.Entry, n)
 	for i := range entries {
 		entries[i] = outbox.Entry{Destination: d, Message: transport.Message{
 			Key: []byte("key-" + strconv.Itoa(i%16)), Value: []byte(d.Name + " payload " + strconv.Itoa(i)),
 		}}
 	}
+	return e.commit(t, entries...)
+}
+
+// commit enqueues entries in one transaction and returns their ids.
+func (e *env) commit(t testing.TB, entries ...outbox.Entry) []int64 {
+	t.Helper()
+	ctx := context.Background()
 	var ids []int64
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		var err error
@@ -320,4 +341,15 @@ func (e *env) countRows(t testing.TB, where string, args ...any) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// heldUntil returns when the hold of d ends (zero when d is not held).
+func (e *env) heldUntil(t testing.TB, d transport.Destination) time.Time {
+	t.Helper()
+	var until time.Time
+	err := e.pool.QueryRow(context.Background(), "SELECT held_until FROM "+postgres.HoldTable+" WHERE destination = $1", d.String()).Scan(&until)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatal(err)
+	}
+	return until
 }

@@ -73,3 +73,20 @@ func TestLayering(t *testing.T) {
 		}
 	}
 }
+
+// The sarama and Watermill adapters are modules of their own (README, "Modules") so
+// that their clients never join the root module's graph.
+func TestRootModuleGraphLeavesOutTheAdapterModulesClients(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "all").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -m all: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		mod, _, _ := strings.Cut(line, " ")
+		for _, banned := range []string{"github.com/IBM/sarama", "github.com/ThreeDotsLabs/", module + "/kgoguard", module + "/saramaguard", module + "/watermillguard"} {
+			if strings.HasPrefix(mod, banned) {
+				t.Errorf("the root module's graph holds %s", mod)
+			}
+		}
+	}
+}

@@ -11,6 +11,7 @@ func TestFailedAnswersEveryPartition(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic = name
+		rt.TopicID = [16]byte{name[0]}
 		for p := range int32(3) {
 			rp := kmsg.NewProduceRequestTopicPartition()
 			rp.Partition = p
@@ -21,7 +22,7 @@ func TestFailedAnswersEveryPartition(t *testing.T) {
 	resp := Failed(req, NotLeaderForPartition)
 	n := 0
 	for i, rt := range resp.Topics {
-		if rt.Topic != req.Topics[i].Topic {
+		if rt.Topic != req.Topics[i].Topic || rt.TopicID != req.Topics[i].TopicID {
 			t.Fatalf("topic %q, want %q", rt.Topic, req.Topics[i].Topic)
 		}
 		for j, p := range rt.Partitions {

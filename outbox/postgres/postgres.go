@@ -1,7 +1,8 @@
 // Package postgres is an outbox.Store on PostgreSQL, through pgx v5.
 //
-// Rows live in the table brokerguard_outbox, created by Migrate from the embedded
-// Schema (or by the caller's own migration tool from the same SQL). Applications
+// Rows live in the table brokerguard_outbox, and held destinations in
+// brokerguard_outbox_hold, created by Migrate from the embedded Schema (or by the
+// caller's own migration tool from the same SQL). Applications
 // enqueue inside their own transaction, pgx or database/sql:
 //
 //	tx, _ := pool.Begin(ctx)
@@ -10,8 +11,11 @@
 //	tx.Commit(ctx) // the row exists exactly when the change does
 //
 // Dispatchers claim due rows with SELECT ... FOR UPDATE SKIP LOCKED and a lease
-// (lease_owner, lease_until), so any number of them can share the table; a crashed
-// dispatcher's rows are claimable again when their lease ends. Every time decision
+// (lease_owner holds the claim's token, lease_until its end), so any number of them
+// can share the table; a crashed dispatcher's rows are claimable again when their
+// lease ends. A claim walks each destination's pending rows in id order through an
+// index, skipping held destinations without reading their rows, so a held backlog
+// costs a claim nothing. Every time decision
 // uses the time the Processor passes in, never the server's clock, so tests can run
 // on a fake clock; dispatchers sharing a table need clocks that agree to well within
 // the lease.
@@ -26,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +51,9 @@ var Schema string
 // Table is the name of the outbox table.
 const Table = "brokerguard_outbox"
 
+// HoldTable is the name of the table of held destinations.
+const HoldTable = "brokerguard_outbox_hold"
+
 // Execer runs a statement; *pgxpool.Pool, *pgx.Conn and pgx.Tx are Execers.
 type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -61,11 +69,12 @@ func Migrate(ctx context.Context, db Execer) error {
 }
 
 // DB is the connection pool the Store works on; *pgxpool.Pool is one. Each method
-// call runs its statement on its own (no transaction is held between calls).
+// call runs its statements on their own (no transaction is held between calls).
 type DB interface {
 	Execer
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // ErrNotFound is returned by Get for an id with no row.
@@ -169,8 +178,8 @@ type header struct {
 }
 
 // Enqueue inserts pending rows, visible at once, in tx and returns their ids in entry
-// order. The rows exist only if tx commits. Every destination must be valid;
-// otherwise nothing is inserted.
+// order. The rows exist only if tx commits. Every entry must be valid
+// (outbox.Entry.Validate); otherwise nothing is inserted.
 func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]int64, error) {
 	if len(entries) == 0 {
 		return nil, nil
@@ -180,8 +189,8 @@ func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]
 	payloads := make([][]byte, len(entries))
 	headers := make([]*string, len(entries))
 	for i, e := range entries {
-		if err := e.Destination.Validate(); err != nil {
-			return nil, fmt.Errorf("postgres: enqueue: %w", err)
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("postgres: enqueue entry %d: %w", i, err)
 		}
 		dests[i], keys[i], payloads[i] = e.Destination.String(), e.Message.Key, e.Message.Value
 		if payloads[i] == nil {
@@ -215,15 +224,16 @@ func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]
 const columns = `id, destination, msg_key, payload, headers::text, created_at, visible_after, attempts,
 	deferrals, first_deferred_at, status, last_error, lease_owner, lease_until`
 
-func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
+// scanRecord reads the columns, then extra.
+func scanRecord(row pgx.CollectableRow, extra ...any) (outbox.Record, error) {
 	var (
 		r                       outbox.Record
 		dest, status            string
 		headers, lastErr, owner *string
 		firstDeferred, leaseEnd *time.Time
 	)
-	if err := row.Scan(&r.ID, &dest, &r.Message.Key, &r.Message.Value, &headers, &r.CreatedAt, &r.VisibleAfter,
-		&r.Attempts, &r.Deferrals, &firstDeferred, &status, &lastErr, &owner, &leaseEnd); err != nil {
+	if err := row.Scan(append([]any{&r.ID, &dest, &r.Message.Key, &r.Message.Value, &headers, &r.CreatedAt, &r.VisibleAfter,
+		&r.Attempts, &r.Deferrals, &firstDeferred, &status, &lastErr, &owner, &leaseEnd}, extra...)...); err != nil {
 		return r, err
 	}
 	// The Processor validates the destination, so a bad one makes the row dead rather
@@ -236,13 +246,16 @@ func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
 	}
 	r.Status = st
 	if headers != nil {
+		// Rows written by another program may not hold what Enqueue writes: the row is
+		// returned marked, for the Processor to make it dead, rather than fail the claim.
 		var hs []header
 		if err := json.Unmarshal([]byte(*headers), &hs); err != nil {
-			return r, fmt.Errorf("postgres: row %d: headers: %w", r.ID, err)
-		}
-		r.Message.Headers = make([]transport.Header, len(hs))
-		for i, h := range hs {
-			r.Message.Headers[i] = transport.Header(h)
+			r.Undecodable = "headers: " + err.Error()
+		} else {
+			r.Message.Headers = make([]transport.Header, len(hs))
+			for i, h := range hs {
+				r.Message.Headers[i] = transport.Header(h)
+			}
 		}
 	}
 	if firstDeferred != nil {
@@ -267,7 +280,7 @@ func (s *Store) Get(ctx context.Context, id int64) (outbox.Record, error) {
 	if err != nil {
 		return outbox.Record{}, fmt.Errorf("postgres: get %d: %w", id, err)
 	}
-	r, err := pgx.CollectExactlyOneRow(rows, scanRecord)
+	r, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (outbox.Record, error) { return scanRecord(row) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("%w: id %d", ErrNotFound, id)
 	}
@@ -277,27 +290,114 @@ func (s *Store) Get(ctx context.Context, id int64) (outbox.Record, error) {
 	return r, nil
 }
 
-const claimSQL = `
-WITH due AS (
-	SELECT id FROM ` + Table + `
-	WHERE status = 'pending' AND visible_after <= $1 AND (lease_until IS NULL OR lease_until <= $1)
-	ORDER BY visible_after, id
-	LIMIT $2
+// claimable is true for a pending row o that may be claimed at $1: due, not leased,
+// and no earlier pending row of its destination and key waiting or leased. A row
+// waits for its backoff only after a failure (attempts > 0) and is leased only with
+// a lease_owner: the index brokerguard_outbox_waiting_key holds just those.
+const claimable = `o.status = 'pending' AND o.visible_after <= $1 AND (o.lease_until IS NULL OR o.lease_until <= $1)
+	AND (o.msg_key IS NULL OR NOT EXISTS (
+		SELECT 1 FROM ` + Table + ` e
+		WHERE e.destination = o.destination AND e.msg_key = o.msg_key AND e.id < o.id
+			AND e.status = 'pending' AND (e.attempts > 0 OR e.lease_owner IS NOT NULL)
+			AND (e.visible_after > $1 OR e.lease_until > $1)))`
+
+// sameDestination is o.destination = d written so that the planner reads the
+// destination's pending rows in id order through the (destination, id) index and
+// stops at the limit: given a plain equality it may walk the primary key instead,
+// through every other destination's rows (a held backlog included), and given a
+// range it may read and sort every pending row of the destination.
+func sameDestination(d string) string {
+	return "o.destination = ANY (ARRAY[" + d + "])"
+}
+
+// claimSQL is one claim ($1 now, $2 token, $3 lease end; LIMIT_ the limit and
+// PROBE_ the rows per probe, written into the text by claimStatement). First the probes: for each destination whose hold has ended, its first
+// claimable rows (up to $5), and that hold extended to the lease end; a hold whose
+// destination has no pending row left is dropped. Then, up to the limit, the
+// claimable rows of destinations that are not held, lowest ids first: it lists the
+// destinations with pending rows by skipping through the index and reads each one's
+// rows in id order, so the rows of a held destination are never read.
+var claimSQL = `
+WITH RECURSIVE ended AS (
+	SELECT destination FROM ` + HoldTable + ` WHERE held_until <= $1 FOR UPDATE SKIP LOCKED
+), pick AS (
+	SELECT c.id, e.destination FROM ended e
+	CROSS JOIN LATERAL (
+		SELECT o.id FROM ` + Table + ` o WHERE ` + sameDestination("e.destination") + ` AND ` + claimable + `
+		ORDER BY o.destination, o.id LIMIT PROBE_ FOR UPDATE SKIP LOCKED
+	) c
+	ORDER BY c.id LIMIT LIMIT_
+), dropped AS (
+	DELETE FROM ` + HoldTable + ` h USING ended e
+	WHERE h.destination = e.destination
+		AND NOT EXISTS (SELECT 1 FROM ` + Table + ` o WHERE o.destination = e.destination AND o.status = 'pending')
+), probing AS (
+	UPDATE ` + HoldTable + ` h SET held_until = $3, probe_token = $2
+	WHERE h.destination IN (SELECT destination FROM pick)
+), dests(d) AS (
+	(SELECT destination FROM ` + Table + ` WHERE status = 'pending' ORDER BY destination LIMIT 1)
+	UNION ALL
+	SELECT (SELECT destination FROM ` + Table + ` WHERE status = 'pending' AND destination > dests.d
+		ORDER BY destination LIMIT 1)
+	FROM dests WHERE dests.d IS NOT NULL
+), due AS (
+	SELECT c.id FROM dests
+	CROSS JOIN LATERAL (
+		SELECT o.id FROM ` + Table + ` o WHERE ` + sameDestination("dests.d") + ` AND ` + claimable + `
+		ORDER BY o.destination, o.id LIMIT LIMIT_
+	) c
+	WHERE dests.d IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ` + HoldTable + ` h WHERE h.destination = dests.d)
+	ORDER BY c.id LIMIT LIMIT_ - (SELECT count(*) FROM pick)
+), locked AS (
+	-- Lock only the rows taken, not every destination's candidates; a row another
+	-- claim took meanwhile is skipped, or fails the lease test once its lock is had.
+	SELECT o.id FROM ` + Table + ` o
+	WHERE o.id = ANY (ARRAY(SELECT id FROM due)) AND o.status = 'pending' AND (o.lease_until IS NULL OR o.lease_until <= $1)
 	FOR UPDATE SKIP LOCKED
 )
-UPDATE ` + Table + ` o SET lease_owner = $3, lease_until = $4
-FROM due WHERE o.id = due.id
+UPDATE ` + Table + ` o SET lease_owner = $2, lease_until = $3
+WHERE o.id = ANY (ARRAY(SELECT id FROM pick UNION ALL SELECT id FROM locked)) -- by the primary key, whatever the plan
 RETURNING o.id, o.destination, o.msg_key, o.payload, o.headers::text, o.created_at, o.visible_after,
-	o.attempts, o.deferrals, o.first_deferred_at, o.status, o.last_error, o.lease_owner, o.lease_until`
+	o.attempts, o.deferrals, o.first_deferred_at, o.status, o.last_error, o.lease_owner, o.lease_until,
+	o.id = ANY (ARRAY(SELECT id FROM pick))`
 
-// Claim implements outbox.Store: one statement that locks due rows, skipping those
-// another claim has locked, and leases them.
-func (s *Store) Claim(ctx context.Context, owner string, now time.Time, limit int, lease time.Duration) ([]outbox.Record, error) {
-	rows, err := s.db.Query(ctx, claimSQL, now, limit, owner, now.Add(lease))
+// claimStatement writes the limits into claimSQL as numbers: given as parameters,
+// PostgreSQL's generic plan (the one a cached prepared statement gets after five
+// runs) does not know them and costs the lateral scans as if they read a good part of
+// the table.
+func claimStatement(limit, probe int) string {
+	return strings.NewReplacer("LIMIT_", strconv.Itoa(limit), "PROBE_", strconv.Itoa(probe)).Replace(claimSQL)
+}
+
+// Claim implements outbox.Store in one statement. It is safe against concurrent
+// claims; per-key order across claims that run at the same instant is not
+// guaranteed (see package outbox).
+func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) (recs []outbox.Record, err error) {
+	// One round trip, one transaction: JIT off, then the claim. A plan costed as
+	// high as a generic plan of this statement can be is JIT-compiled, which takes
+	// hundreds of milliseconds for a claim that runs in one.
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('jit', 'off', true)`)
+	b.Queue(claimStatement(r.Limit, max(r.ProbeLimit, 1)), r.Now, r.Token, r.Now.Add(r.Lease))
+	br := s.db.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); cerr != nil && err == nil {
+			recs, err = nil, fmt.Errorf("postgres: claim: %w", cerr)
+		}
+	}()
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("postgres: claim: %w", err)
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
-	recs, err := pgx.CollectRows(rows, scanRecord)
+	recs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.Record, error) {
+		var probe bool
+		rec, err := scanRecord(row, &probe)
+		rec.Probe = probe
+		return rec, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
@@ -305,53 +405,65 @@ func (s *Store) Claim(ctx context.Context, owner string, now time.Time, limit in
 	return recs, nil
 }
 
-// heldBy limits a write to the rows owner still leases.
+// heldBy limits a write to the rows the claim with token $2 still leases.
 const heldBy = ` AND lease_owner = $2 AND status = 'pending'`
 
 // MarkPublished implements outbox.Store.
-func (s *Store) MarkPublished(ctx context.Context, owner string, now time.Time, ids []int64) error {
-	_, err := s.db.Exec(ctx, `UPDATE `+Table+` SET status = 'published', published_at = $3,
-		lease_owner = NULL, lease_until = NULL WHERE id = ANY($1)`+heldBy, ids, owner, now)
+func (s *Store) MarkPublished(ctx context.Context, token string, now time.Time, ids []int64) (int, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE `+Table+` SET status = 'published', published_at = $3,
+		lease_owner = NULL, lease_until = NULL WHERE id = ANY($1)`+heldBy, ids, token, now)
 	if err != nil {
-		return fmt.Errorf("postgres: mark published: %w", err)
+		return 0, fmt.Errorf("postgres: mark published: %w", err)
 	}
-	return nil
+	return int(tag.RowsAffected()), nil
 }
 
-// exhausted is true for a row whose deferral lifetime has passed ($3 now, $6 the
-// MaxDeferral in microseconds).
-const exhausted = `($3::timestamptz - coalesce(first_deferred_at, $3::timestamptz) > $6::bigint * interval '1 microsecond')`
-
-const deferSQL = `UPDATE ` + Table + ` SET
-	status = CASE WHEN ` + exhausted + ` THEN 'dead' ELSE 'pending' END,
-	last_error = CASE WHEN ` + exhausted + ` THEN $7 ELSE last_error END,
-	visible_after = CASE WHEN ` + exhausted + ` THEN visible_after
-		ELSE greatest(visible_after, $4::timestamptz) + $5::bigint * interval '1 microsecond' END,
-	deferrals = CASE WHEN ` + exhausted + ` THEN deferrals ELSE deferrals + 1 END,
-	first_deferred_at = coalesce(first_deferred_at, $3::timestamptz),
-	lease_owner = NULL, lease_until = NULL
-WHERE id = ANY($1)` + heldBy + `
-RETURNING status = 'dead'`
-
 // Defer implements outbox.Store with one UPDATE statement for all the rows.
-func (s *Store) Defer(ctx context.Context, d outbox.Deferral) (deferred, dead int, err error) {
-	rows, err := s.db.Query(ctx, deferSQL, d.IDs, d.Owner, d.Now, d.NotBefore,
-		d.Jitter.Microseconds(), d.MaxDeferral.Microseconds(), outbox.ReasonDeferralExhausted)
+func (s *Store) Defer(ctx context.Context, d outbox.Deferral) (int, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE `+Table+` SET deferrals = deferrals + 1,
+		first_deferred_at = coalesce(first_deferred_at, $3), lease_owner = NULL, lease_until = NULL
+		WHERE id = ANY($1)`+heldBy, d.IDs, d.Token, d.Now)
 	if err != nil {
-		return 0, 0, fmt.Errorf("postgres: defer: %w", err)
+		return 0, fmt.Errorf("postgres: defer: %w", err)
 	}
-	died, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	return int(tag.RowsAffected()), nil
+}
+
+// holdSQL upserts the hold of $1 ($2 until, $3 now, $4 token) and makes dead the
+// destination's rows whose held wait passed $5 microseconds ($6 the reason).
+const holdSQL = `
+WITH h AS (
+	INSERT INTO ` + HoldTable + ` AS h (destination, held_until, held_since) VALUES ($1, $2, $3)
+	ON CONFLICT (destination) DO UPDATE SET
+		held_until = CASE WHEN h.probe_token = $4 THEN EXCLUDED.held_until
+			ELSE greatest(h.held_until, EXCLUDED.held_until) END,
+		probe_token = CASE WHEN h.probe_token = $4 THEN NULL ELSE h.probe_token END
+	RETURNING h.held_since
+)
+UPDATE ` + Table + ` o SET status = 'dead', last_error = $6, lease_owner = NULL, lease_until = NULL
+FROM h
+WHERE $3::timestamptz - h.held_since > $5::bigint * interval '1 microsecond'
+	AND o.destination = $1 AND o.status = 'pending'
+	AND $3::timestamptz - greatest(o.created_at, h.held_since) > $5::bigint * interval '1 microsecond'
+	AND (o.lease_until IS NULL OR o.lease_until <= $3 OR o.lease_owner = $4)`
+
+// Hold implements outbox.Store in one statement.
+func (s *Store) Hold(ctx context.Context, h outbox.Hold) (int, error) {
+	tag, err := s.db.Exec(ctx, holdSQL, h.Destination.String(), h.Until, h.Now, h.Token,
+		h.MaxDeferral.Microseconds(), outbox.ReasonDeferralExhausted)
 	if err != nil {
-		return 0, 0, fmt.Errorf("postgres: defer: %w", err)
+		return 0, fmt.Errorf("postgres: hold %s: %w", h.Destination, err)
 	}
-	for _, isDead := range died {
-		if isDead {
-			dead++
-		} else {
-			deferred++
-		}
+	return int(tag.RowsAffected()), nil
+}
+
+// Unhold implements outbox.Store.
+func (s *Store) Unhold(ctx context.Context, d transport.Destination, token string) error {
+	_, err := s.db.Exec(ctx, `DELETE FROM `+HoldTable+` WHERE destination = $1 AND probe_token = $2`, d.String(), token)
+	if err != nil {
+		return fmt.Errorf("postgres: unhold %s: %w", d, err)
 	}
-	return deferred, dead, nil
+	return nil
 }
 
 const failSQL = `UPDATE ` + Table + ` o SET
@@ -361,27 +473,40 @@ const failSQL = `UPDATE ` + Table + ` o SET
 	last_error = f.err,
 	lease_owner = NULL, lease_until = NULL
 FROM unnest($1::bigint[], $3::timestamptz[], $4::bool[], $5::text[]) AS f(id, retry_at, dead, err)
-WHERE o.id = f.id AND o.lease_owner = $2 AND o.status = 'pending'`
+WHERE o.id = f.id AND o.lease_owner = $2 AND o.status = 'pending'
+RETURNING f.dead`
 
 // Fail implements outbox.Store with one UPDATE statement for all the failures.
-func (s *Store) Fail(ctx context.Context, owner string, failures []outbox.Failure) error {
+func (s *Store) Fail(ctx context.Context, token string, failures []outbox.Failure) (failed, dead int, err error) {
 	ids := make([]int64, len(failures))
 	retry := make([]time.Time, len(failures))
-	dead := make([]bool, len(failures))
+	deads := make([]bool, len(failures))
 	msgs := make([]string, len(failures))
 	for i, f := range failures {
-		ids[i], retry[i], dead[i], msgs[i] = f.ID, f.RetryAt, f.Dead, f.Err
+		ids[i], retry[i], deads[i], msgs[i] = f.ID, f.RetryAt, f.Dead, f.Err
 	}
-	if _, err := s.db.Exec(ctx, failSQL, ids, owner, retry, dead, msgs); err != nil {
-		return fmt.Errorf("postgres: fail: %w", err)
+	rows, err := s.db.Query(ctx, failSQL, ids, token, retry, deads, msgs)
+	if err != nil {
+		return 0, 0, fmt.Errorf("postgres: fail: %w", err)
 	}
-	return nil
+	died, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return 0, 0, fmt.Errorf("postgres: fail: %w", err)
+	}
+	for _, d := range died {
+		if d {
+			dead++
+		} else {
+			failed++
+		}
+	}
+	return failed, dead, nil
 }
 
 // Release implements outbox.Store.
-func (s *Store) Release(ctx context.Context, owner string) error {
+func (s *Store) Release(ctx context.Context, token string) error {
 	_, err := s.db.Exec(ctx, `UPDATE `+Table+` SET lease_owner = NULL, lease_until = NULL
-		WHERE lease_owner = $1 AND status = 'pending'`, owner)
+		WHERE lease_owner = $1 AND status = 'pending'`, token)
 	if err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
 	}

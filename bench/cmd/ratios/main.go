@@ -88,9 +88,9 @@ func ratio(group, num, den string, limit float64, atLeast bool) func(func(string
 	}
 }
 
-func zeroAllocs(group string) func(func(string, string) (result, bool)) (string, bool, bool) {
+func zeroAllocs(group, impl string) func(func(string, string) (result, bool)) (string, bool, bool) {
 	return func(get func(string, string) (result, bool)) (string, bool, bool) {
-		r, ok := get(group, "brokerguard")
+		r, ok := get(group, impl)
 		if !ok {
 			return "", false, false
 		}
@@ -99,12 +99,16 @@ func zeroAllocs(group string) func(func(string, string) (result, bool)) (string,
 }
 
 var targets = []target{
-	{"closed path allocates nothing", zeroAllocs("Closed")},
-	{"open rejection allocates nothing", zeroAllocs("Open")},
+	{"closed path allocates nothing", zeroAllocs("Closed", "brokerguard")},
+	{"open rejection allocates nothing", zeroAllocs("Open", "brokerguard")},
+	{"ramping admission allocates nothing", zeroAllocs("Closed", "ramping")},
+	{"ramp refusal allocates nothing", zeroAllocs("Open", "ramping")},
 	{"closed path: gobreaker/ours >= 5", ratio("Closed", "gobreaker", "brokerguard", 5, true)},
 	{"closed path: failsafe/ours > 1", ratio("Closed", "failsafe", "brokerguard", 1.0001, true)},
 	{"closed path: ours/atomic floor <= 10", ratio("Closed", "brokerguard", "atomic-floor", 10, false)},
 	{"open rejection: ours/failsafe <= 0.6", ratio("Open", "brokerguard", "failsafe", 0.6, false)},
+	// Ramping admission pays one clock read over the closed path, and no lock.
+	{"ramping admission: ramping/closed <= 8", ratio("Closed", "ramping", "brokerguard", 8, false)},
 }
 
 func report(w io.Writer, results map[key]result, order []key) (missed int) {

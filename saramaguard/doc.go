@@ -1,0 +1,56 @@
+// Package saramaguard guards producing through IBM/sarama with one circuit per topic,
+// taken from a [registry.Registry] under the destination "kafka:<topic>" — the same
+// destination the kafka (kafka-go) and kgoguard (franz-go) packages use.
+//
+// It is a module of its own (github.com/brokerguard/brokerguard/saramaguard), so that
+// only the programs that use sarama depend on it and its dependencies.
+//
+// [SyncProducer] wraps a sarama.SyncProducer: SendMessage and SendMessages take a
+// context first and otherwise keep sarama's meaning; SendMessages takes one permit
+// per topic and reports the messages not sent, by index, in a [*SendError].
+// [SyncProducer.Publish] is the [transport.Publisher] contract, so an outbox can
+// publish through it. sarama's SyncProducer takes no context, so a call lasts until
+// sarama answers; the context decides admission and how an ended call counts
+// ([registry.Outcome]: Neutral when the caller cancelled or left the call less than its
+// MinCallBudget, a Failure when a deadline that left that budget passed during it). A
+// publish of no messages is refused with registry.ErrNoMessages.
+//
+// [AsyncProducer] wraps a sarama.AsyncProducer built with Producer.Return.Successes and
+// Producer.Return.Errors (the constructors refuse a config without them): Send queues
+// a message under its topic's permit, completed when sarama reports the message, and
+// the reports are forwarded to the AsyncProducer's own Successes and Errors with the
+// message's own Metadata. On Close or AsyncClose sarama reports every queued message
+// before closing its channels; a permit still pending then is completed as Neutral,
+// so each is completed exactly once. A send after Close returns [ErrClosed] instead of
+// sarama's panic.
+//
+// # Classification
+//
+// [Classify] judges Kafka error codes (sarama.KError) with the table the kafka package
+// uses (internal/kafkacode), and sarama's own errors as below. It looks through
+// wrapping, sarama.ProducerErrors, [*SendError] and [*transport.BatchError] (Failure
+// when any entry is).
+//
+//	Error                                                       Outcome
+//	----------------------------------------------------------  -------
+//	nil                                                         Success
+//	KError: ErrRequestTimedOut, ErrLeaderNotAvailable,          Failure
+//	  ErrNotLeaderForPartition, ErrBrokerNotAvailable,
+//	  ErrNotEnoughReplicas, ErrNetworkException, ... (the kafka
+//	  package's Failure codes)
+//	ErrOutOfBrokers, ErrNotConnected, ErrBrokerNotFound,        Failure
+//	  ErrControllerNotAvailable, ErrIncompleteResponse
+//	network: *net.OpError, io.EOF, ECONNREFUSED, read/write     Failure
+//	  timeouts (Net.ReadTimeout on a hung broker)
+//	KError: ErrMessageSizeTooLarge, ErrTopicAuthorizationFailed, Neutral
+//	  ErrUnknownTopicOrPartition, ... (every other code)
+//	ConfigurationError (a message over MaxMessageBytes),        Neutral
+//	  ErrShuttingDown, ErrClosedClient, ErrClosed, context
+//	  errors, *registry.RejectedError, anything else
+//
+// # Settings
+//
+// Keep Producer.Retry.Max small (0 to 3) and Net.ReadTimeout / Producer.Timeout at a
+// few seconds: the circuit is the retry policy, and a SyncProducer call cannot be
+// interrupted before sarama gives up.
+package saramaguard

@@ -1,0 +1,37 @@
+package saramaguard_test
+
+import (
+	"context"
+	"log"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/saramaguard"
+)
+
+// A sarama SyncProducer guarded per topic.
+func ExampleNewSyncProducer() {
+	cfg := sarama.NewConfig()
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Retry.Max = 1
+	cfg.Net.ReadTimeout = 3 * time.Second
+	sp, err := sarama.NewSyncProducer([]string{"127.0.0.1:9092"}, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	p, err := saramaguard.NewSyncProducer(sp, reg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+	if _, _, err := p.SendMessage(context.Background(), &sarama.ProducerMessage{Topic: "orders", Value: sarama.StringEncoder("o-1")}); err != nil {
+		log.Print(err)
+	}
+}
