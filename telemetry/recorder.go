@@ -88,15 +88,19 @@ func (r *Recorder) ObserveTransition(d transport.Destination, t breaker.Transiti
 
 // unhealthyFor is how long the circuit whose snapshot is s has been unhealthy at now:
 // open or half-open, without closing in between, and not held by an override. A
-// circuit that reports no transitions (from a registry.WithCircuitFactory) is
-// unhealthy from the first collection that sees it so.
+// circuit that has reported no transitions (a shared one that was open before this
+// process saw it) is unhealthy from the first collection that sees it so. One that
+// reports them is not: its snapshot may predate a close the observer has recorded
+// since, and would backdate its next outage.
 func (rec *record) unhealthyFor(s breaker.Snapshot, now time.Time) time.Duration {
 	if s.State == breaker.Closed || s.Override != breaker.NoOverride {
 		return 0
 	}
 	since := rec.unhealthySince.Load()
 	if since == 0 {
-		rec.unhealthySince.CompareAndSwap(0, now.UnixNano())
+		if !rec.transitioned.Load() {
+			rec.unhealthySince.CompareAndSwap(0, now.UnixNano())
+		}
 		return 0
 	}
 	return max(now.Sub(time.Unix(0, since)), 0)
