@@ -27,3 +27,27 @@ func TestStaleOpenSnapshotDoesNotBackdateTheNextOutage(t *testing.T) {
 		t.Fatalf("unhealthy for %v a second into the second outage, want 1s", got)
 	}
 }
+
+// Without transitions (New without WithRecorder) the unhealthy duration runs from the
+// first collection that sees the circuit unhealthy, and ends when one sees it closed:
+// the next outage starts from zero, not from the first one's start.
+func TestUnhealthyWithoutTransitionsEndsWhenClosed(t *testing.T) {
+	rec := NewRecorder().get(transport.Destination{Broker: "kafka", Name: "orders"})
+	open, closed := breaker.Snapshot{State: breaker.Open}, breaker.Snapshot{State: breaker.Closed}
+	t0 := time.Unix(1_000_000, 0)
+	for _, step := range []struct {
+		s    breaker.Snapshot
+		at   time.Duration
+		want time.Duration
+	}{
+		{open, 0, 0},
+		{open, time.Minute, time.Minute},
+		{closed, 2 * time.Minute, 0},
+		{open, time.Hour, 0},
+		{open, time.Hour + time.Second, time.Second},
+	} {
+		if got := rec.unhealthyFor(step.s, t0.Add(step.at)); got != step.want {
+			t.Fatalf("%v at %v: unhealthy for %v, want %v", step.s.State, step.at, got, step.want)
+		}
+	}
+}
