@@ -92,7 +92,7 @@ func refusal(ctx context.Context, d transport.Destination, err error) error {
 // when n is not positive, or Acquire's error when the circuit refuses, in each case
 // without taking a permit or running call; otherwise the permit is
 // completed exactly once, with Outcome for what call returned, or Neutral when call
-// panics (the panic goes on). A nil classify treats every error as a Failure.
+// or classify panics (the panic goes on). A nil classify treats every error as a Failure.
 // Adapters that guard their own SDK calls use it.
 func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, classify transport.Classifier, call func(context.Context) error) error {
 	// Acquire's steps, inline: this is every guarded publish's path.
@@ -110,16 +110,17 @@ func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, cla
 	}
 	completed := false
 	defer func() {
-		if !completed { // call panicked: that says nothing about the broker
+		if !completed { // call or classify panicked: that says nothing about the broker
 			e.complete(permit, breaker.Neutral)
 		}
 	}()
 	err = call(ctx)
-	completed = true
 	if classify == nil {
 		classify = failAll
 	}
-	e.complete(permit, Outcome(ctx, start, err, n, classify))
+	o := Outcome(ctx, start, err, n, classify)
+	completed = true
+	e.complete(permit, o)
 	return err
 }
 

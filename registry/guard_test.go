@@ -105,6 +105,27 @@ func TestGuardCompletesNeutralOnPanicAndRepanics(t *testing.T) {
 	}
 }
 
+// A classifier that panics is a bug like a publisher that panics: the permit is still
+// completed (Neutral), so that a caller that recovers (an HTTP server does) does not
+// leave the circuit's in-flight slot, or its probe, taken for good.
+func TestGuardCompletesNeutralWhenTheClassifierPanics(t *testing.T) {
+	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, MaxInFlight: 1}))
+	pub := &fakePublisher{fn: func(context.Context, transport.Destination) error { return errBroker }}
+	g := r.Guard(pub, func(error) breaker.Outcome { panic("classifier bug") })
+	func() {
+		defer func() {
+			if recover() != "classifier bug" {
+				t.Fatal("the panic was swallowed or changed")
+			}
+		}()
+		g.Publish(context.Background(), orders, transport.Message{})
+	}()
+	s := r.Snapshots()[orders]
+	if s.InFlight != 0 || s.Failures != 0 || s.State != breaker.Closed {
+		t.Fatalf("after a classifier's panic: %+v", s)
+	}
+}
+
 func TestGuardRejectsWithoutCallingThePublisher(t *testing.T) {
 	r := newRegistry(t)
 	pub := &fakePublisher{fn: func(context.Context, transport.Destination) error { return errBroker }}
