@@ -153,3 +153,27 @@ func TestCloseCompletesPending(t *testing.T) {
 		t.Errorf("after Close: %d in flight, %d failures, %d of %d promises saw ErrClientClosed", s.InFlight, s.Failures, closed.Load(), n)
 	}
 }
+
+// A classifier that panics in a ProduceSync of several topics leaves no permit taken:
+// every admitted topic's permit completes (Neutral) and the panic goes on.
+func TestProduceSyncClassifierPanic(t *testing.T) {
+	e := newEnv(t, counting, []string{"orders", "refunds"})
+	p, err := kgoguard.New(e.cl, e.reg, kgoguard.WithClassifier(func(error) breaker.Outcome { panic("classifier bug") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kfakeproduce.Answer(e.cluster, kafkacode.NotLeaderForPartition, true, nil)
+	func() {
+		defer func() {
+			if recover() != "classifier bug" {
+				t.Fatal("the panic was swallowed or changed")
+			}
+		}()
+		p.ProduceSync(context.Background(), e.record(0, 0), e.record(1, 1))
+	}()
+	for i := range 2 {
+		if s := e.circuit(i); s.InFlight != 0 {
+			t.Errorf("%s: %d permits still in flight", e.topics[i], s.InFlight)
+		}
+	}
+}

@@ -146,6 +146,7 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 		permit  breaker.Permit
 		refused error // the circuit's refusal; nil when admitted
 		recs    []*kgo.Record
+		done    bool // the permit was completed
 	}
 	groups := map[transport.Destination]*group{}
 	var order []transport.Destination
@@ -167,13 +168,10 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 		g.recs = append(g.recs, r)
 		admitted = append(admitted, r)
 	}
-	returned := false
-	defer func() {
-		if !returned { // the client panicked: Neutral for every admitted topic
-			for d, g := range groups {
-				if g.refused == nil {
-					p.reg.Complete(d, g.permit, breaker.Neutral)
-				}
+	defer func() { // the client or the classifier panicked: Neutral for the permits left
+		for d, g := range groups {
+			if g.refused == nil && !g.done {
+				p.reg.Complete(d, g.permit, breaker.Neutral)
 			}
 		}
 	}()
@@ -181,7 +179,6 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 	if len(admitted) > 0 {
 		res = p.cl.ProduceSync(ctx, admitted...)
 	}
-	returned = true
 	byTopic := map[transport.Destination]kgo.ProduceResults{}
 	for _, r := range res {
 		d := p.dest(r.Record)
@@ -189,7 +186,9 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 	}
 	for _, d := range order {
 		if g := groups[d]; g.refused == nil {
-			p.reg.Complete(d, g.permit, registry.Outcome(ctx, g.start, resultsErr(d, g.recs, byTopic[d]), len(g.recs), p.classify))
+			o := registry.Outcome(ctx, g.start, resultsErr(d, g.recs, byTopic[d]), len(g.recs), p.classify)
+			g.done = true
+			p.reg.Complete(d, g.permit, o)
 		}
 	}
 	return append(out, res...)

@@ -88,20 +88,36 @@ func TestGuardCompletesEveryPath(t *testing.T) {
 	}
 }
 
+// A publisher or a classifier that panics says nothing about the broker: the permit
+// is completed Neutral and the panic goes on, so that a caller that recovers (an HTTP
+// server does) does not leave the circuit's in-flight slot, or its probe, taken.
 func TestGuardCompletesNeutralOnPanicAndRepanics(t *testing.T) {
-	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, MaxInFlight: 1}))
-	g := r.Guard(&fakePublisher{fn: func(context.Context, transport.Destination) error { panic("publisher bug") }}, classify)
-	func() {
-		defer func() {
-			if recover() != "publisher bug" {
-				t.Fatal("the panic was swallowed or changed")
+	for _, tc := range []struct {
+		name     string
+		publish  func(context.Context, transport.Destination) error
+		classify transport.Classifier
+		want     string
+	}{
+		{"publisher", func(context.Context, transport.Destination) error { panic("publisher bug") }, classify, "publisher bug"},
+		{"classifier", func(context.Context, transport.Destination) error { return errBroker },
+			func(error) breaker.Outcome { panic("classifier bug") }, "classifier bug"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, MaxInFlight: 1}))
+			g := r.Guard(&fakePublisher{fn: tc.publish}, tc.classify)
+			func() {
+				defer func() {
+					if recover() != tc.want {
+						t.Fatal("the panic was swallowed or changed")
+					}
+				}()
+				g.Publish(context.Background(), orders, transport.Message{})
+			}()
+			s := r.Snapshots()[orders]
+			if s.InFlight != 0 || s.Failures != 0 || s.State != breaker.Closed {
+				t.Fatalf("after a panic: %+v", s)
 			}
-		}()
-		g.Publish(context.Background(), orders, transport.Message{})
-	}()
-	s := r.Snapshots()[orders]
-	if s.InFlight != 0 || s.Failures != 0 || s.State != breaker.Closed {
-		t.Fatalf("after a panic: %+v", s)
+		})
 	}
 }
 

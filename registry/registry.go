@@ -304,9 +304,11 @@ func (r *Registry) newCircuit(d transport.Destination, p breaker.Policy) (breake
 			return nil, err
 		}
 		// A shared circuit that can be observed reports to the registry's observers
-		// (telemetry, the admin journal) like a local one.
+		// (telemetry, the admin journal) like a local one. The key makes attaching
+		// again (a factory that hands back the circuit of an evicted destination)
+		// replace the earlier observer, so each transition is reported once.
 		if o, ok := c.(observable); ok && len(r.observers) > 0 {
-			o.Observe(r.observe(d))
+			o.Observe(observerKey{r, d}, r.observe(d))
 		}
 		return c, nil
 	}
@@ -325,9 +327,16 @@ func (r *Registry) newCircuit(d transport.Destination, p breaker.Policy) (breake
 }
 
 // observable is a circuit from a factory that accepts observers after creation, as
-// the shared backends' circuits do.
+// the shared backends' circuits do (sharedstate.Circuit.Observe): an observer added
+// under a key replaces the one added earlier under the same key.
 type observable interface {
-	Observe(func(breaker.Transition))
+	Observe(key any, f func(breaker.Transition))
+}
+
+// observerKey is the key under which a registry observes a factory-made circuit.
+type observerKey struct {
+	r *Registry
+	d transport.Destination
 }
 
 // observe returns the function that reports d's transitions to the registry's observers.

@@ -247,3 +247,40 @@ func TestObserversSeeSharedCircuits(t *testing.T) {
 		t.Fatalf("observer saw %q, want the shared circuit opening", seen)
 	}
 }
+
+// A factory may hand out the same shared circuit again for a destination the registry
+// evicted (filestate.Store keeps one circuit per identity): the registry's observers
+// must still see each of its transitions once, or telemetry counts an outage twice.
+func TestObserversSeeARecreatedSharedCircuitOnce(t *testing.T) {
+	clock := fakeclock.New(time.Unix(0, 0))
+	driver := new(circuittest.MemoryDriver)
+	made := map[transport.Destination]breaker.Circuit{}
+	seen := 0
+	r := newRegistry(t, registry.WithClock(clock), registry.WithIdleEviction(time.Minute),
+		registry.WithObserver(func(transport.Destination, breaker.Transition) { seen++ }),
+		registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Scope: breaker.SharedDependency}),
+		registry.WithCircuitFactory(breaker.SharedDependency, func(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
+			if c, ok := made[d]; ok {
+				return c, nil
+			}
+			c, err := sharedstate.New(sharedstate.Config{Identity: d.String(), Policy: p, Scope: breaker.SharedDependency, Driver: driver, Clock: clock})
+			made[d] = c
+			return c, err
+		}))
+	if _, err := r.Circuit(orders); err != nil {
+		t.Fatal(err)
+	}
+	r.EvictIdle()
+	clock.Advance(time.Minute)
+	if n := r.EvictIdle(); n != 1 {
+		t.Fatalf("evicted %d circuits, want the idle one", n)
+	}
+	c, err := r.Circuit(orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail(t, c)
+	if seen != 1 {
+		t.Fatalf("observer saw the circuit open %d times, want once", seen)
+	}
+}

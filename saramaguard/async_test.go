@@ -230,3 +230,32 @@ func TestAsyncSendGivesUpWhenInputFull(t *testing.T) {
 		t.Errorf("%d permits in flight after Close", s.InFlight)
 	}
 }
+
+// A classifier that panics in SendMessages leaves no permit taken: every admitted
+// topic's permit completes (Neutral) and the panic goes on to the caller.
+func TestSendMessagesClassifierPanic(t *testing.T) {
+	e := newEnv(t, counting, "orders", "refunds")
+	inner, err := sarama.NewSyncProducer(e.cluster.ListenAddrs(), e.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := saramaguard.NewSyncProducer(inner, e.reg, saramaguard.WithClassifier(func(error) breaker.Outcome { panic("classifier bug") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	kfakeproduce.Answer(e.cluster, int16(sarama.ErrNotLeaderForPartition), true, nil)
+	func() {
+		defer func() {
+			if recover() != "classifier bug" {
+				t.Fatal("the panic was swallowed or changed")
+			}
+		}()
+		_ = p.SendMessages(context.Background(), []*sarama.ProducerMessage{e.message(0, 0), e.message(1, 1)})
+	}()
+	for i := range 2 {
+		if s := e.circuit(i); s.InFlight != 0 {
+			t.Errorf("%s: %d permits still in flight", e.topics[i], s.InFlight)
+		}
+	}
+}

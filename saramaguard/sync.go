@@ -147,19 +147,15 @@ func (s *SyncProducer) SendMessages(ctx context.Context, msgs []*sarama.Producer
 		refused error
 		n       int
 		failed  []transport.MessageError
+		done    bool // the permit was completed
 	}
 	groups := map[string]*group{}
 	var failed []transport.MessageError
 	admitted := make([]*sarama.ProducerMessage, 0, len(msgs))
-	returned := false
-	defer func() { // once sarama has answered; Neutral when it panicked
+	defer func() { // sarama or the classifier panicked: Neutral for the permits left
 		for _, g := range groups {
-			switch {
-			case g.refused != nil:
-			case !returned:
+			if g.refused == nil && !g.done {
 				s.reg.Complete(dest(g.topic), g.permit, breaker.Neutral)
-			default:
-				s.reg.Complete(dest(g.topic), g.permit, registry.Outcome(ctx, g.start, batchErr(g.topic, g.failed), g.n, s.classify))
 			}
 		}
 	}()
@@ -181,7 +177,6 @@ func (s *SyncProducer) SendMessages(ctx context.Context, msgs []*sarama.Producer
 	if len(admitted) > 0 {
 		err = s.sendAll(admitted)
 	}
-	returned = true
 	if err != nil {
 		var perrs sarama.ProducerErrors
 		if !errors.As(err, &perrs) { // closed: none was sent
@@ -207,6 +202,13 @@ func (s *SyncProducer) SendMessages(ctx context.Context, msgs []*sarama.Producer
 				g.failed = append(g.failed, me)
 				failed = append(failed, me)
 			}
+		}
+	}
+	for _, g := range groups {
+		if g.refused == nil {
+			o := registry.Outcome(ctx, g.start, batchErr(g.topic, g.failed), g.n, s.classify)
+			g.done = true
+			s.reg.Complete(dest(g.topic), g.permit, o)
 		}
 	}
 	if len(failed) == 0 {

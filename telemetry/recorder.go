@@ -88,15 +88,25 @@ func (r *Recorder) ObserveTransition(d transport.Destination, t breaker.Transiti
 
 // unhealthyFor is how long the circuit whose snapshot is s has been unhealthy at now:
 // open or half-open, without closing in between, and not held by an override. A
-// circuit that reports no transitions (from a registry.WithCircuitFactory) is
-// unhealthy from the first collection that sees it so.
+// circuit that has reported no transitions (a shared one that was open before this
+// process saw it, or any circuit when New has no WithRecorder) is unhealthy from the
+// first collection that sees it so until one sees it closed. One that
+// reports them is not: its snapshot may predate a close the observer has recorded
+// since, and would backdate its next outage.
 func (rec *record) unhealthyFor(s breaker.Snapshot, now time.Time) time.Duration {
+	since := rec.unhealthySince.Load()
 	if s.State == breaker.Closed || s.Override != breaker.NoOverride {
+		if since != 0 && !rec.transitioned.Load() {
+			// No observer ends the outage the fallback below started: this reading
+			// does. A transition recorded meanwhile keeps its own start (the swap fails).
+			rec.unhealthySince.CompareAndSwap(since, 0)
+		}
 		return 0
 	}
-	since := rec.unhealthySince.Load()
 	if since == 0 {
-		rec.unhealthySince.CompareAndSwap(0, now.UnixNano())
+		if !rec.transitioned.Load() {
+			rec.unhealthySince.CompareAndSwap(0, now.UnixNano())
+		}
 		return 0
 	}
 	return max(now.Sub(time.Unix(0, since)), 0)

@@ -192,9 +192,11 @@ func New(cfg Config) (*Circuit, error) {
 }
 
 // Observe adds an observer to a circuit in use, as Config.Observers does at creation:
-// it sees the transitions from now on, not the earlier ones. A registry uses it to
-// report a factory-made circuit's transitions to its own observers.
-func (c *Circuit) Observe(f func(breaker.Transition)) { c.events.Observe(f) }
+// it sees the transitions from now on, not the earlier ones. An observer added under
+// a key (any comparable value but nil) replaces the one added earlier under the same
+// key, so that one attached again is not called twice. A registry uses it to report
+// a factory-made circuit's transitions to its own observers.
+func (c *Circuit) Observe(key any, f func(breaker.Transition)) { c.events.ObserveAs(key, f) }
 
 // Identity returns the circuit's identity: the key of its record.
 func (c *Circuit) Identity() string { return c.cfg.Identity }

@@ -3,6 +3,7 @@
 package eventq
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -15,23 +16,41 @@ type Queue[T any] struct {
 	// observers is replaced, never changed in place, so Push and Flush read it without
 	// a lock and an observer can be added while the circuit is in use (a registry adds
 	// its own to a circuit a factory made).
-	observers atomic.Pointer[[]func(T)]
+	observers atomic.Pointer[observers[T]]
 
 	mu       sync.Mutex // guards pending and draining
 	pending  []T
 	draining bool
 }
 
+// observers are the functions called with each event, and the key each was added
+// under (nil for none), index for index.
+type observers[T any] struct {
+	keys []any
+	fns  []func(T)
+}
+
 // Observe adds f to the observers. Events pushed before it are not replayed to f.
-func (q *Queue[T]) Observe(f func(T)) {
+func (q *Queue[T]) Observe(f func(T)) { q.ObserveAs(nil, f) }
+
+// ObserveAs is Observe, except that f replaces the observer added earlier under the
+// same non-nil key, if any: whoever may attach again (a registry that evicted a
+// circuit and is handed the same one back) keeps one observer, not one per attach.
+func (q *Queue[T]) ObserveAs(key any, f func(T)) {
 	for {
 		old := q.observers.Load()
-		var next []func(T)
+		next := &observers[T]{}
 		if old != nil {
-			next = append(next, *old...)
+			next.keys = append(next.keys, old.keys...)
+			next.fns = append(next.fns, old.fns...)
 		}
-		next = append(next, f)
-		if q.observers.CompareAndSwap(old, &next) {
+		if i := slices.Index(next.keys, key); key != nil && i >= 0 {
+			next.fns[i] = f
+		} else {
+			next.keys = append(next.keys, key)
+			next.fns = append(next.fns, f)
+		}
+		if q.observers.CompareAndSwap(old, next) {
 			return
 		}
 	}
@@ -39,7 +58,7 @@ func (q *Queue[T]) Observe(f func(T)) {
 
 func (q *Queue[T]) list() []func(T) {
 	if p := q.observers.Load(); p != nil {
-		return *p
+		return p.fns
 	}
 	return nil
 }
