@@ -23,7 +23,11 @@ type MemoryStore struct {
 	settled int        // rows[:settled] are all published or dead: claims scan from there
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store       = (*MemoryStore)(nil)
+	_ Purger      = (*MemoryStore)(nil)
+	_ DeadLetters = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty store whose Enqueue stamps rows with clock's time
 // (nil means time.Now).
@@ -42,10 +46,7 @@ func (s *MemoryStore) Enqueue(ctx context.Context, entries ...Entry) ([]int64, e
 			return nil, fmt.Errorf("outbox: enqueue: %w", err)
 		}
 	}
-	now := time.Now()
-	if s.clock != nil {
-		now = s.clock.Now()
-	}
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]int64, len(entries))
@@ -60,23 +61,42 @@ func (s *MemoryStore) Enqueue(ctx context.Context, entries ...Entry) ([]int64, e
 	return out, nil
 }
 
+func (s *MemoryStore) now() time.Time {
+	if s.clock != nil {
+		return s.clock.Now()
+	}
+	return time.Now()
+}
+
 // Get returns a copy of row id.
 func (s *MemoryStore) Get(id int64) (Record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if id < 1 || id > int64(len(s.rows)) {
+	r := s.row(id)
+	if r == nil {
 		return Record{}, false
 	}
-	return copyRecord(s.rows[id-1]), true
+	return copyRecord(r), true
+}
+
+// row returns row id, nil when there is none (never was, or deleted); it requires
+// s.mu held.
+func (s *MemoryStore) row(id int64) *Record {
+	if id < 1 || id > int64(len(s.rows)) {
+		return nil
+	}
+	return s.rows[id-1]
 }
 
 // Records returns a copy of every row, by id.
 func (s *MemoryStore) Records() []Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Record, len(s.rows))
-	for i, r := range s.rows {
-		out[i] = copyRecord(r)
+	out := make([]Record, 0, len(s.rows))
+	for _, r := range s.rows {
+		if r != nil {
+			out = append(out, copyRecord(r))
+		}
 	}
 	return out
 }
@@ -88,12 +108,12 @@ func (s *MemoryStore) Claim(ctx context.Context, owner string, now time.Time, li
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.settled < len(s.rows) && s.rows[s.settled].Status != StatusPending {
+	for s.settled < len(s.rows) && !isPending(s.rows[s.settled]) {
 		s.settled++
 	}
 	var due []*Record
 	for _, r := range s.rows[s.settled:] {
-		if r.Status == StatusPending && !r.VisibleAfter.After(now) && !r.LeaseUntil.After(now) {
+		if isPending(r) && !r.VisibleAfter.After(now) && !r.LeaseUntil.After(now) {
 			due = append(due, r)
 		}
 	}
@@ -112,15 +132,15 @@ func (s *MemoryStore) Claim(ctx context.Context, owner string, now time.Time, li
 
 // held returns row id when owner leases it and it is pending; it requires s.mu held.
 func (s *MemoryStore) held(owner string, id int64) *Record {
-	if id < 1 || id > int64(len(s.rows)) {
-		return nil
-	}
-	r := s.rows[id-1]
-	if r.Status != StatusPending || r.LeaseOwner != owner {
+	r := s.row(id)
+	if !isPending(r) || r.LeaseOwner != owner {
 		return nil
 	}
 	return r
 }
+
+// isPending reports whether r is a row, not deleted, and pending.
+func isPending(r *Record) bool { return r != nil && r.Status == StatusPending }
 
 func release(r *Record) { r.LeaseOwner, r.LeaseUntil = "", time.Time{} }
 
@@ -133,7 +153,7 @@ func (s *MemoryStore) MarkPublished(ctx context.Context, owner string, now time.
 	defer s.mu.Unlock()
 	for _, id := range ids {
 		if r := s.held(owner, id); r != nil {
-			r.Status = StatusPublished
+			r.Status, r.SettledAt = StatusPublished, now
 			release(r)
 		}
 	}
@@ -157,7 +177,7 @@ func (s *MemoryStore) Defer(ctx context.Context, d Deferral) (deferred, dead int
 			first = d.Now
 		}
 		if d.Now.Sub(first) > d.MaxDeferral {
-			r.Status, r.LastError = StatusDead, ReasonDeferralExhausted
+			r.Status, r.LastError, r.SettledAt = StatusDead, ReasonDeferralExhausted, d.Now
 			dead++
 		} else {
 			if d.NotBefore.After(r.VisibleAfter) {
@@ -178,6 +198,7 @@ func (s *MemoryStore) Fail(ctx context.Context, owner string, failures []Failure
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range failures {
@@ -188,7 +209,7 @@ func (s *MemoryStore) Fail(ctx context.Context, owner string, failures []Failure
 		r.Attempts++
 		r.VisibleAfter, r.LastError = f.RetryAt, f.Err
 		if f.Dead {
-			r.Status = StatusDead
+			r.Status, r.SettledAt = StatusDead, now
 		}
 		release(r)
 	}
@@ -203,7 +224,7 @@ func (s *MemoryStore) Release(ctx context.Context, owner string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.rows[s.settled:] {
-		if r.Status == StatusPending && r.LeaseOwner == owner {
+		if isPending(r) && r.LeaseOwner == owner {
 			release(r)
 		}
 	}
@@ -215,15 +236,12 @@ func (s *MemoryStore) Backlog(ctx context.Context) (pending int64, oldest time.D
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
 	}
-	now := time.Now()
-	if s.clock != nil {
-		now = s.clock.Now()
-	}
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first time.Time
 	for _, r := range s.rows[s.settled:] {
-		if r.Status == StatusPending {
+		if isPending(r) {
 			if pending == 0 || r.CreatedAt.Before(first) {
 				first = r.CreatedAt
 			}

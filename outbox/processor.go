@@ -230,6 +230,11 @@ type Processor struct {
 	onError  func(error)
 	owner    string
 	idHeader string
+	waker    Waker
+	// retention, when set, is applied by Run; nextPurge is when Run deletes next
+	// (used by Run's goroutine only).
+	retention *Retention
+	nextPurge time.Time
 
 	batchSize      int
 	maxAttempts    int
@@ -269,6 +274,9 @@ func NewProcessor(store Store, circuits Circuits, pub transport.Publisher, opts 
 	}
 	if p.owner == "" {
 		p.owner = defaultOwner()
+	}
+	if _, ok := store.(Purger); p.retention != nil && !ok {
+		return nil, fmt.Errorf("outbox: WithRetention: the store (%T) cannot delete rows: it is no Purger", store)
 	}
 	return p, nil
 }
@@ -535,12 +543,15 @@ func truncate(s string) string {
 	return s[:maxErrorLen]
 }
 
-// Run dispatches batches until ctx ends: after a full batch it goes again at once,
-// otherwise it waits the poll interval. It runs in the caller's goroutine and starts
-// none. When ctx ends it releases the rows it still leases, so a stopped Run leaves no
-// row leased, and returns nil (or the release's error). An error of a batch goes to
-// the WithErrorHandler function, if any, and Run carries on after the poll interval;
-// without one Run releases its rows and returns the error.
+// Run dispatches batches until ctx ends. After a batch that claimed rows it claims
+// again at once; only when nothing was due does it wait, for the poll interval or, with
+// WithWaker, until the Waker signals, whichever comes first. With WithRetention it
+// also deletes old settled rows, one bounded batch between claims. It runs in the
+// caller's goroutine and starts none but the Waker's. When ctx ends it releases the
+// rows it still leases, so a stopped Run leaves no row leased, and returns nil (or the
+// release's error). An error of a batch goes to the WithErrorHandler function, if
+// any, and Run carries on after the poll interval; without one Run releases its rows
+// and returns the error.
 func (p *Processor) Run(ctx context.Context) (err error) {
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.lease)
@@ -549,26 +560,45 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 			err = errors.Join(err, rerr)
 		}
 	}()
+	w := p.startWaker(ctx)
+	defer w.stop()
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
 	for {
+		drain(w.wake) // this claim sees every row announced so far
 		rep, err := p.ProcessPending(ctx)
+		var more bool
+		if err == nil && ctx.Err() == nil {
+			more, err = p.retain(ctx, p.now())
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
+		idle := true
 		if err != nil {
 			if p.onError == nil {
 				return err
 			}
 			p.onError(err)
-		} else if rep.Claimed >= p.batchSize {
+		} else if rep.Claimed > 0 || more {
 			continue
 		}
 		timer.Reset(p.poll)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
+		for idle {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-timer.C:
+				idle = false
+			case <-w.wake:
+				// After an error, wait for the poll interval: a signal must not turn a
+				// failing store into a busy loop.
+				idle = err != nil
+			case lerr := <-w.failed:
+				if p.onError != nil {
+					p.onError(lerr)
+				}
+			}
 		}
 	}
 }

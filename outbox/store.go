@@ -78,6 +78,9 @@ type Record struct {
 	FirstDeferredAt time.Time
 	Status          Status
 	LastError       string
+	// SettledAt is when the row was published or became dead; zero while pending.
+	// Retention counts from it.
+	SettledAt time.Time
 	// LeaseOwner and LeaseUntil say which dispatcher holds the row and until when;
 	// empty and zero when nobody does.
 	LeaseOwner string
