@@ -51,10 +51,14 @@ type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// Migrate creates the outbox table and its index if they do not exist, in one
-// transaction under an advisory lock.
-func Migrate(ctx context.Context, db Execer) error {
-	if _, err := db.Exec(ctx, Schema); err != nil {
+// Migrate creates the outbox table and its indexes if they do not exist, in one
+// transaction under an advisory lock. Of the options only WithTable matters here.
+func Migrate(ctx context.Context, db Execer, opts ...Option) error {
+	var s Store
+	for _, o := range opts {
+		o(&s)
+	}
+	if _, err := db.Exec(ctx, SchemaFor(s.table)); err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
 	return nil
@@ -74,17 +78,29 @@ var ErrNotFound = errors.New("postgres: outbox row not found")
 // Option configures a Store.
 type Option func(*Store)
 
-// WithClock makes Enqueue and Backlog read time from c (default time.Now). Give it the
-// Processor's clock.
+// WithClock makes Enqueue, Backlog and Fail (the time a row becomes dead) read time
+// from c (default time.Now). Give it the Processor's clock.
 func WithClock(c breaker.Clock) Option { return func(s *Store) { s.clock = c } }
+
+// WithoutNotify stops Enqueue from sending the NOTIFY that wakes Listeners: the
+// polling-only mode. PostgreSQL serializes the commits of transactions that sent a
+// NOTIFY, which a database taking thousands of enqueueing commits a second may feel.
+func WithoutNotify() Option { return func(s *Store) { s.quiet = true } }
 
 // Store is an outbox.Store on a PostgreSQL table. It is safe for concurrent use.
 type Store struct {
 	db    DB
 	clock breaker.Clock
+	table TableName
+	quiet bool // no NOTIFY on Enqueue
+	stmts *statements
 }
 
-var _ outbox.Store = (*Store)(nil)
+var (
+	_ outbox.Store       = (*Store)(nil)
+	_ outbox.Purger      = (*Store)(nil)
+	_ outbox.DeadLetters = (*Store)(nil)
+)
 
 // New returns a Store on db. The table must exist (see Migrate).
 func New(db DB, opts ...Option) *Store {
@@ -92,8 +108,12 @@ func New(db DB, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	s.stmts = &statements{t: s.table}
 	return s
 }
+
+// sql returns stmt, written for Table, for the Store's table.
+func (s *Store) sql(stmt string) string { return s.stmts.sql(stmt) }
 
 func (s *Store) now() time.Time {
 	if s.clock != nil {
@@ -162,6 +182,18 @@ FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::text[]) WITH ORDINALITY
 ORDER BY u.ord
 RETURNING id`
 
+// enqueueNotifySQL is enqueueSQL that also notifies $6 in the same round trip. The
+// CTE is materialized, so pg_notify runs once whatever the number of rows; PostgreSQL
+// delivers the notification when the transaction commits, and never if it rolls back.
+const enqueueNotifySQL = `
+WITH wake AS MATERIALIZED (SELECT pg_notify($6, ''))
+INSERT INTO ` + Table + ` (destination, msg_key, payload, headers, created_at, visible_after)
+SELECT u.destination, u.msg_key, u.payload, u.headers::jsonb, $5, $5
+FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::text[]) WITH ORDINALITY
+     AS u(destination, msg_key, payload, headers, ord), wake
+ORDER BY u.ord
+RETURNING id`
+
 // header is the JSON form of a transport.Header; encoding/json writes Value in base64.
 type header struct {
 	Key   string `json:"key"`
@@ -169,8 +201,9 @@ type header struct {
 }
 
 // Enqueue inserts pending rows, visible at once, in tx and returns their ids in entry
-// order. The rows exist only if tx commits. Every destination must be valid;
-// otherwise nothing is inserted.
+// order. The rows exist only if tx commits; then, unless WithoutNotify, the table's
+// Listeners are woken. Every destination must be valid; otherwise nothing is
+// inserted.
 func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]int64, error) {
 	if len(entries) == 0 {
 		return nil, nil
@@ -200,7 +233,15 @@ func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]
 			headers[i] = &str
 		}
 	}
-	ids, err := tx.insert(ctx, enqueueSQL, dests, keys, payloads, headers, s.now())
+	var (
+		ids []int64
+		err error
+	)
+	if s.quiet {
+		ids, err = tx.insert(ctx, s.sql(enqueueSQL), dests, keys, payloads, headers, s.now())
+	} else {
+		ids, err = tx.insert(ctx, s.sql(enqueueNotifySQL), dests, keys, payloads, headers, s.now(), s.table.channel())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: enqueue: %w", err)
 	}
@@ -213,7 +254,7 @@ func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]
 
 // columns is what scanRecord reads, in its order; claimSQL repeats it qualified.
 const columns = `id, destination, msg_key, payload, headers::text, created_at, visible_after, attempts,
-	deferrals, first_deferred_at, status, last_error, lease_owner, lease_until`
+	deferrals, first_deferred_at, status, last_error, lease_owner, lease_until, settled_at`
 
 func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
 	var (
@@ -221,9 +262,10 @@ func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
 		dest, status            string
 		headers, lastErr, owner *string
 		firstDeferred, leaseEnd *time.Time
+		settled                 *time.Time
 	)
 	if err := row.Scan(&r.ID, &dest, &r.Message.Key, &r.Message.Value, &headers, &r.CreatedAt, &r.VisibleAfter,
-		&r.Attempts, &r.Deferrals, &firstDeferred, &status, &lastErr, &owner, &leaseEnd); err != nil {
+		&r.Attempts, &r.Deferrals, &firstDeferred, &status, &lastErr, &owner, &leaseEnd, &settled); err != nil {
 		return r, err
 	}
 	// The Processor validates the destination, so a bad one makes the row dead rather
@@ -257,13 +299,16 @@ func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
 	if leaseEnd != nil {
 		r.LeaseUntil = *leaseEnd
 	}
+	if settled != nil {
+		r.SettledAt = *settled
+	}
 	return r, nil
 }
 
 // Get reads row id. A status this version does not know is an
 // *outbox.UnknownStatusError naming the row.
 func (s *Store) Get(ctx context.Context, id int64) (outbox.Record, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+columns+` FROM `+Table+` WHERE id = $1`, id)
+	rows, err := s.db.Query(ctx, s.sql(`SELECT `+columns+` FROM `+Table+` WHERE id = $1`), id)
 	if err != nil {
 		return outbox.Record{}, fmt.Errorf("postgres: get %d: %w", id, err)
 	}
@@ -288,12 +333,12 @@ WITH due AS (
 UPDATE ` + Table + ` o SET lease_owner = $3, lease_until = $4
 FROM due WHERE o.id = due.id
 RETURNING o.id, o.destination, o.msg_key, o.payload, o.headers::text, o.created_at, o.visible_after,
-	o.attempts, o.deferrals, o.first_deferred_at, o.status, o.last_error, o.lease_owner, o.lease_until`
+	o.attempts, o.deferrals, o.first_deferred_at, o.status, o.last_error, o.lease_owner, o.lease_until, o.settled_at`
 
 // Claim implements outbox.Store: one statement that locks due rows, skipping those
 // another claim has locked, and leases them.
 func (s *Store) Claim(ctx context.Context, owner string, now time.Time, limit int, lease time.Duration) ([]outbox.Record, error) {
-	rows, err := s.db.Query(ctx, claimSQL, now, limit, owner, now.Add(lease))
+	rows, err := s.db.Query(ctx, s.sql(claimSQL), now, limit, owner, now.Add(lease))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
@@ -305,18 +350,25 @@ func (s *Store) Claim(ctx context.Context, owner string, now time.Time, limit in
 	return recs, nil
 }
 
-// heldBy limits a write to the rows owner still leases.
-const heldBy = ` AND lease_owner = $2 AND status = 'pending'`
+// heldBy limits a write to the rows owner still leases. Every write that settles or
+// releases a row clears its lease_owner, so a leased row is pending; the condition
+// leaves status out on purpose: "status = 'pending'" would let the planner pick the
+// partial index of pending rows, which on a table without statistics looks tiny and
+// is walked whole, where the primary key finds the rows at once whatever the
+// statistics say.
+const heldBy = ` AND lease_owner = $2`
 
 // MarkPublished implements outbox.Store.
 func (s *Store) MarkPublished(ctx context.Context, owner string, now time.Time, ids []int64) error {
-	_, err := s.db.Exec(ctx, `UPDATE `+Table+` SET status = 'published', published_at = $3,
-		lease_owner = NULL, lease_until = NULL WHERE id = ANY($1)`+heldBy, ids, owner, now)
+	_, err := s.db.Exec(ctx, s.sql(markSQL), ids, owner, now)
 	if err != nil {
 		return fmt.Errorf("postgres: mark published: %w", err)
 	}
 	return nil
 }
+
+const markSQL = `UPDATE ` + Table + ` SET status = 'published', settled_at = $3,
+	lease_owner = NULL, lease_until = NULL WHERE id = ANY($1)` + heldBy
 
 // exhausted is true for a row whose deferral lifetime has passed ($3 now, $6 the
 // MaxDeferral in microseconds).
@@ -329,13 +381,14 @@ const deferSQL = `UPDATE ` + Table + ` SET
 		ELSE greatest(visible_after, $4::timestamptz) + $5::bigint * interval '1 microsecond' END,
 	deferrals = CASE WHEN ` + exhausted + ` THEN deferrals ELSE deferrals + 1 END,
 	first_deferred_at = coalesce(first_deferred_at, $3::timestamptz),
+	settled_at = CASE WHEN ` + exhausted + ` THEN $3::timestamptz END,
 	lease_owner = NULL, lease_until = NULL
 WHERE id = ANY($1)` + heldBy + `
 RETURNING status = 'dead'`
 
 // Defer implements outbox.Store with one UPDATE statement for all the rows.
 func (s *Store) Defer(ctx context.Context, d outbox.Deferral) (deferred, dead int, err error) {
-	rows, err := s.db.Query(ctx, deferSQL, d.IDs, d.Owner, d.Now, d.NotBefore,
+	rows, err := s.db.Query(ctx, s.sql(deferSQL), d.IDs, d.Owner, d.Now, d.NotBefore,
 		d.Jitter.Microseconds(), d.MaxDeferral.Microseconds(), outbox.ReasonDeferralExhausted)
 	if err != nil {
 		return 0, 0, fmt.Errorf("postgres: defer: %w", err)
@@ -359,9 +412,10 @@ const failSQL = `UPDATE ` + Table + ` o SET
 	visible_after = f.retry_at,
 	status = CASE WHEN f.dead THEN 'dead' ELSE 'pending' END,
 	last_error = f.err,
+	settled_at = CASE WHEN f.dead THEN $6::timestamptz END,
 	lease_owner = NULL, lease_until = NULL
 FROM unnest($1::bigint[], $3::timestamptz[], $4::bool[], $5::text[]) AS f(id, retry_at, dead, err)
-WHERE o.id = f.id AND o.lease_owner = $2 AND o.status = 'pending'`
+WHERE o.id = f.id AND o.lease_owner = $2`
 
 // Fail implements outbox.Store with one UPDATE statement for all the failures.
 func (s *Store) Fail(ctx context.Context, owner string, failures []outbox.Failure) error {
@@ -372,7 +426,7 @@ func (s *Store) Fail(ctx context.Context, owner string, failures []outbox.Failur
 	for i, f := range failures {
 		ids[i], retry[i], dead[i], msgs[i] = f.ID, f.RetryAt, f.Dead, f.Err
 	}
-	if _, err := s.db.Exec(ctx, failSQL, ids, owner, retry, dead, msgs); err != nil {
+	if _, err := s.db.Exec(ctx, s.sql(failSQL), ids, owner, retry, dead, msgs, s.now()); err != nil {
 		return fmt.Errorf("postgres: fail: %w", err)
 	}
 	return nil
@@ -380,18 +434,20 @@ func (s *Store) Fail(ctx context.Context, owner string, failures []outbox.Failur
 
 // Release implements outbox.Store.
 func (s *Store) Release(ctx context.Context, owner string) error {
-	_, err := s.db.Exec(ctx, `UPDATE `+Table+` SET lease_owner = NULL, lease_until = NULL
-		WHERE lease_owner = $1 AND status = 'pending'`, owner)
+	_, err := s.db.Exec(ctx, s.sql(`UPDATE `+Table+` SET lease_owner = NULL, lease_until = NULL
+		WHERE lease_owner = $1 AND status = 'pending'`), owner)
 	if err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
 	}
 	return nil
 }
 
+const backlogSQL = `SELECT count(*), min(created_at) FROM ` + Table + ` WHERE status = 'pending'`
+
 // Backlog implements outbox.Store; the age is measured on the Store's clock.
 func (s *Store) Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error) {
 	var first *time.Time
-	err = s.db.QueryRow(ctx, `SELECT count(*), min(created_at) FROM `+Table+` WHERE status = 'pending'`).Scan(&pending, &first)
+	err = s.db.QueryRow(ctx, s.sql(backlogSQL)).Scan(&pending, &first)
 	if err != nil {
 		return 0, 0, fmt.Errorf("postgres: backlog: %w", err)
 	}

@@ -18,9 +18,16 @@ CREATE TABLE IF NOT EXISTS brokerguard_outbox (
     last_error        text,
     lease_owner       text,                   -- the dispatcher holding the row
     lease_until       timestamptz,            -- when its hold ends
-    published_at      timestamptz
+    settled_at        timestamptz             -- when it was published or became dead
 );
+-- Tables created before settled_at existed.
+ALTER TABLE brokerguard_outbox ADD COLUMN IF NOT EXISTS settled_at timestamptz;
 
 -- Claims scan pending rows by visible_after; settled rows stay out of the index.
+-- created_at lets Backlog read the oldest pending row from the index alone.
 CREATE INDEX IF NOT EXISTS brokerguard_outbox_due
-    ON brokerguard_outbox (visible_after, id) WHERE status = 'pending';
+    ON brokerguard_outbox (visible_after, id) INCLUDE (created_at) WHERE status = 'pending';
+
+-- Retention deletes settled rows oldest first; dead rows are paged from here too.
+CREATE INDEX IF NOT EXISTS brokerguard_outbox_settled
+    ON brokerguard_outbox (status, settled_at, id) WHERE status <> 'pending';
