@@ -18,9 +18,17 @@ import (
 type MemoryStore struct {
 	clock breaker.Clock
 
-	mu      sync.Mutex // guards the fields below
-	rows    []*Record  // by id - 1
-	settled int        // rows[:settled] are all published or dead: claims scan from there
+	mu         sync.Mutex // guards the fields below
+	rows       []*Record  // by id - 1
+	settled    int        // rows[:settled] are all published or dead: claims scan from there
+	holds      map[transport.Destination]*memoryHold
+	rowWrites  int64 // row changes made by claims and write-backs (not by Enqueue)
+	holdWrites int64 // holds created, changed or dropped
+}
+
+type memoryHold struct {
+	until, since time.Time
+	probeToken   string
 }
 
 var (
@@ -32,18 +40,38 @@ var (
 // NewMemoryStore returns an empty store whose Enqueue stamps rows with clock's time
 // (nil means time.Now).
 func NewMemoryStore(clock breaker.Clock) *MemoryStore {
-	return &MemoryStore{clock: clock}
+	return &MemoryStore{clock: clock, holds: map[transport.Destination]*memoryHold{}}
 }
 
-// Enqueue adds pending rows, visible at once, and returns their ids. Every
-// destination must be valid; otherwise nothing is added.
+// HeldUntil returns when the hold of d ends, and whether d is held at all.
+func (s *MemoryStore) HeldUntil(d transport.Destination) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.holds[d]; h != nil {
+		return h.until, true
+	}
+	return time.Time{}, false
+}
+
+// Writes returns how many row changes claims and write-backs have made (rows leased,
+// published, deferred, failed, made dead or released; Enqueue's inserts are not
+// counted) and how many writes holds took (created, changed or dropped): the figures
+// a PostgreSQL store would write as row updates.
+func (s *MemoryStore) Writes() (rows, holds int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rowWrites, s.holdWrites
+}
+
+// Enqueue adds pending rows, visible at once, and returns their ids. Every entry
+// must be valid (Entry.Validate); otherwise nothing is added.
 func (s *MemoryStore) Enqueue(ctx context.Context, entries ...Entry) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	for _, e := range entries {
-		if err := e.Destination.Validate(); err != nil {
-			return nil, fmt.Errorf("outbox: enqueue: %w", err)
+	for i, e := range entries {
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("outbox: enqueue entry %d: %w", i, err)
 		}
 	}
 	now := s.now()
@@ -61,13 +89,6 @@ func (s *MemoryStore) Enqueue(ctx context.Context, entries ...Entry) ([]int64, e
 	return out, nil
 }
 
-func (s *MemoryStore) now() time.Time {
-	if s.clock != nil {
-		return s.clock.Now()
-	}
-	return time.Now()
-}
-
 // Get returns a copy of row id.
 func (s *MemoryStore) Get(id int64) (Record, bool) {
 	s.mu.Lock()
@@ -79,6 +100,13 @@ func (s *MemoryStore) Get(id int64) (Record, bool) {
 	return copyRecord(r), true
 }
 
+func (s *MemoryStore) now() time.Time {
+	if s.clock != nil {
+		return s.clock.Now()
+	}
+	return time.Now()
+}
+
 // row returns row id, nil when there is none (never was, or deleted); it requires
 // s.mu held.
 func (s *MemoryStore) row(id int64) *Record {
@@ -87,6 +115,9 @@ func (s *MemoryStore) row(id int64) *Record {
 	}
 	return s.rows[id-1]
 }
+
+// isPending reports whether r is a row, not deleted, and pending.
+func isPending(r *Record) bool { return r != nil && r.Status == StatusPending }
 
 // Records returns a copy of every row, by id.
 func (s *MemoryStore) Records() []Record {
@@ -101,8 +132,9 @@ func (s *MemoryStore) Records() []Record {
 	return out
 }
 
-// Claim implements Store.
-func (s *MemoryStore) Claim(ctx context.Context, owner string, now time.Time, limit int, lease time.Duration) ([]Record, error) {
+// Claim implements Store. Claims are serialized by the store's lock, so rows of one
+// destination and key are always claimed in enqueue order.
+func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -111,98 +143,193 @@ func (s *MemoryStore) Claim(ctx context.Context, owner string, now time.Time, li
 	for s.settled < len(s.rows) && !isPending(s.rows[s.settled]) {
 		s.settled++
 	}
-	var due []*Record
-	for _, r := range s.rows[s.settled:] {
-		if isPending(r) && !r.VisibleAfter.After(now) && !r.LeaseUntil.After(now) {
-			due = append(due, r)
+	// A destination with a pending row keeps its hold; one whose hold has ended
+	// gets up to ProbeLimit rows claimed as its probe.
+	probes := map[transport.Destination]int{}
+	pendingDests := map[transport.Destination]bool{}
+	for _, row := range s.rows[s.settled:] {
+		if isPending(row) {
+			pendingDests[row.Destination] = true
 		}
 	}
-	slices.SortStableFunc(due, func(a, b *Record) int { return a.VisibleAfter.Compare(b.VisibleAfter) })
-	if len(due) > limit {
-		due = due[:limit]
+	for d, h := range s.holds {
+		switch {
+		case !pendingDests[d]:
+			delete(s.holds, d)
+			s.holdWrites++
+		case !h.until.After(r.Now):
+			probes[d] = max(r.ProbeLimit, 1)
+		}
 	}
+	// Probes first, as many as the limit allows, then the rows of destinations that
+	// are not held, lowest ids first (the PostgreSQL store's two statements).
+	var probeRows, rows []*Record
+	blocked := map[string]bool{} // destination and key of a pending row not claimable now
+	for _, row := range s.rows[s.settled:] {
+		if !isPending(row) {
+			continue
+		}
+		key := ""
+		if row.Message.Key != nil {
+			key = row.Destination.String() + "\x00" + string(row.Message.Key)
+		}
+		if row.VisibleAfter.After(r.Now) || row.LeaseUntil.After(r.Now) || blocked[key] {
+			if key != "" {
+				blocked[key] = true
+			}
+			continue
+		}
+		if _, held := s.holds[row.Destination]; !held {
+			rows = append(rows, row)
+		} else if probes[row.Destination] > 0 {
+			probes[row.Destination]--
+			probeRows = append(probeRows, row)
+		}
+	}
+	probeRows = probeRows[:min(len(probeRows), r.Limit)]
+	probed := map[transport.Destination]bool{}
+	for _, row := range probeRows {
+		probed[row.Destination] = true
+	}
+	due := append(probeRows, rows[:min(len(rows), r.Limit-len(probeRows))]...)
 	slices.SortFunc(due, func(a, b *Record) int { return cmp.Compare(a.ID, b.ID) })
 	out := make([]Record, len(due))
-	for i, r := range due {
-		r.LeaseOwner, r.LeaseUntil = owner, now.Add(lease)
-		out[i] = copyRecord(r)
+	for i, row := range due {
+		row.LeaseOwner, row.LeaseUntil = r.Token, r.Now.Add(r.Lease)
+		out[i] = copyRecord(row)
+		out[i].Probe = probed[row.Destination]
+	}
+	s.rowWrites += int64(len(due))
+	for d := range probed {
+		h := s.holds[d]
+		h.until, h.probeToken = r.Now.Add(r.Lease), r.Token
+		s.holdWrites++
 	}
 	return out, nil
 }
 
-// held returns row id when owner leases it and it is pending; it requires s.mu held.
-func (s *MemoryStore) held(owner string, id int64) *Record {
+// held returns row id when token leases it and it is pending; it requires s.mu held.
+func (s *MemoryStore) held(token string, id int64) *Record {
 	r := s.row(id)
-	if !isPending(r) || r.LeaseOwner != owner {
+	if !isPending(r) || r.LeaseOwner != token {
 		return nil
 	}
 	return r
 }
 
-// isPending reports whether r is a row, not deleted, and pending.
-func isPending(r *Record) bool { return r != nil && r.Status == StatusPending }
-
-func release(r *Record) { r.LeaseOwner, r.LeaseUntil = "", time.Time{} }
+// release gives r's lease back and counts the row's write; it requires s.mu held.
+func (s *MemoryStore) release(r *Record) {
+	r.LeaseOwner, r.LeaseUntil = "", time.Time{}
+	s.rowWrites++
+}
 
 // MarkPublished implements Store.
-func (s *MemoryStore) MarkPublished(ctx context.Context, owner string, now time.Time, ids []int64) error {
+func (s *MemoryStore) MarkPublished(ctx context.Context, token string, now time.Time, ids []int64) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if r := s.held(token, id); r != nil {
+			r.Status, r.SettledAt = StatusPublished, now
+			s.release(r)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Defer implements Store.
+func (s *MemoryStore) Defer(ctx context.Context, d Deferral) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, id := range d.IDs {
+		r := s.held(d.Token, id)
+		if r == nil {
+			continue
+		}
+		if r.FirstDeferredAt.IsZero() {
+			r.FirstDeferredAt = d.Now
+		}
+		r.Deferrals++
+		s.release(r)
+		n++
+	}
+	return n, nil
+}
+
+// Hold implements Store.
+func (s *MemoryStore) Hold(ctx context.Context, h Hold) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.holds[h.Destination]
+	switch {
+	case cur == nil:
+		cur = &memoryHold{until: h.Until, since: h.Now}
+		s.holds[h.Destination] = cur
+	case cur.probeToken == h.Token:
+		cur.until, cur.probeToken = h.Until, ""
+	case h.Until.After(cur.until):
+		cur.until = h.Until
+	}
+	s.holdWrites++
+	if h.Now.Sub(cur.since) <= h.MaxDeferral {
+		return 0, nil
+	}
+	dead := 0
+	for _, r := range s.rows[s.settled:] {
+		if !isPending(r) || r.Destination != h.Destination ||
+			(r.LeaseUntil.After(h.Now) && r.LeaseOwner != h.Token) ||
+			h.Now.Sub(later(r.CreatedAt, cur.since)) <= h.MaxDeferral {
+			continue
+		}
+		r.Status, r.LastError, r.SettledAt = StatusDead, ReasonDeferralExhausted, h.Now
+		s.release(r)
+		dead++
+	}
+	return dead, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// Unhold implements Store.
+func (s *MemoryStore) Unhold(ctx context.Context, d transport.Destination, token string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, id := range ids {
-		if r := s.held(owner, id); r != nil {
-			r.Status, r.SettledAt = StatusPublished, now
-			release(r)
-		}
+	if h := s.holds[d]; h != nil && h.probeToken == token {
+		delete(s.holds, d)
+		s.holdWrites++
 	}
 	return nil
 }
 
-// Defer implements Store.
-func (s *MemoryStore) Defer(ctx context.Context, d Deferral) (deferred, dead int, err error) {
+// Fail implements Store.
+func (s *MemoryStore) Fail(ctx context.Context, token string, failures []Failure) (failed, dead int, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, id := range d.IDs {
-		r := s.held(d.Owner, id)
-		if r == nil {
-			continue
-		}
-		first := r.FirstDeferredAt
-		if first.IsZero() {
-			first = d.Now
-		}
-		if d.Now.Sub(first) > d.MaxDeferral {
-			r.Status, r.LastError, r.SettledAt = StatusDead, ReasonDeferralExhausted, d.Now
-			dead++
-		} else {
-			if d.NotBefore.After(r.VisibleAfter) {
-				r.VisibleAfter = d.NotBefore
-			}
-			r.VisibleAfter = r.VisibleAfter.Add(d.Jitter)
-			r.Deferrals++
-			r.FirstDeferredAt = first
-			deferred++
-		}
-		release(r)
-	}
-	return deferred, dead, nil
-}
-
-// Fail implements Store.
-func (s *MemoryStore) Fail(ctx context.Context, owner string, failures []Failure) error {
-	if err := ctx.Err(); err != nil {
-		return err
 	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range failures {
-		r := s.held(owner, f.ID)
+		r := s.held(token, f.ID)
 		if r == nil {
 			continue
 		}
@@ -210,22 +337,25 @@ func (s *MemoryStore) Fail(ctx context.Context, owner string, failures []Failure
 		r.VisibleAfter, r.LastError = f.RetryAt, f.Err
 		if f.Dead {
 			r.Status, r.SettledAt = StatusDead, now
+			dead++
+		} else {
+			failed++
 		}
-		release(r)
+		s.release(r)
 	}
-	return nil
+	return failed, dead, nil
 }
 
 // Release implements Store.
-func (s *MemoryStore) Release(ctx context.Context, owner string) error {
+func (s *MemoryStore) Release(ctx context.Context, token string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.rows[s.settled:] {
-		if isPending(r) && r.LeaseOwner == owner {
-			release(r)
+		if isPending(r) && r.LeaseOwner == token {
+			s.release(r)
 		}
 	}
 	return nil

@@ -92,7 +92,7 @@ func (s *MemoryStore) Requeue(ctx context.Context, f DeadFilter, now time.Time) 
 		}
 		r.Status, r.VisibleAfter, r.SettledAt = StatusPending, now, time.Time{}
 		r.Attempts, r.Deferrals, r.FirstDeferredAt = 0, 0, time.Time{}
-		release(r)
+		s.release(r)
 		s.settled = min(s.settled, i)
 		n++
 	}

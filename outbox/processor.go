@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
@@ -108,8 +109,9 @@ func WithRandom(f func() float64) ProcessorOption {
 	}
 }
 
-// WithOwner names the Processor in the leases it takes. It must differ between
-// dispatchers sharing a table; the default is host name, process id and a random part.
+// WithOwner names the Processor in the claim tokens it leases rows under (each token
+// adds a random part and a claim number, so owners need not be unique); the default
+// is host name and process id.
 func WithOwner(owner string) ProcessorOption {
 	return func(p *Processor) error {
 		if owner == "" {
@@ -143,16 +145,17 @@ func WithPollInterval(d time.Duration) ProcessorOption {
 	return positive("WithPollInterval", d, func(p *Processor) { p.poll = d })
 }
 
-// WithMaxCircuitDeferral sets how long after its first deferral a row may still be
-// deferred; a row deferred later than that is dead with ReasonDeferralExhausted
-// (default 24h).
+// WithMaxCircuitDeferral sets the time budget of an outage: once a destination has
+// been held for longer than d, its rows enqueued more than d ago are dead with
+// ReasonDeferralExhausted (default 24h). A row's attempts are never spent on an
+// outage.
 func WithMaxCircuitDeferral(d time.Duration) ProcessorOption {
 	return positive("WithMaxCircuitDeferral", d, func(p *Processor) { p.maxDeferral = d })
 }
 
-// WithDeferralJitter sets the most a deferral adds at random to the circuit's
-// NotBefore, so that dispatchers do not all come back at the same instant (default
-// 1s; 0 adds nothing). One jitter is drawn per destination per batch.
+// WithDeferralJitter sets the most a hold adds at random to the circuit's NotBefore,
+// so that dispatchers do not all come back at the same instant (default 1s; 0 adds
+// nothing). One jitter is drawn per hold.
 func WithDeferralJitter(d time.Duration) ProcessorOption {
 	return func(p *Processor) error {
 		if d < 0 {
@@ -163,12 +166,31 @@ func WithDeferralJitter(d time.Duration) ProcessorOption {
 	}
 }
 
-// WithRejectedDelay sets how long rows wait when the circuit refused the publish
-// without an open deadline: breaker.ErrSaturated (too many calls in flight),
-// breaker.ErrUnavailable (a shared circuit's state cannot be read) or a circuit that
-// could not be created. Such rows are deferred, consuming no attempt (default 1s).
+// WithRejectedDelay sets how long a destination is held when it is unavailable
+// without an open deadline to wait for: breaker.ErrSaturated (too many calls in
+// flight), breaker.ErrUnavailable (a shared circuit's state cannot be read), a
+// circuit that could not be created, or an outage failure while the circuit is still
+// closed. Its rows consume no attempt (default 1s).
 func WithRejectedDelay(d time.Duration) ProcessorOption {
 	return positive("WithRejectedDelay", d, func(p *Processor) { p.rejectedDelay = d })
+}
+
+// WithProbeBatch sets how many rows of a destination whose hold has ended one claim
+// takes as its probe (default 1); the destination's other rows wait until the probe
+// has gone out.
+func WithProbeBatch(n int) ProcessorOption {
+	return positive("WithProbeBatch", n, func(p *Processor) { p.probeBatch = n })
+}
+
+// WithClassifier tells the Processor which publish errors are an outage of the
+// destination (breaker.Failure) and which belong to the message (breaker.Neutral):
+// give it the classifier of the guarded publisher (kafka.Classify, amqp.Classify,
+// sqs.Classify). An outage holds the destination and spends its MaxCircuitDeferral
+// time; a message's own failure spends the row's attempts. Without it every error of
+// a whole publish is an outage (as registry.Guard counts a nil classifier), and every
+// entry of a transport.BatchError is the message's own.
+func WithClassifier(c transport.Classifier) ProcessorOption {
+	return func(p *Processor) error { p.classify = c; return nil }
 }
 
 // WithBackoff sets the spacing of retries after failed publishes (default
@@ -213,13 +235,12 @@ func positive[T int | time.Duration](name string, v T, set func(*Processor)) Pro
 }
 
 // Processor dispatches outbox rows: it claims a batch, groups it by destination,
-// defers the rows of destinations whose circuit is open (consuming no attempt) and
-// publishes the others through the guarded publisher. ProcessPending may be called
-// from several goroutines at once, but nothing else may use the Processor while Run
-// runs: when Run returns it releases every row leased under the Processor's owner,
-// which would hand rows another call is still publishing to other dispatchers within
-// their lease. To share a table, run several Processors (or processes), each with its
-// own owner.
+// holds destinations whose circuit is open (their rows are given back uncharged and
+// not claimed again until the hold ends) and publishes the others through the
+// guarded publisher. ProcessPending may be called from several goroutines at once,
+// also while Run runs: every claim has its own token, and a write-back changes only
+// rows its claim still holds. To share a table, run several Processors (or
+// processes); WithOwner names them in the tokens.
 type Processor struct {
 	store    Store
 	circuits Circuits
@@ -235,8 +256,12 @@ type Processor struct {
 	// (used by Run's goroutine only).
 	retention *Retention
 	nextPurge time.Time
+	classify  transport.Classifier
+	nonce     string        // tells this Processor's claim tokens from an earlier one's with the same owner
+	claims    atomic.Uint64 // numbers the claim tokens
 
 	batchSize      int
+	probeBatch     int
 	maxAttempts    int
 	lease          time.Duration
 	poll           time.Duration
@@ -259,6 +284,7 @@ func NewProcessor(store Store, circuits Circuits, pub transport.Publisher, opts 
 		store: store, circuits: circuits, pub: pub,
 		random:         rand.Float64,
 		batchSize:      DefaultBatchSize,
+		probeBatch:     1,
 		maxAttempts:    DefaultMaxAttempts,
 		lease:          DefaultLease,
 		poll:           DefaultPollInterval,
@@ -273,23 +299,30 @@ func NewProcessor(store Store, circuits Circuits, pub transport.Publisher, opts 
 		}
 	}
 	if p.owner == "" {
-		p.owner = defaultOwner()
+		host, _ := os.Hostname()
+		p.owner = host + "-" + strconv.Itoa(os.Getpid())
 	}
 	if _, ok := store.(Purger); p.retention != nil && !ok {
 		return nil, fmt.Errorf("outbox: WithRetention: the store (%T) cannot delete rows: it is no Purger", store)
 	}
+	p.nonce = randomHex()
 	return p, nil
 }
 
-func defaultOwner() string {
-	host, _ := os.Hostname()
+func randomHex() string {
 	var b [6]byte
 	_, _ = crand.Read(b[:]) // crypto/rand.Read does not fail
-	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+	return hex.EncodeToString(b[:])
 }
 
-// Owner returns the name this Processor leases rows under.
+// Owner returns the name this Processor's claim tokens start with.
 func (p *Processor) Owner() string { return p.owner }
+
+// newToken names one claim: every write-back of the claim is fenced by it, so no two
+// calls, of this Processor or another, can change each other's rows.
+func (p *Processor) newToken() string {
+	return p.owner + "/" + p.nonce + "/" + strconv.FormatUint(p.claims.Add(1), 10)
+}
 
 func (p *Processor) now() time.Time {
 	if p.clock != nil {
@@ -301,24 +334,31 @@ func (p *Processor) now() time.Time {
 // ProcessPending claims one batch and dispatches it, destination by destination, each
 // destination's rows in one Publish call. Rows are written back as soon as their
 // destination is done, so an error or a cancelled ctx part way leaves only the rest of
-// the batch leased (they come back when the lease ends, or at once after Release).
-// The Report counts what was written back.
+// the batch leased (they come back when the lease ends). The Report counts rows the
+// write-backs changed. Calls may run at once: each claim has its own token.
 func (p *Processor) ProcessPending(ctx context.Context) (Report, error) {
+	rep, _, err := p.process(ctx)
+	return rep, err
+}
+
+// process is ProcessPending; it also returns the claim's token.
+func (p *Processor) process(ctx context.Context) (Report, string, error) {
+	token := p.newToken()
 	start := p.now()
-	recs, err := p.store.Claim(ctx, p.owner, start, p.batchSize, p.lease)
+	recs, err := p.store.Claim(ctx, ClaimRequest{Token: token, Now: start, Limit: p.batchSize, Lease: p.lease, ProbeLimit: p.probeBatch})
 	if err != nil {
-		return Report{}, err
+		return Report{}, token, err
 	}
 	rep := Report{Claimed: len(recs), ByDestination: map[transport.Destination]Counts{}}
 	leaseEnd := start.Add(p.lease)
 	for _, g := range groupByDestination(recs) {
 		if err := ctx.Err(); err != nil {
-			return rep, err
+			return rep, token, err
 		}
 		if !p.now().Before(leaseEnd) {
-			return rep, ErrLeaseExpired
+			return rep, token, ErrLeaseExpired
 		}
-		c, err := p.dispatch(ctx, g.dest, g.recs)
+		c, err := p.dispatch(ctx, token, g.dest, g.recs)
 		if c != (Counts{}) || err == nil {
 			cur := rep.ByDestination[g.dest]
 			cur.add(c)
@@ -328,10 +368,10 @@ func (p *Processor) ProcessPending(ctx context.Context) (Report, error) {
 			}
 		}
 		if err != nil {
-			return rep, err
+			return rep, token, err
 		}
 	}
-	return rep, nil
+	return rep, token, nil
 }
 
 type group struct {
@@ -356,41 +396,167 @@ func groupByDestination(recs []Record) []group {
 	return groups
 }
 
-// circuitGate is the one place the Processor asks a destination's circuit whether to
-// publish before it tries. It returns defer=true and the circuit's NotBefore when the
-// circuit is open with a deadline still ahead. It only looks (Snapshot): the guarded
-// publisher acquires the permit, so a half-open circuit's probe is taken by a real
-// publish.
-func (p *Processor) circuitGate(d transport.Destination, now time.Time) (notBefore time.Time, deferred bool, err error) {
+// unavailableUntil asks d's circuit whether to publish before trying. It returns a
+// non-zero time until which d should be held when the circuit is open with its
+// deadline ahead, or cannot be had. It only looks (Snapshot): the guarded publisher
+// acquires the permit, so a half-open circuit's probe is taken by a real publish.
+func (p *Processor) unavailableUntil(d transport.Destination, now time.Time) time.Time {
 	if p.circuits == nil {
-		return time.Time{}, false, nil
+		return time.Time{}
 	}
 	c, err := p.circuits.Circuit(d)
-	if err != nil {
-		return time.Time{}, false, err
+	if err != nil { // the registry could not give a circuit (cap reached, shared backend down)
+		return now.Add(p.rejectedDelay)
 	}
 	s := c.Snapshot()
 	// Shadow and FailOpen circuits let calls through while open (breaker.Mode), so
-	// their rows are published, not deferred.
+	// their rows are published, not held.
 	if s.State == breaker.Open && s.Mode == breaker.Enforce && s.NotBefore.After(now) {
-		return s.NotBefore, true, nil
+		return s.NotBefore
 	}
-	return time.Time{}, false, nil
+	return time.Time{}
 }
 
-// dispatch handles the rows of one destination and writes them back.
-func (p *Processor) dispatch(ctx context.Context, d transport.Destination, recs []Record) (Counts, error) {
-	now := p.now()
-	notBefore, deferred, err := p.circuitGate(d, now)
-	switch {
-	case errors.Is(err, transport.ErrInvalidDestination):
-		return p.fail(ctx, recs, now, err, true)
-	case err != nil: // the registry could not give a circuit (cap reached, shared backend down)
-		return p.deferRows(ctx, recs, now, now.Add(p.rejectedDelay))
-	case deferred:
-		return p.deferRows(ctx, recs, now, notBefore)
+// holdUntil is how long to hold d after an outage failure: the circuit's open
+// deadline when it has one ahead, else the rejected delay.
+func (p *Processor) holdUntil(d transport.Destination, now time.Time, rejection error) time.Time {
+	var oe *breaker.OpenError
+	if errors.As(rejection, &oe) && oe.NotBefore.After(now) {
+		return oe.NotBefore
 	}
+	if until := p.unavailableUntil(d, now); !until.IsZero() {
+		return until
+	}
+	return now.Add(p.rejectedDelay)
+}
 
+// outage reports whether a publish error says the destination, not the message, is
+// at fault.
+func (p *Processor) outage(err error) bool {
+	if errors.Is(err, breaker.ErrOpen) || errors.Is(err, breaker.ErrSaturated) || errors.Is(err, breaker.ErrUnavailable) {
+		return true
+	}
+	return p.classify == nil || p.classify(err) == breaker.Failure
+}
+
+// dispatch handles the rows of one destination, in id order, and writes them back.
+func (p *Processor) dispatch(ctx context.Context, token string, d transport.Destination, recs []Record) (Counts, error) {
+	now := p.now()
+	if err := d.Validate(); err != nil {
+		return p.failDead(ctx, token, recs, now, ReasonInvalidDestination, err.Error())
+	}
+	var c Counts
+	good := recs[:0:0]
+	var poison []Record
+	for _, r := range recs {
+		if r.Undecodable != "" {
+			poison = append(poison, r)
+		} else {
+			good = append(good, r)
+		}
+	}
+	for _, r := range poison { // each has its own detail
+		c2, err := p.failDead(ctx, token, []Record{r}, now, ReasonUndecodable, r.Undecodable)
+		c.add(c2)
+		if err != nil {
+			return c, err
+		}
+	}
+	if len(good) == 0 {
+		return c, nil
+	}
+	probe := good[0].Probe
+	if until := p.unavailableUntil(d, now); !until.IsZero() {
+		c2, err := p.hold(ctx, token, d, good, now, until)
+		c.add(c2)
+		return c, err
+	}
+	r, err := p.send(ctx, token, d, good)
+	c.add(r.counts)
+	if err != nil {
+		return c, err
+	}
+	if r.messageFailure && len(good) > 1 {
+		// One of the rows made the whole publish fail: send them one at a time, so
+		// that it ends alone and the others go on.
+		r, err = p.sendEach(ctx, token, d, good)
+		c.add(r.counts)
+		if err != nil {
+			return c, err
+		}
+	} else if r.messageFailure {
+		c2, err := p.failEach(ctx, token, good, p.now(), []error{r.err})
+		c.add(c2)
+		if err != nil {
+			return c, err
+		}
+	}
+	switch {
+	case !probe:
+	case r.published:
+		err = p.store.Unhold(ctx, d, token)
+	case r.held.IsZero():
+		// The probe failed for reasons of its message: probe again with the next row.
+		_, err = p.store.Hold(ctx, Hold{Destination: d, Token: token, Now: p.now(), Until: p.now(), MaxDeferral: p.maxDeferral})
+	}
+	return c, err
+}
+
+// sent is what one publish of a destination's rows came to.
+type sent struct {
+	counts         Counts
+	published      bool      // some rows went out
+	held           time.Time // the destination was held until then (an outage)
+	messageFailure bool      // the whole publish failed for a message's reason; nothing written back
+	err            error     // that failure
+}
+
+// sendEach publishes recs one at a time, in order. A row whose own failure costs it
+// an attempt keeps back the later rows of its key (given back uncharged, to keep
+// the key's order); an outage holds the destination and gives back the rest.
+func (p *Processor) sendEach(ctx context.Context, token string, d transport.Destination, recs []Record) (sent, error) {
+	var out sent
+	stopped := map[string]bool{}
+	for i, rec := range recs {
+		if !out.held.IsZero() {
+			c, err := p.deferRows(ctx, token, recs[i:], p.now())
+			out.counts.add(c)
+			return out, err
+		}
+		if k := rec.Message.Key; k != nil && stopped[string(k)] {
+			c, err := p.deferRows(ctx, token, recs[i:i+1], p.now())
+			out.counts.add(c)
+			if err != nil {
+				return out, err
+			}
+			continue
+		}
+		r, err := p.send(ctx, token, d, recs[i:i+1])
+		out.counts.add(r.counts)
+		out.published = out.published || r.published
+		out.held = r.held
+		if err != nil {
+			return out, err
+		}
+		if r.messageFailure {
+			c, err := p.failEach(ctx, token, recs[i:i+1], p.now(), []error{r.err})
+			out.counts.add(c)
+			if err != nil {
+				return out, err
+			}
+		}
+		if (r.messageFailure || r.counts.Failed+r.counts.Dead > 0) && rec.Message.Key != nil {
+			stopped[string(rec.Message.Key)] = true
+		}
+	}
+	return out, nil
+}
+
+// send publishes recs in one call and writes back what it can: published rows,
+// failed entries of a batch, and, on an outage, a hold of the destination with the
+// rows given back uncharged. A whole publish that failed for a message's reason is
+// reported, not written back.
+func (p *Processor) send(ctx context.Context, token string, d transport.Destination, recs []Record) (sent, error) {
 	msgs := make([]transport.Message, len(recs))
 	for i, r := range recs {
 		msgs[i] = r.Message
@@ -401,58 +567,70 @@ func (p *Processor) dispatch(ctx context.Context, d transport.Destination, recs 
 		}
 	}
 	pubErr := p.pub.Publish(ctx, d, msgs...)
-	var (
-		be *transport.BatchError
-		oe *breaker.OpenError
-	)
+	var be *transport.BatchError
 	partial := errors.As(pubErr, &be) && validIndexes(be, len(recs))
 	cancelled := pubErr != nil && ctx.Err() != nil
 	if cancelled && !partial {
 		// The publish may or may not have reached the broker; leave the rows leased so
 		// that they are published again (at least once) rather than counted as failed.
-		return Counts{}, ctx.Err()
+		return sent{}, ctx.Err()
 	}
 	// What was published must be recorded even if ctx ends now, or it is sent again.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.lease)
 	defer cancel()
-	now = p.now()
+	now := p.now()
 
+	var out sent
 	switch {
 	case pubErr == nil:
-		return p.publish(wctx, recs, now)
-	case partial:
-		failed := map[int]error{}
-		for _, f := range be.Failed {
-			failed[f.Index] = f.Err
-		}
-		var ok, bad []Record
-		var errs []error
-		for i, r := range recs {
-			if e, isFailed := failed[i]; isFailed {
-				bad, errs = append(bad, r), append(errs, e)
-			} else {
-				ok = append(ok, r)
-			}
-		}
-		c, err := p.publish(wctx, ok, now)
-		if err != nil {
-			return c, err
-		}
-		if cancelled {
-			// The rest may have failed only because ctx ended: leave them leased, as
-			// above, rather than consume an attempt.
-			return c, ctx.Err()
-		}
-		c2, err := p.failEach(wctx, bad, now, errs)
-		c.add(c2)
-		return c, err
-	case errors.As(pubErr, &oe):
-		return p.deferRows(wctx, recs, now, oe.NotBefore)
-	case errors.Is(pubErr, breaker.ErrSaturated), errors.Is(pubErr, breaker.ErrUnavailable):
-		return p.deferRows(wctx, recs, now, now.Add(p.rejectedDelay))
-	default:
-		return p.fail(wctx, recs, now, pubErr, false)
+		n, err := p.store.MarkPublished(wctx, token, now, ids(recs))
+		out.counts.Published, out.published = n, true
+		return out, err
+	case !partial && p.outage(pubErr):
+		out.held = p.holdUntil(d, now, pubErr)
+		c, err := p.hold(wctx, token, d, recs, now, out.held)
+		out.counts = c
+		return out, err
+	case !partial:
+		return sent{messageFailure: true, err: pubErr}, nil
 	}
+	failed := map[int]error{}
+	for _, f := range be.Failed {
+		failed[f.Index] = f.Err
+	}
+	var ok, own, down []Record
+	var errs []error
+	for i, r := range recs {
+		switch e, isFailed := failed[i]; {
+		case !isFailed:
+			ok = append(ok, r)
+		case p.classify != nil && p.classify(e) == breaker.Failure:
+			down = append(down, r)
+		default:
+			own, errs = append(own, r), append(errs, e)
+		}
+	}
+	if len(ok) > 0 {
+		n, err := p.store.MarkPublished(wctx, token, now, ids(ok))
+		out.counts.Published, out.published = n, true
+		if err != nil {
+			return out, err
+		}
+	}
+	if cancelled {
+		// The rest may have failed only because ctx ended: leave them leased, as
+		// above, rather than consume an attempt.
+		return out, ctx.Err()
+	}
+	c, err := p.failEach(wctx, token, own, now, errs)
+	out.counts.add(c)
+	if err != nil || len(down) == 0 {
+		return out, err
+	}
+	out.held = p.holdUntil(d, now, nil)
+	c, err = p.hold(wctx, token, d, down, now, out.held)
+	out.counts.add(c)
+	return out, err
 }
 
 // validIndexes reports whether a BatchError lists only indexes of the publish; an
@@ -474,66 +652,60 @@ func ids(recs []Record) []int64 {
 	return out
 }
 
-func (p *Processor) publish(ctx context.Context, recs []Record, now time.Time) (Counts, error) {
-	if len(recs) == 0 {
-		return Counts{}, nil
-	}
-	if err := p.store.MarkPublished(ctx, p.owner, now, ids(recs)); err != nil {
-		return Counts{}, err
-	}
-	return Counts{Published: len(recs)}, nil
-}
-
-func (p *Processor) deferRows(ctx context.Context, recs []Record, now, notBefore time.Time) (Counts, error) {
-	deferred, dead, err := p.store.Defer(ctx, Deferral{
-		Owner:       p.owner,
-		IDs:         ids(recs),
-		Now:         now,
-		NotBefore:   notBefore,
-		Jitter:      time.Duration(p.random() * float64(p.deferralJitter)),
+// hold holds d until until (plus jitter), which makes dead the rows whose outage
+// budget is spent, and gives the claimed rows still pending back uncharged.
+func (p *Processor) hold(ctx context.Context, token string, d transport.Destination, recs []Record, now, until time.Time) (Counts, error) {
+	dead, err := p.store.Hold(ctx, Hold{
+		Destination: d, Token: token, Now: now,
+		Until:       until.Add(time.Duration(p.random() * float64(p.deferralJitter))),
 		MaxDeferral: p.maxDeferral,
 	})
-	return Counts{Deferred: deferred, Dead: dead}, err
+	if err != nil {
+		return Counts{}, err
+	}
+	c, err := p.deferRows(ctx, token, recs, now)
+	c.Dead += dead
+	return c, err
 }
 
-// fail records the same error for every row; dead makes them dead at once.
-func (p *Processor) fail(ctx context.Context, recs []Record, now time.Time, cause error, dead bool) (Counts, error) {
-	errs := make([]error, len(recs))
-	for i := range errs {
-		errs[i] = cause
-	}
-	if dead {
-		return p.failWith(ctx, recs, now, errs, func(Record) bool { return true })
-	}
-	return p.failEach(ctx, recs, now, errs)
+func (p *Processor) deferRows(ctx context.Context, token string, recs []Record, now time.Time) (Counts, error) {
+	n, err := p.store.Defer(ctx, Deferral{Token: token, IDs: ids(recs), Now: now})
+	return Counts{Deferred: n}, err
 }
 
-// failEach records errs[i] against recs[i]: one more attempt, and a retry after the
-// backoff, or death once MaxAttempts failures have been made.
-func (p *Processor) failEach(ctx context.Context, recs []Record, now time.Time, errs []error) (Counts, error) {
-	return p.failWith(ctx, recs, now, errs, func(r Record) bool { return r.Attempts+1 >= p.maxAttempts })
-}
-
-func (p *Processor) failWith(ctx context.Context, recs []Record, now time.Time, errs []error, dead func(Record) bool) (Counts, error) {
-	if len(recs) == 0 {
-		return Counts{}, nil
-	}
-	var c Counts
+// failDead makes recs dead at once with last error "reason: detail".
+func (p *Processor) failDead(ctx context.Context, token string, recs []Record, now time.Time, reason, detail string) (Counts, error) {
 	fs := make([]Failure, len(recs))
 	for i, r := range recs {
-		f := Failure{ID: r.ID, RetryAt: now, Dead: dead(r), Err: truncate(errs[i].Error())}
-		if f.Dead {
-			c.Dead++
+		fs[i] = Failure{ID: r.ID, RetryAt: now, Dead: true, Err: truncate(reason + ": " + detail)}
+	}
+	return p.writeFailures(ctx, token, fs)
+}
+
+// failEach records errs[i] (or errs[0] for all, when it is the only one) against
+// recs[i]: one more attempt, and a retry after the backoff, or death once MaxAttempts
+// failures have been made.
+func (p *Processor) failEach(ctx context.Context, token string, recs []Record, now time.Time, errs []error) (Counts, error) {
+	fs := make([]Failure, len(recs))
+	for i, r := range recs {
+		e := errs[min(i, len(errs)-1)].Error()
+		f := Failure{ID: r.ID, Err: truncate(e)}
+		if r.Attempts+1 >= p.maxAttempts {
+			f.Dead, f.RetryAt, f.Err = true, now, truncate(ReasonAttemptsExhausted+": "+e)
 		} else {
-			c.Failed++
 			f.RetryAt = now.Add(p.backoff.Delay(r.Attempts+1, p.random()))
 		}
 		fs[i] = f
 	}
-	if err := p.store.Fail(ctx, p.owner, fs); err != nil {
-		return Counts{}, err
+	return p.writeFailures(ctx, token, fs)
+}
+
+func (p *Processor) writeFailures(ctx context.Context, token string, fs []Failure) (Counts, error) {
+	if len(fs) == 0 {
+		return Counts{}, nil
 	}
-	return c, nil
+	failed, dead, err := p.store.Fail(ctx, token, fs)
+	return Counts{Failed: failed, Dead: dead}, err
 }
 
 func truncate(s string) string {
@@ -548,27 +720,30 @@ func truncate(s string) string {
 // WithWaker, until the Waker signals, whichever comes first. With WithRetention it
 // also deletes old settled rows, one bounded batch between claims. It runs in the
 // caller's goroutine and starts none but the Waker's. When ctx ends it releases the
-// rows it still leases, so a stopped Run leaves no row leased, and returns nil (or the
-// release's error). An error of a batch goes to the WithErrorHandler function, if
-// any, and Run carries on after the poll interval; without one Run releases its rows
-// and returns the error.
-func (p *Processor) Run(ctx context.Context) (err error) {
-	defer func() {
+// rows its batch still leases, so a stopped Run leaves no row leased, and returns nil
+// (or the release's error). After an error of a batch it releases the batch's rows;
+// the error goes to the WithErrorHandler function, if any, and Run carries on after
+// the poll interval; without one Run returns it.
+func (p *Processor) Run(ctx context.Context) error {
+	release := func(token string) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.lease)
 		defer cancel()
-		if rerr := p.store.Release(rctx, p.owner); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-	}()
+		return p.store.Release(rctx, token)
+	}
 	w := p.startWaker(ctx)
 	defer w.stop()
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
 	for {
 		drain(w.wake) // this claim sees every row announced so far
-		rep, err := p.ProcessPending(ctx)
+		rep, token, err := p.process(ctx)
+		if ctx.Err() != nil {
+			return release(token)
+		}
 		var more bool
-		if err == nil && ctx.Err() == nil {
+		if err != nil {
+			err = errors.Join(err, release(token))
+		} else {
 			more, err = p.retain(ctx, p.now())
 		}
 		if ctx.Err() != nil {

@@ -3,8 +3,11 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -24,9 +27,22 @@ const (
 	StatusDead Status = "dead"
 )
 
-// ReasonDeferralExhausted is the LastError of a row that died because its
-// destination's circuit stayed open longer than the MaxCircuitDeferral.
-const ReasonDeferralExhausted = "circuit_deferral_exhausted"
+// Dead reasons: the LastError of a dead row starts with one of these, followed by
+// ": " and the detail when there is one.
+const (
+	// ReasonDeferralExhausted: the row's destination was held (its circuit open or
+	// its publishes failing as an outage) for longer than MaxCircuitDeferral of the
+	// time since the row was enqueued.
+	ReasonDeferralExhausted = "circuit_deferral_exhausted"
+	// ReasonAttemptsExhausted: MaxAttempts publishes failed for reasons of the
+	// message's own; the detail is the last error.
+	ReasonAttemptsExhausted = "attempts_exhausted"
+	// ReasonInvalidDestination: the stored destination is not a valid one.
+	ReasonInvalidDestination = "invalid_destination"
+	// ReasonUndecodable: the store could not decode the row (for example headers that
+	// are not the JSON the outbox writes); the detail says what was wrong.
+	ReasonUndecodable = "undecodable"
+)
 
 // ErrUnknownStatus is matched (errors.Is) by the *UnknownStatusError a store returns
 // when it reads a row whose status this version does not know.
@@ -62,6 +78,21 @@ type Entry struct {
 	Message     transport.Message
 }
 
+// Validate reports what keeps e from being stored and read back byte for byte: an
+// invalid destination, or a header key that is not valid UTF-8 or holds a NUL (keys
+// are stored as text). Every store's Enqueue calls it.
+func (e Entry) Validate() error {
+	if err := e.Destination.Validate(); err != nil {
+		return err
+	}
+	for i, h := range e.Message.Headers {
+		if !utf8.ValidString(h.Key) || strings.IndexByte(h.Key, 0) >= 0 {
+			return fmt.Errorf("outbox: header %d key %q is not valid UTF-8 text without NUL", i, h.Key)
+		}
+	}
+	return nil
+}
+
 // Record is one outbox row as a store reads it.
 type Record struct {
 	ID          int64
@@ -70,8 +101,9 @@ type Record struct {
 	CreatedAt   time.Time
 	// VisibleAfter is when the row may next be claimed.
 	VisibleAfter time.Time
-	// Attempts counts failed publishes; Deferrals counts the batches that skipped the
-	// row because its circuit was open. A deferral never consumes an attempt.
+	// Attempts counts publishes that failed for reasons of the message's own;
+	// Deferrals counts the times the row was claimed and given back, uncharged,
+	// because its destination was unavailable.
 	Attempts, Deferrals int
 	// FirstDeferredAt is the time of the first deferral (zero when never deferred); it
 	// is set once and never cleared.
@@ -81,29 +113,56 @@ type Record struct {
 	// SettledAt is when the row was published or became dead; zero while pending.
 	// Retention counts from it.
 	SettledAt time.Time
-	// LeaseOwner and LeaseUntil say which dispatcher holds the row and until when;
-	// empty and zero when nobody does.
+	// LeaseOwner and LeaseUntil say which claim holds the row (its token) and until
+	// when; empty and zero when nobody does.
 	LeaseOwner string
 	LeaseUntil time.Time
+	// Probe is set by Claim on rows taken as the probe of a destination whose hold
+	// had ended (see Hold).
+	Probe bool
+	// Undecodable, when not empty, says why the store could not decode the row; its
+	// Message is then incomplete and the Processor makes the row dead.
+	Undecodable string
 }
 
-// Deferral asks a store to put back, without consuming an attempt, the rows of one
-// destination whose circuit is open. A store applies it to every listed row that
-// owner still leases, in one operation (PostgreSQL: one UPDATE statement):
-//
-//	if Now - coalesce(first_deferred_at, Now) > MaxDeferral:
-//	    status = dead, last_error = ReasonDeferralExhausted
-//	else:
-//	    visible_after = greatest(visible_after, NotBefore) + Jitter
-//	    deferrals += 1, first_deferred_at = coalesce(first_deferred_at, Now)
-//
-// attempts are left alone and the lease is released.
+// ClaimRequest asks a store for a batch. Token names the claim: it must be unique per
+// claim (the Processor draws one per ProcessPending), and every write-back names it,
+// so that a write-back changes only rows this claim still holds.
+type ClaimRequest struct {
+	Token string
+	Now   time.Time
+	Limit int
+	Lease time.Duration
+	// ProbeLimit is how many rows of a destination whose hold has ended the claim
+	// takes as that destination's probe (at least 1).
+	ProbeLimit int
+}
+
+// Deferral gives back, without consuming an attempt, claimed rows whose destination
+// is unavailable: for each listed row Token still leases, deferrals += 1,
+// first_deferred_at = coalesce(first_deferred_at, Now), and the lease is released.
+// visible_after is left alone: the destination's Hold keeps the rows back.
 type Deferral struct {
-	Owner       string
-	IDs         []int64
-	Now         time.Time
-	NotBefore   time.Time
-	Jitter      time.Duration
+	Token string
+	IDs   []int64
+	Now   time.Time
+}
+
+// Hold keeps a destination's rows from being claimed until Until: while a hold lasts
+// no claim (of any dispatcher sharing the store) takes the destination's rows, and
+// when it ends the next claim takes only ProbeLimit of them as the probe and extends
+// the hold by its lease. A store applies a Hold in one write per destination:
+//
+//	held_until = Until if Token holds the destination's probe, else greatest(held_until, Until)
+//	held_since = coalesce(held_since, Now)
+//
+// and, when Now - held_since > MaxDeferral, makes dead (ReasonDeferralExhausted) the
+// destination's pending rows that no other claim leases and that were enqueued more
+// than MaxDeferral before Now (their wait has been held as long as that).
+type Hold struct {
+	Destination transport.Destination
+	Token       string
+	Now, Until  time.Time
 	MaxDeferral time.Duration
 }
 
@@ -118,25 +177,35 @@ type Failure struct {
 }
 
 // Store keeps outbox rows. Every method that changes a claimed row touches it only
-// while owner still leases it and it is pending, so a dispatcher whose lease ran out
-// and was taken over changes nothing. Implementations must be safe for concurrent use
-// by several processors.
+// while the claim whose token it is given still leases it and it is pending, so a
+// claim whose lease ran out and was taken over changes nothing. Each returns the
+// number of rows it changed. Implementations must be safe for concurrent use by
+// several processors.
 type Store interface {
-	// Claim leases to owner, until now+lease, up to limit pending rows whose
-	// visible_after and lease (if any) have passed at now, taking the earliest
-	// visible_after first, and returns them by ascending id (enqueue order). No two
+	// Claim leases to r.Token, until Now+Lease, pending rows that are due: their
+	// visible_after and lease (if any) have passed, no earlier pending row of the same
+	// destination and key is waiting or leased, and their destination is not held.
+	// It takes up to r.Limit of them, oldest (lowest id) first, and first, for each
+	// destination whose hold has ended, up to r.ProbeLimit rows as its probe (Probe
+	// set), extending that hold by the lease; a hold whose destination has no pending
+	// row left is dropped. Rows come back by ascending id (enqueue order). No two
 	// claims return the same row while its lease lasts.
-	Claim(ctx context.Context, owner string, now time.Time, limit int, lease time.Duration) ([]Record, error)
+	Claim(ctx context.Context, r ClaimRequest) ([]Record, error)
 	// MarkPublished marks the rows published and releases them.
-	MarkPublished(ctx context.Context, owner string, now time.Time, ids []int64) error
-	// Defer applies a Deferral and returns how many rows were deferred and how many
-	// became dead.
-	Defer(ctx context.Context, d Deferral) (deferred, dead int, err error)
-	// Fail applies the failures and releases the rows.
-	Fail(ctx context.Context, owner string, failures []Failure) error
-	// Release gives back every pending row owner still leases, so that it can be
+	MarkPublished(ctx context.Context, token string, now time.Time, ids []int64) (int, error)
+	// Defer applies a Deferral.
+	Defer(ctx context.Context, d Deferral) (int, error)
+	// Fail applies the failures and releases the rows; it returns how many rows it
+	// failed for a retry and how many it made dead.
+	Fail(ctx context.Context, token string, failures []Failure) (failed, dead int, err error)
+	// Hold applies a Hold and returns how many rows it made dead.
+	Hold(ctx context.Context, h Hold) (dead int, err error)
+	// Unhold ends the hold of d if token holds its probe (the probe went out), so
+	// that its rows are claimed normally again.
+	Unhold(ctx context.Context, d transport.Destination, token string) error
+	// Release gives back every pending row token still leases, so that it can be
 	// claimed at once.
-	Release(ctx context.Context, owner string) error
+	Release(ctx context.Context, token string) error
 	// Backlog returns the number of pending rows and the age of the oldest of them
 	// (zero when there is none). Its signature fits a telemetry gauge callback.
 	Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error)

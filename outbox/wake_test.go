@@ -41,9 +41,9 @@ type countingStore struct {
 	claims atomic.Int64
 }
 
-func (s *countingStore) Claim(ctx context.Context, owner string, now time.Time, limit int, lease time.Duration) ([]outbox.Record, error) {
+func (s *countingStore) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Record, error) {
 	s.claims.Add(1)
-	return s.MemoryStore.Claim(ctx, owner, now, limit, lease)
+	return s.MemoryStore.Claim(ctx, r)
 }
 
 // runInBubble starts proc.Run and returns a stop that cancels it and checks it

@@ -20,8 +20,9 @@ func TestMemoryStoreMatchesPostgres(t *testing.T) {
 	e := newEnv(t, clock)
 	mem := outbox.NewMemoryStore(clock)
 	entries := []outbox.Entry{
-		{Destination: orders, Message: transport.Message{Value: []byte("o1")}},
-		{Destination: orders, Message: transport.Message{Value: []byte("o2")}},
+		{Destination: orders, Message: transport.Message{Key: []byte("k1"), Value: []byte("o1")}},
+		{Destination: orders, Message: transport.Message{Key: []byte("k1"), Value: []byte("o2")}},
+		{Destination: orders, Message: transport.Message{Key: []byte("k2"), Value: []byte("o3")}},
 		{Destination: emails, Message: transport.Message{Value: []byte("e1")}},
 		{Destination: emails, Message: transport.Message{Value: []byte("e2")}},
 	}
@@ -59,50 +60,67 @@ func TestMemoryStoreMatchesPostgres(t *testing.T) {
 }
 
 // storeScript makes the same calls on s and logs every answer with ids given as their
-// enqueue position, so that two stores' logs compare equal.
+// enqueue position, so that two stores' logs compare equal. Rows 0 and 1 share key k1
+// of orders, row 2 has key k2, rows 3 and 4 (emails) have no key.
 func storeScript(ctx context.Context, s outbox.Store, t0 time.Time, ids []int64) []string {
 	var log []string
-	claim := func(owner string, now time.Time, limit int) {
-		recs, err := s.Claim(ctx, owner, now, limit, time.Minute)
-		line := fmt.Sprintf("claim %s: err %v", owner, err)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	claim := func(token string, now time.Time, limit int) {
+		recs, err := s.Claim(ctx, outbox.ClaimRequest{Token: token, Now: now, Limit: limit, Lease: time.Minute, ProbeLimit: 1})
+		line := fmt.Sprintf("claim %s: err %v", token, err)
 		for _, r := range recs {
 			line += " " + rowState(r, ids)
 		}
 		log = append(log, line)
 	}
-	deferral := func(d outbox.Deferral) {
-		deferred, dead, err := s.Defer(ctx, d)
-		log = append(log, fmt.Sprintf("defer %s: %d deferred, %d dead, err %v", d.Owner, deferred, dead, err))
+	pick := func(rows ...int) []int64 {
+		out := make([]int64, len(rows))
+		for i, r := range rows {
+			out[i] = ids[r]
+		}
+		return out
 	}
-	fail := func(owner string, fs ...outbox.Failure) {
-		log = append(log, fmt.Sprintf("fail %s: err %v", owner, s.Fail(ctx, owner, fs)))
+	deferral := func(token string, now time.Time, rows ...int) {
+		n, err := s.Defer(ctx, outbox.Deferral{Token: token, IDs: pick(rows...), Now: now})
+		log = append(log, fmt.Sprintf("defer %s: %d, err %v", token, n, err))
 	}
-	mark := func(owner string, i int) {
-		log = append(log, fmt.Sprintf("mark %s: err %v", owner, s.MarkPublished(ctx, owner, t0, ids[i:i+1])))
+	fail := func(token string, fs ...outbox.Failure) {
+		failed, dead, err := s.Fail(ctx, token, fs)
+		log = append(log, fmt.Sprintf("fail %s: %d failed, %d dead, err %v", token, failed, dead, err))
+	}
+	mark := func(token string, rows ...int) {
+		n, err := s.MarkPublished(ctx, token, t0, pick(rows...))
+		log = append(log, fmt.Sprintf("mark %s: %d, err %v", token, n, err))
+	}
+	hold := func(token string, now, until time.Time, maxDeferral time.Duration) {
+		dead, err := s.Hold(ctx, outbox.Hold{Destination: orders, Token: token, Now: now, Until: until, MaxDeferral: maxDeferral})
+		log = append(log, fmt.Sprintf("hold %s: %d dead, err %v", token, dead, err))
 	}
 
-	claim("a", t0, 3)  // rows 0, 1, 2
-	claim("b", t0, 10) // row 3 only: the others are leased
-	// Row 3 belongs to b: only row 0 is deferred.
-	deferral(outbox.Deferral{Owner: "a", IDs: []int64{ids[0], ids[3]}, Now: t0, NotBefore: t0.Add(10 * time.Second),
-		Jitter: 2 * time.Second, MaxDeferral: time.Hour})
-	fail("a", outbox.Failure{ID: ids[1], RetryAt: t0.Add(5 * time.Second), Err: "boom"},
-		outbox.Failure{ID: ids[2], RetryAt: t0, Dead: true, Err: "fatal"})
-	mark("b", 3)
-	mark("a", 3)                                                       // not a's: nothing
-	claim("c", t0.Add(11*time.Second), 10)                             // row 1 only; row 0 is visible at t0+12s
-	claim("d", t0.Add(12*time.Second), 10)                             // row 0
-	fail("d", outbox.Failure{ID: ids[1], RetryAt: t0, Err: "not d's"}) // row 1 is c's: nothing
-	// A second deferral of row 0 keeps its first_deferred_at; its visible_after t0+12s
-	// is later than NotBefore.
-	deferral(outbox.Deferral{Owner: "d", IDs: ids[:1], Now: t0.Add(12 * time.Second), NotBefore: t0,
-		Jitter: time.Second, MaxDeferral: time.Hour})
-	claim("e", t0.Add(2*time.Hour), 10) // rows 0 and 1: c's lease has passed
-	// Row 0 was first deferred two hours ago: dead. Row 1 never was: deferred.
-	deferral(outbox.Deferral{Owner: "e", IDs: ids[:2], Now: t0.Add(2 * time.Hour), NotBefore: t0.Add(2*time.Hour + time.Minute),
-		MaxDeferral: time.Hour})
-	claim("f", t0.Add(3*time.Hour), 10) // row 1
-	log = append(log, fmt.Sprintf("release f: err %v", s.Release(ctx, "f")))
+	claim("a", t0, 2)  // rows 0, 1: lowest ids first
+	claim("b", t0, 10) // rows 2, 3, 4
+	mark("b", 0)       // a's: nothing
+	fail("a", outbox.Failure{ID: ids[0], RetryAt: at(5 * time.Second), Err: "boom"})
+	deferral("a", t0, 1) // row 1 is free again, but waits behind row 0 (key k1)
+	hold("b", t0, at(10*time.Second), time.Hour)
+	claim("c", at(6*time.Second), 10)                            // nothing: orders is held, emails leased by b
+	mark("b", 3)                                                 // 1
+	claim("d", at(11*time.Second), 10)                           // the hold ended: row 0 alone, as the probe
+	claim("e", at(12*time.Second), 10)                           // nothing: the probe holds orders
+	hold("d", at(12*time.Second), at(30*time.Second), time.Hour) // the probe failed
+	deferral("d", at(12*time.Second), 0)
+	claim("f", at(31*time.Second), 10)                                             // row 0 again as the probe
+	log = append(log, fmt.Sprintf("unhold e: err %v", s.Unhold(ctx, orders, "e"))) // not e's probe: the hold stays
+	log = append(log, fmt.Sprintf("unhold f: err %v", s.Unhold(ctx, orders, "f")))
+	mark("f", 0)
+	log = append(log, fmt.Sprintf("release a: err %v", s.Release(ctx, "a"))) // a holds nothing
+	claim("g", at(2*time.Minute), 10)                                        // rows 1, 2, 4: b's lease has passed
+	hold("g", at(2*time.Hour), at(3*time.Hour), time.Hour)
+	deferral("g", at(2*time.Hour), 1, 2)
+	// Held since 2h, for 2h by now: rows 1 and 2, enqueued before the hold, are dead.
+	hold("h", at(4*time.Hour), at(5*time.Hour), time.Hour)
+	claim("i", at(5*time.Hour), 10) // row 4; orders' hold is dropped: nothing pending
+	log = append(log, fmt.Sprintf("release i: err %v", s.Release(ctx, "i")))
 	pending, oldest, err := s.Backlog(ctx)
 	log = append(log, fmt.Sprintf("backlog: %d, %v, %v", pending, oldest, err))
 	return log
@@ -122,7 +140,7 @@ func rowState(r outbox.Record, ids []int64) string {
 		}
 		return t.UTC().Format("15:04:05.000000")
 	}
-	return fmt.Sprintf("[row %d %s %s %q visible %s attempts %d deferrals %d first %s %q lease %q %s]",
+	return fmt.Sprintf("[row %d %s %s %q visible %s attempts %d deferrals %d first %s %q lease %q %s probe %t]",
 		pos, r.Destination, r.Status, r.Message.Value, ts(r.VisibleAfter), r.Attempts, r.Deferrals,
-		ts(r.FirstDeferredAt), r.LastError, r.LeaseOwner, ts(r.LeaseUntil))
+		ts(r.FirstDeferredAt), r.LastError, r.LeaseOwner, ts(r.LeaseUntil), r.Probe)
 }

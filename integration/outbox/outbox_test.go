@@ -88,12 +88,12 @@ func TestEnqueueIsPartOfTheCallersTransaction(t *testing.T) {
 				!r.CreatedAt.Equal(e.clock.Now()) || !r.VisibleAfter.Equal(r.CreatedAt) {
 				t.Errorf("row read back %+v; want what was enqueued, pending, visible now", r)
 			}
-			rows, err := e.store.Claim(ctx, "reader", e.clock.Now(), 10, time.Minute)
+			rows, err := e.store.Claim(ctx, outbox.ClaimRequest{Token: "reader", Now: e.clock.Now(), Limit: 10, Lease: time.Minute})
 			if err != nil || len(rows) != 2 {
 				t.Fatalf("Claim = %d rows, %v", len(rows), err)
 			}
-			if err := e.store.MarkPublished(ctx, "reader", e.clock.Now(), ids); err != nil {
-				t.Fatal(err)
+			if n, err := e.store.MarkPublished(ctx, "reader", e.clock.Now(), ids); err != nil || n != 2 {
+				t.Fatalf("MarkPublished = %d, %v; want 2", n, err)
 			}
 		})
 	}
@@ -334,10 +334,10 @@ func TestBacklog(t *testing.T) {
 	if n, age, _ := e.store.Backlog(ctx); n != 3 || age != 2*time.Minute {
 		t.Errorf("Backlog = %d, %v; want 3 rows, oldest 2m", n, age)
 	}
-	if _, err := e.store.Claim(ctx, "me", clock.Now(), 2, time.Minute); err != nil {
+	if _, err := e.store.Claim(ctx, outbox.ClaimRequest{Token: "me", Now: clock.Now(), Limit: 2, Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.MarkPublished(ctx, "me", clock.Now(), ids); err != nil {
+	if _, err := e.store.MarkPublished(ctx, "me", clock.Now(), ids); err != nil {
 		t.Fatal(err)
 	}
 	if n, age, _ := e.store.Backlog(ctx); n != 1 || age != time.Minute {

@@ -1,7 +1,8 @@
 // Package postgres is an outbox.Store on PostgreSQL, through pgx v5.
 //
-// Rows live in the table brokerguard_outbox, created by Migrate from the embedded
-// Schema (or by the caller's own migration tool from the same SQL). Applications
+// Rows live in the table brokerguard_outbox, and held destinations in
+// brokerguard_outbox_hold, created by Migrate from the embedded Schema (or by the
+// caller's own migration tool from the same SQL). Applications
 // enqueue inside their own transaction, pgx or database/sql:
 //
 //	tx, _ := pool.Begin(ctx)
@@ -10,8 +11,11 @@
 //	tx.Commit(ctx) // the row exists exactly when the change does
 //
 // Dispatchers claim due rows with SELECT ... FOR UPDATE SKIP LOCKED and a lease
-// (lease_owner, lease_until), so any number of them can share the table; a crashed
-// dispatcher's rows are claimable again when their lease ends. Every time decision
+// (lease_owner holds the claim's token, lease_until its end), so any number of them
+// can share the table; a crashed dispatcher's rows are claimable again when their
+// lease ends. A claim walks each destination's pending rows in id order through an
+// index, skipping held destinations without reading their rows, so a held backlog
+// costs a claim nothing. Every time decision
 // uses the time the Processor passes in, never the server's clock, so tests can run
 // on a fake clock; dispatchers sharing a table need clocks that agree to well within
 // the lease.
@@ -46,12 +50,15 @@ var Schema string
 // Table is the name of the outbox table.
 const Table = "brokerguard_outbox"
 
+// HoldTable is the name of the table of held destinations.
+const HoldTable = "brokerguard_outbox_hold"
+
 // Execer runs a statement; *pgxpool.Pool, *pgx.Conn and pgx.Tx are Execers.
 type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// Migrate creates the outbox table and its indexes if they do not exist, in one
+// Migrate creates the outbox tables and their indexes if they do not exist, in one
 // transaction under an advisory lock. Of the options only WithTable matters here.
 func Migrate(ctx context.Context, db Execer, opts ...Option) error {
 	var s Store
@@ -202,8 +209,8 @@ type header struct {
 
 // Enqueue inserts pending rows, visible at once, in tx and returns their ids in entry
 // order. The rows exist only if tx commits; then, unless WithoutNotify, the table's
-// Listeners are woken. Every destination must be valid; otherwise nothing is
-// inserted.
+// Listeners are woken. Every entry must be valid (outbox.Entry.Validate); otherwise
+// nothing is inserted.
 func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]int64, error) {
 	if len(entries) == 0 {
 		return nil, nil
@@ -213,8 +220,8 @@ func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]
 	payloads := make([][]byte, len(entries))
 	headers := make([]*string, len(entries))
 	for i, e := range entries {
-		if err := e.Destination.Validate(); err != nil {
-			return nil, fmt.Errorf("postgres: enqueue: %w", err)
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("postgres: enqueue entry %d: %w", i, err)
 		}
 		dests[i], keys[i], payloads[i] = e.Destination.String(), e.Message.Key, e.Message.Value
 		if payloads[i] == nil {
@@ -278,13 +285,16 @@ func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
 	}
 	r.Status = st
 	if headers != nil {
+		// Rows written by another program may not hold what Enqueue writes: the row is
+		// returned marked, for the Processor to make it dead, rather than fail the claim.
 		var hs []header
 		if err := json.Unmarshal([]byte(*headers), &hs); err != nil {
-			return r, fmt.Errorf("postgres: row %d: headers: %w", r.ID, err)
-		}
-		r.Message.Headers = make([]transport.Header, len(hs))
-		for i, h := range hs {
-			r.Message.Headers[i] = transport.Header(h)
+			r.Undecodable = "headers: " + err.Error()
+		} else {
+			r.Message.Headers = make([]transport.Header, len(hs))
+			for i, h := range hs {
+				r.Message.Headers[i] = transport.Header(h)
+			}
 		}
 	}
 	if firstDeferred != nil {
@@ -322,89 +332,169 @@ func (s *Store) Get(ctx context.Context, id int64) (outbox.Record, error) {
 	return r, nil
 }
 
+// claimable is true for a pending row o that may be claimed at $1: due, not leased,
+// and no earlier pending row of its destination and key waiting or leased.
+const claimable = `o.status = 'pending' AND o.visible_after <= $1 AND (o.lease_until IS NULL OR o.lease_until <= $1)
+	AND (o.msg_key IS NULL OR NOT EXISTS (
+		SELECT 1 FROM ` + Table + ` e
+		WHERE e.destination = o.destination AND e.msg_key = o.msg_key AND e.status = 'pending' AND e.id < o.id
+			AND (e.visible_after > $1 OR e.lease_until > $1)))`
+
+// returning is what a claim returns, in scanRecord's order.
+const returning = `RETURNING o.id, o.destination, o.msg_key, o.payload, o.headers::text, o.created_at, o.visible_after,
+	o.attempts, o.deferrals, o.first_deferred_at, o.status, o.last_error, o.lease_owner, o.lease_until, o.settled_at`
+
+// probeSQL takes the probes of destinations whose hold has ended ($1 now, $2 rows per
+// probe, $3 token, $4 lease end, $5 limit): it leases their first claimable rows and
+// extends those holds to the lease end; it drops the holds of destinations with no
+// pending row left.
+const probeSQL = `
+WITH ended AS (
+	SELECT destination FROM ` + HoldTable + ` WHERE held_until <= $1 FOR UPDATE SKIP LOCKED
+), pick AS (
+	SELECT c.id, e.destination FROM ended e
+	CROSS JOIN LATERAL (
+		SELECT o.id FROM ` + Table + ` o WHERE o.destination = e.destination AND ` + claimable + `
+		ORDER BY o.id LIMIT $2 FOR UPDATE SKIP LOCKED
+	) c
+	ORDER BY c.id LIMIT $5
+), dropped AS (
+	DELETE FROM ` + HoldTable + ` h USING ended e
+	WHERE h.destination = e.destination
+		AND NOT EXISTS (SELECT 1 FROM ` + Table + ` o WHERE o.destination = e.destination AND o.status = 'pending')
+), probing AS (
+	UPDATE ` + HoldTable + ` h SET held_until = $4, probe_token = $3
+	WHERE h.destination IN (SELECT destination FROM pick)
+)
+UPDATE ` + Table + ` o SET lease_owner = $3, lease_until = $4
+FROM pick WHERE o.id = pick.id
+` + returning
+
+// claimSQL leases up to $2 claimable rows of destinations that are not held ($1 now,
+// $3 token, $4 lease end), lowest ids first. It lists the destinations with pending
+// rows by skipping through the index, then reads each one's rows in id order, so the
+// rows of a held destination are never read.
 const claimSQL = `
-WITH due AS (
-	SELECT id FROM ` + Table + `
-	WHERE status = 'pending' AND visible_after <= $1 AND (lease_until IS NULL OR lease_until <= $1)
-	ORDER BY visible_after, id
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
+WITH RECURSIVE dests(d) AS (
+	(SELECT destination FROM ` + Table + ` WHERE status = 'pending' ORDER BY destination LIMIT 1)
+	UNION ALL
+	SELECT (SELECT destination FROM ` + Table + ` WHERE status = 'pending' AND destination > dests.d
+		ORDER BY destination LIMIT 1)
+	FROM dests WHERE dests.d IS NOT NULL
+), due AS (
+	SELECT c.id FROM dests
+	CROSS JOIN LATERAL (
+		SELECT o.id FROM ` + Table + ` o WHERE o.destination = dests.d AND ` + claimable + `
+		ORDER BY o.id LIMIT $2 FOR UPDATE SKIP LOCKED
+	) c
+	WHERE dests.d IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ` + HoldTable + ` h WHERE h.destination = dests.d)
+	ORDER BY c.id LIMIT $2
 )
 UPDATE ` + Table + ` o SET lease_owner = $3, lease_until = $4
 FROM due WHERE o.id = due.id
-RETURNING o.id, o.destination, o.msg_key, o.payload, o.headers::text, o.created_at, o.visible_after,
-	o.attempts, o.deferrals, o.first_deferred_at, o.status, o.last_error, o.lease_owner, o.lease_until, o.settled_at`
+` + returning
 
-// Claim implements outbox.Store: one statement that locks due rows, skipping those
-// another claim has locked, and leases them.
-func (s *Store) Claim(ctx context.Context, owner string, now time.Time, limit int, lease time.Duration) ([]outbox.Record, error) {
-	rows, err := s.db.Query(ctx, s.sql(claimSQL), now, limit, owner, now.Add(lease))
+// Claim implements outbox.Store in two statements: the probes of destinations whose
+// hold has ended, then the rows of destinations that are not held. Each statement is
+// safe against concurrent claims on its own; per-key order across claims that run at
+// the same instant is not guaranteed (see package outbox).
+func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Record, error) {
+	until := r.Now.Add(r.Lease)
+	rows, err := s.db.Query(ctx, s.sql(probeSQL), r.Now, max(r.ProbeLimit, 1), r.Token, until, r.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: claim: %w", err)
+		return nil, fmt.Errorf("postgres: claim probes: %w", err)
 	}
-	recs, err := pgx.CollectRows(rows, scanRecord)
+	probes, err := pgx.CollectRows(rows, scanRecord)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: claim: %w", err)
+		return nil, fmt.Errorf("postgres: claim probes: %w", err)
 	}
+	for i := range probes {
+		probes[i].Probe = true
+	}
+	var recs []outbox.Record
+	if n := r.Limit - len(probes); n > 0 {
+		rows, err := s.db.Query(ctx, s.sql(claimSQL), r.Now, n, r.Token, until)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("postgres: claim: %w", err), s.Release(context.WithoutCancel(ctx), r.Token))
+		}
+		recs, err = pgx.CollectRows(rows, scanRecord)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("postgres: claim: %w", err), s.Release(context.WithoutCancel(ctx), r.Token))
+		}
+	}
+	recs = append(recs, probes...)
 	slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.ID, b.ID) })
 	return recs, nil
 }
 
-// heldBy limits a write to the rows owner still leases. Every write that settles or
-// releases a row clears its lease_owner, so a leased row is pending; the condition
-// leaves status out on purpose: "status = 'pending'" would let the planner pick the
-// partial index of pending rows, which on a table without statistics looks tiny and
-// is walked whole, where the primary key finds the rows at once whatever the
-// statistics say.
+// heldBy limits a write to the rows the claim with token $2 still leases. Every write
+// that settles or releases a row clears its lease_owner, so a leased row is pending.
+// The condition leaves status out on purpose: "status = 'pending'" lets the planner
+// pick a partial index of pending rows, which on a table without statistics looks
+// tiny and is walked whole, where the primary key finds the rows at once whatever
+// the statistics say.
 const heldBy = ` AND lease_owner = $2`
-
-// MarkPublished implements outbox.Store.
-func (s *Store) MarkPublished(ctx context.Context, owner string, now time.Time, ids []int64) error {
-	_, err := s.db.Exec(ctx, s.sql(markSQL), ids, owner, now)
-	if err != nil {
-		return fmt.Errorf("postgres: mark published: %w", err)
-	}
-	return nil
-}
 
 const markSQL = `UPDATE ` + Table + ` SET status = 'published', settled_at = $3,
 	lease_owner = NULL, lease_until = NULL WHERE id = ANY($1)` + heldBy
 
-// exhausted is true for a row whose deferral lifetime has passed ($3 now, $6 the
-// MaxDeferral in microseconds).
-const exhausted = `($3::timestamptz - coalesce(first_deferred_at, $3::timestamptz) > $6::bigint * interval '1 microsecond')`
+// MarkPublished implements outbox.Store.
+func (s *Store) MarkPublished(ctx context.Context, token string, now time.Time, ids []int64) (int, error) {
+	tag, err := s.db.Exec(ctx, s.sql(markSQL), ids, token, now)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: mark published: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
 
-const deferSQL = `UPDATE ` + Table + ` SET
-	status = CASE WHEN ` + exhausted + ` THEN 'dead' ELSE 'pending' END,
-	last_error = CASE WHEN ` + exhausted + ` THEN $7 ELSE last_error END,
-	visible_after = CASE WHEN ` + exhausted + ` THEN visible_after
-		ELSE greatest(visible_after, $4::timestamptz) + $5::bigint * interval '1 microsecond' END,
-	deferrals = CASE WHEN ` + exhausted + ` THEN deferrals ELSE deferrals + 1 END,
-	first_deferred_at = coalesce(first_deferred_at, $3::timestamptz),
-	settled_at = CASE WHEN ` + exhausted + ` THEN $3::timestamptz END,
-	lease_owner = NULL, lease_until = NULL
-WHERE id = ANY($1)` + heldBy + `
-RETURNING status = 'dead'`
+const deferSQL = `UPDATE ` + Table + ` SET deferrals = deferrals + 1,
+	first_deferred_at = coalesce(first_deferred_at, $3), lease_owner = NULL, lease_until = NULL
+	WHERE id = ANY($1)` + heldBy
 
 // Defer implements outbox.Store with one UPDATE statement for all the rows.
-func (s *Store) Defer(ctx context.Context, d outbox.Deferral) (deferred, dead int, err error) {
-	rows, err := s.db.Query(ctx, s.sql(deferSQL), d.IDs, d.Owner, d.Now, d.NotBefore,
-		d.Jitter.Microseconds(), d.MaxDeferral.Microseconds(), outbox.ReasonDeferralExhausted)
+func (s *Store) Defer(ctx context.Context, d outbox.Deferral) (int, error) {
+	tag, err := s.db.Exec(ctx, s.sql(deferSQL), d.IDs, d.Token, d.Now)
 	if err != nil {
-		return 0, 0, fmt.Errorf("postgres: defer: %w", err)
+		return 0, fmt.Errorf("postgres: defer: %w", err)
 	}
-	died, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	return int(tag.RowsAffected()), nil
+}
+
+// holdSQL upserts the hold of $1 ($2 until, $3 now, $4 token) and makes dead the
+// destination's rows whose held wait passed $5 microseconds ($6 the reason).
+const holdSQL = `
+WITH h AS (
+	INSERT INTO ` + HoldTable + ` AS h (destination, held_until, held_since) VALUES ($1, $2, $3)
+	ON CONFLICT (destination) DO UPDATE SET
+		held_until = CASE WHEN h.probe_token = $4 THEN EXCLUDED.held_until
+			ELSE greatest(h.held_until, EXCLUDED.held_until) END,
+		probe_token = CASE WHEN h.probe_token = $4 THEN NULL ELSE h.probe_token END
+	RETURNING h.held_since
+)
+UPDATE ` + Table + ` o SET status = 'dead', last_error = $6, settled_at = $3, lease_owner = NULL, lease_until = NULL
+FROM h
+WHERE $3::timestamptz - h.held_since > $5::bigint * interval '1 microsecond'
+	AND o.destination = $1 AND o.status = 'pending'
+	AND $3::timestamptz - greatest(o.created_at, h.held_since) > $5::bigint * interval '1 microsecond'
+	AND (o.lease_until IS NULL OR o.lease_until <= $3 OR o.lease_owner = $4)`
+
+// Hold implements outbox.Store in one statement.
+func (s *Store) Hold(ctx context.Context, h outbox.Hold) (int, error) {
+	tag, err := s.db.Exec(ctx, s.sql(holdSQL), h.Destination.String(), h.Until, h.Now, h.Token,
+		h.MaxDeferral.Microseconds(), outbox.ReasonDeferralExhausted)
 	if err != nil {
-		return 0, 0, fmt.Errorf("postgres: defer: %w", err)
+		return 0, fmt.Errorf("postgres: hold %s: %w", h.Destination, err)
 	}
-	for _, isDead := range died {
-		if isDead {
-			dead++
-		} else {
-			deferred++
-		}
+	return int(tag.RowsAffected()), nil
+}
+
+// Unhold implements outbox.Store.
+func (s *Store) Unhold(ctx context.Context, d transport.Destination, token string) error {
+	_, err := s.db.Exec(ctx, s.sql(`DELETE FROM `+HoldTable+` WHERE destination = $1 AND probe_token = $2`), d.String(), token)
+	if err != nil {
+		return fmt.Errorf("postgres: unhold %s: %w", d, err)
 	}
-	return deferred, dead, nil
+	return nil
 }
 
 const failSQL = `UPDATE ` + Table + ` o SET
@@ -415,27 +505,40 @@ const failSQL = `UPDATE ` + Table + ` o SET
 	settled_at = CASE WHEN f.dead THEN $6::timestamptz END,
 	lease_owner = NULL, lease_until = NULL
 FROM unnest($1::bigint[], $3::timestamptz[], $4::bool[], $5::text[]) AS f(id, retry_at, dead, err)
-WHERE o.id = f.id AND o.lease_owner = $2`
+WHERE o.id = f.id AND o.lease_owner = $2
+RETURNING f.dead`
 
 // Fail implements outbox.Store with one UPDATE statement for all the failures.
-func (s *Store) Fail(ctx context.Context, owner string, failures []outbox.Failure) error {
+func (s *Store) Fail(ctx context.Context, token string, failures []outbox.Failure) (failed, dead int, err error) {
 	ids := make([]int64, len(failures))
 	retry := make([]time.Time, len(failures))
-	dead := make([]bool, len(failures))
+	deads := make([]bool, len(failures))
 	msgs := make([]string, len(failures))
 	for i, f := range failures {
-		ids[i], retry[i], dead[i], msgs[i] = f.ID, f.RetryAt, f.Dead, f.Err
+		ids[i], retry[i], deads[i], msgs[i] = f.ID, f.RetryAt, f.Dead, f.Err
 	}
-	if _, err := s.db.Exec(ctx, s.sql(failSQL), ids, owner, retry, dead, msgs, s.now()); err != nil {
-		return fmt.Errorf("postgres: fail: %w", err)
+	rows, err := s.db.Query(ctx, s.sql(failSQL), ids, token, retry, deads, msgs, s.now())
+	if err != nil {
+		return 0, 0, fmt.Errorf("postgres: fail: %w", err)
 	}
-	return nil
+	died, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return 0, 0, fmt.Errorf("postgres: fail: %w", err)
+	}
+	for _, d := range died {
+		if d {
+			dead++
+		} else {
+			failed++
+		}
+	}
+	return failed, dead, nil
 }
 
 // Release implements outbox.Store.
-func (s *Store) Release(ctx context.Context, owner string) error {
+func (s *Store) Release(ctx context.Context, token string) error {
 	_, err := s.db.Exec(ctx, s.sql(`UPDATE `+Table+` SET lease_owner = NULL, lease_until = NULL
-		WHERE lease_owner = $1 AND status = 'pending'`), owner)
+		WHERE lease_owner = $1 AND status = 'pending'`), token)
 	if err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
 	}

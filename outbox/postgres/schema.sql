@@ -1,5 +1,6 @@
--- brokerguard outbox table, version 1. Safe to run more than once; Migrate runs it as
--- one transaction under an advisory lock so concurrent starts do not race.
+-- brokerguard outbox tables, version 2. Safe to run more than once (also over version
+-- 1); Migrate runs it as one transaction under an advisory lock so concurrent starts
+-- do not race.
 SELECT pg_advisory_xact_lock(7362890145221);
 
 CREATE TABLE IF NOT EXISTS brokerguard_outbox (
@@ -10,23 +11,37 @@ CREATE TABLE IF NOT EXISTS brokerguard_outbox (
     headers           jsonb,                  -- [{"key": text, "value": base64}], NULL: none
     created_at        timestamptz NOT NULL,
     visible_after     timestamptz NOT NULL,   -- not claimed before this time
-    attempts          integer     NOT NULL DEFAULT 0, -- failed publishes
-    deferrals         integer     NOT NULL DEFAULT 0, -- batches skipped for an open circuit
+    attempts          integer     NOT NULL DEFAULT 0, -- publishes failed for the message's own reasons
+    deferrals         integer     NOT NULL DEFAULT 0, -- claims given back, uncharged, for an unavailable destination
     first_deferred_at timestamptz,
     status            text        NOT NULL DEFAULT 'pending'
         CONSTRAINT brokerguard_outbox_status_check CHECK (status IN ('pending', 'published', 'dead')),
     last_error        text,
-    lease_owner       text,                   -- the dispatcher holding the row
+    lease_owner       text,                   -- the token of the claim holding the row
     lease_until       timestamptz,            -- when its hold ends
     settled_at        timestamptz             -- when it was published or became dead
 );
 -- Tables created before settled_at existed.
 ALTER TABLE brokerguard_outbox ADD COLUMN IF NOT EXISTS settled_at timestamptz;
 
--- Claims scan pending rows by visible_after; settled rows stay out of the index.
--- created_at lets Backlog read the oldest pending row from the index alone.
-CREATE INDEX IF NOT EXISTS brokerguard_outbox_due
-    ON brokerguard_outbox (visible_after, id) INCLUDE (created_at) WHERE status = 'pending';
+-- Claims walk each destination's pending rows in enqueue order, so a held
+-- destination's backlog is never read; settled rows stay out of the index.
+CREATE INDEX IF NOT EXISTS brokerguard_outbox_pending
+    ON brokerguard_outbox (destination, id) WHERE status = 'pending';
+-- Per-key order: a row waits while an earlier pending row of its key does.
+CREATE INDEX IF NOT EXISTS brokerguard_outbox_pending_key
+    ON brokerguard_outbox (destination, msg_key, id) WHERE status = 'pending' AND msg_key IS NOT NULL;
+-- Version 1 claimed by visible_after; nothing reads this index any more.
+DROP INDEX IF EXISTS brokerguard_outbox_due;
+
+-- One row per destination that is held: its rows are not claimed before held_until.
+-- A claim after held_until takes the probe and extends held_until by its lease.
+CREATE TABLE IF NOT EXISTS brokerguard_outbox_hold (
+    destination text        PRIMARY KEY,
+    held_until  timestamptz NOT NULL,
+    held_since  timestamptz NOT NULL,     -- start of the outage: MaxCircuitDeferral counts from here
+    probe_token text                      -- the claim that holds the probe, if any
+);
 
 -- Retention deletes settled rows oldest first; dead rows are paged from here too.
 CREATE INDEX IF NOT EXISTS brokerguard_outbox_settled

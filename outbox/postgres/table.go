@@ -22,7 +22,7 @@ type TableName struct {
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 // maxNameLen leaves room under PostgreSQL's 63-byte identifiers for the suffixes of
-// the index and constraint names derived from the table's name.
+// the names derived from the table's name (HoldTable, indexes, constraints).
 const maxNameLen = 48
 
 // NewTableName returns the table name in schema (empty: the search_path's first
@@ -54,11 +54,14 @@ func (t TableName) base() string {
 }
 
 // String returns the quoted, qualified name as the SQL uses it.
-func (t TableName) String() string {
+func (t TableName) String() string { return t.qualified(t.base()) }
+
+// qualified returns name, a table beside t, quoted and qualified with t's schema.
+func (t TableName) qualified(name string) string {
 	if t.schema == "" {
-		return pgx.Identifier{t.base()}.Sanitize()
+		return pgx.Identifier{name}.Sanitize()
 	}
-	return pgx.Identifier{t.schema, t.base()}.Sanitize()
+	return pgx.Identifier{t.schema, name}.Sanitize()
 }
 
 // channel is the NOTIFY channel of the table: its name, qualified if it has a schema.
@@ -69,8 +72,8 @@ func (t TableName) channel() string {
 	return t.schema + "." + t.base()
 }
 
-// ownName matches the default table's name and the names derived from it (index and
-// constraint names: a suffix after an underscore).
+// ownName matches the default table's name and the names derived from it: HoldTable,
+// and index and constraint names (a suffix after an underscore).
 var ownName = regexp.MustCompile(`\b` + Table + `(_[a-z_]+)?\b`)
 
 // statements holds the SQL of one table, written once per statement.
@@ -89,10 +92,13 @@ func (st *statements) sql(stmt string) string {
 		return s.(string)
 	}
 	s := ownName.ReplaceAllStringFunc(stmt, func(m string) string {
-		if m == Table {
+		switch m {
+		case Table:
 			return st.t.String()
+		case HoldTable:
+			return st.t.qualified(st.t.base() + m[len(Table):])
 		}
-		return pgx.Identifier{st.t.base() + m[len(Table):]}.Sanitize()
+		return pgx.Identifier{st.t.base() + m[len(Table):]}.Sanitize() // an index or a constraint
 	})
 	st.cache.Store(stmt, s)
 	return s
