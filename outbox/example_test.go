@@ -43,8 +43,9 @@ func ExampleProcessor() {
 	// claimed 2, {Published:2 Deferred:0 Failed:0 Dead:0}
 }
 
-// While a destination's circuit is open its rows are deferred to the circuit's
-// deadline without consuming an attempt, and the other destinations go on.
+// While a destination's circuit is open the destination is held until the circuit's
+// deadline: its rows are given back without consuming an attempt and not claimed
+// again before then, and the other destinations go on.
 func ExampleProcessor_openCircuit() {
 	ctx := context.Background()
 	clock := fakeclock.New(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
@@ -65,10 +66,11 @@ func ExampleProcessor_openCircuit() {
 	rep, _ := proc.ProcessPending(ctx)
 	fmt.Printf("orders %+v\n", rep.ByDestination[orders])
 	r, _ := store.Get(ids[0])
-	fmt.Printf("row %d: %s, visible after %s, attempts %d, deferrals %d\n",
-		r.ID, r.Status, r.VisibleAfter.Format("15:04:05"), r.Attempts, r.Deferrals)
+	until, _ := store.HeldUntil(orders)
+	fmt.Printf("row %d: %s, attempts %d, deferrals %d; %s held until %s\n",
+		r.ID, r.Status, r.Attempts, r.Deferrals, orders, until.Format("15:04:05"))
 	// Output:
 	// publish kafka:emails welcome
 	// orders {Published:0 Deferred:1 Failed:0 Dead:0}
-	// row 1: pending, visible after 09:01:00, attempts 0, deferrals 1
+	// row 1: pending, attempts 0, deferrals 1; kafka:orders held until 09:01:00
 }

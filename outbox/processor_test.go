@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,7 +60,7 @@ func TestPublishesEachDestinationInOneCallInEnqueueOrder(t *testing.T) {
 	}
 }
 
-func TestOpenCircuitDefersWithoutPublishingOrConsumingAttempts(t *testing.T) {
+func TestOpenCircuitHoldsTheDestinationWithoutChargingItsRows(t *testing.T) {
 	f := newFixture(t, policy)
 	a := f.enqueue(t, orders, 2)
 	b := f.enqueue(t, emails, 1)
@@ -77,98 +78,144 @@ func TestOpenCircuitDefersWithoutPublishingOrConsumingAttempts(t *testing.T) {
 	if got := rep.ByDestination[emails]; got != (outbox.Counts{Published: 1}) {
 		t.Errorf("%s: %+v, want 1 published (no head-of-line blocking)", emails, got)
 	}
-	wantVisible := notBefore.Add(5 * time.Second) // jitter: 0.5 of 10s
+	wantHeld := notBefore.Add(5 * time.Second) // jitter: 0.5 of 10s
+	if until, ok := f.store.HeldUntil(orders); !ok || !until.Equal(wantHeld) {
+		t.Errorf("%s held until %v (%t), want %v", orders, until, ok, wantHeld)
+	}
 	for _, id := range a {
 		r := f.get(t, id)
 		if r.Status != outbox.StatusPending || r.Attempts != 0 || r.Deferrals != 1 ||
-			!r.FirstDeferredAt.Equal(t0) || !r.VisibleAfter.Equal(wantVisible) || r.LeaseOwner != "" {
-			t.Errorf("row %d after deferral: %+v; want pending, attempts 0, deferrals 1, first deferred %v, visible %v, released",
-				id, r, t0, wantVisible)
+			!r.FirstDeferredAt.Equal(t0) || !r.VisibleAfter.Equal(t0) || r.LeaseOwner != "" {
+			t.Errorf("row %d after deferral: %+v; want pending, attempts 0, deferrals 1, first deferred %v, visible_after untouched, released",
+				id, r, t0)
 		}
+	}
+
+	// Held: nothing is claimed, nothing is written, however often the dispatcher looks.
+	rows, holds := f.store.Writes()
+	for range 10 {
+		f.clock.Advance(5 * time.Second)
+		if rep := f.process(t); rep.Claimed != 0 {
+			t.Fatalf("claimed %d rows of a held destination", rep.Claimed)
+		}
+	}
+	if r2, h2 := f.store.Writes(); r2 != rows || h2 != holds {
+		t.Errorf("polling a held destination wrote %d rows and %d holds", r2-rows, h2-holds)
+	}
+
+	// The hold ends while the circuit is still open: one row is claimed as the probe
+	// and given back; the destination is held again.
+	f.clock.Set(wantHeld)
+	f.forceOpen(t, orders, wantHeld.Add(time.Hour))
+	rep = f.process(t)
+	if rep.Claimed != 1 || rep.ByDestination[orders] != (outbox.Counts{Deferred: 1}) {
+		t.Errorf("after the hold: %+v, want the probe row claimed and deferred", rep)
+	}
+	if r := f.get(t, a[1]); r.Deferrals != 1 || r.Attempts != 0 {
+		t.Errorf("row %d was not the probe and should be untouched: %+v", a[1], r)
 	}
 	if r := f.get(t, b[0]); r.Status != outbox.StatusPublished {
 		t.Errorf("row %d: %s, want published", b[0], r.Status)
 	}
+}
 
-	// Not visible again before NotBefore+jitter: nothing is claimed.
-	f.clock.Set(wantVisible.Add(-time.Millisecond))
-	if rep := f.process(t); rep.Claimed != 0 {
-		t.Fatalf("claimed %d rows before their visible_after", rep.Claimed)
+// The probe is one row; when it goes out the hold ends and the rest follow.
+func TestProbeIsOneRowAndItsSuccessReleasesTheRest(t *testing.T) {
+	f := newFixture(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}, outbox.WithDeferralJitter(0))
+	ids := f.enqueue(t, orders, 5)
+	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
+	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Deferred: 5}) {
+		t.Fatalf("outage: %+v, want 5 deferred", got)
 	}
-
-	// Deferred again later: deferrals grow, first_deferred_at stays, attempts stay 0.
-	f.clock.Set(wantVisible)
-	f.forceOpen(t, orders, wantVisible.Add(time.Hour))
-	f.process(t)
-	for _, id := range a {
-		r := f.get(t, id)
-		if r.Attempts != 0 || r.Deferrals != 2 || !r.FirstDeferredAt.Equal(t0) {
-			t.Errorf("row %d after a second deferral: attempts %d deferrals %d first %v; want 0, 2, %v",
-				id, r.Attempts, r.Deferrals, r.FirstDeferredAt, t0)
+	f.clock.Advance(time.Minute)
+	f.inner.fn = nil
+	rep := f.process(t)
+	if rep.Claimed != 1 || rep.ByDestination[orders] != (outbox.Counts{Published: 1}) {
+		t.Fatalf("probe batch: %+v, want one row, published", rep)
+	}
+	if r := f.get(t, ids[0]); r.Status != outbox.StatusPublished {
+		t.Errorf("the probe was not the oldest row: %+v", r)
+	}
+	if _, held := f.store.HeldUntil(orders); held {
+		t.Error("the destination is still held after its probe went out")
+	}
+	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Published: 4}) {
+		t.Errorf("after the probe: %+v, want the other 4 published", got)
+	}
+	for _, id := range ids {
+		if r := f.get(t, id); r.Attempts != 0 {
+			t.Errorf("row %d charged %d attempts for an outage", id, r.Attempts)
 		}
 	}
 }
 
+// An outage's budget is time: the destination's rows die of
+// ReasonDeferralExhausted once it has been held for MaxCircuitDeferral, never of
+// attempts, and not before.
 func TestDeferralExhaustionMakesRowsDead(t *testing.T) {
-	f := newFixture(t, policy, outbox.WithMaxCircuitDeferral(time.Hour))
+	f := newFixture(t, breaker.Policy{FailureThreshold: 1, BreakDuration: 10 * time.Minute}, outbox.WithMaxCircuitDeferral(time.Hour))
 	ids := f.enqueue(t, orders, 2)
-	f.forceOpen(t, orders, t0.Add(10*time.Minute))
+	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
 
-	var last outbox.Report
-	for rounds := 0; ; rounds++ {
-		if rounds > 10 {
-			t.Fatal("rows still pending after 10 rounds")
+	dead := 0
+	for f.clock.Now().Sub(t0) < 2*time.Hour {
+		dead += f.process(t).ByDestination[orders].Dead
+		for _, id := range ids {
+			r := f.get(t, id)
+			if r.Attempts != 0 {
+				t.Fatalf("an outage consumed an attempt: %+v", r)
+			}
+			if r.Status == outbox.StatusDead && f.clock.Now().Sub(t0) <= time.Hour {
+				t.Fatalf("row %d dead %v into the outage, within MaxCircuitDeferral", id, f.clock.Now().Sub(t0))
+			}
 		}
-		last = f.process(t)
-		if r := f.get(t, ids[0]); r.Status != outbox.StatusPending {
-			break
-		}
-		if r := f.get(t, ids[0]); r.Attempts != 0 {
-			t.Fatalf("deferral consumed an attempt: %+v", r)
-		}
-		f.clock.Set(t0.Add(time.Duration(rounds+1) * 50 * time.Minute))
-		f.forceOpen(t, orders, f.clock.Now().Add(10*time.Minute))
+		f.clock.Advance(time.Minute)
 	}
-	if got := last.ByDestination[orders]; got != (outbox.Counts{Dead: 2}) {
-		t.Errorf("last batch: %+v, want 2 dead", got)
+	if dead != 2 {
+		t.Errorf("%d rows reported dead, want 2", dead)
 	}
 	for _, id := range ids {
-		r := f.get(t, id)
-		if r.Status != outbox.StatusDead || r.LastError != outbox.ReasonDeferralExhausted || r.Attempts != 0 {
-			t.Errorf("row %d: %+v; want dead with %q and no attempts", id, r, outbox.ReasonDeferralExhausted)
-		}
-		if age := f.clock.Now().Sub(r.FirstDeferredAt); age <= time.Hour {
-			t.Errorf("row %d died %v after its first deferral, not past MaxCircuitDeferral", id, age)
+		if r := f.get(t, id); r.Status != outbox.StatusDead || r.LastError != outbox.ReasonDeferralExhausted {
+			t.Errorf("row %d: %+v; want dead with %q", id, r, outbox.ReasonDeferralExhausted)
 		}
 	}
-	if f.inner.callsTo(orders) != 0 {
-		t.Error("the publisher was called while the circuit was open")
+	// One publish opened the circuit, then one probe per 10-minute break.
+	if n := f.inner.callsTo(orders); n > 8 {
+		t.Errorf("%d publishes in 70 minutes of outage; want one per break", n)
 	}
 }
 
 var errBroker = errors.New("broker down")
 
-func TestBrokerFailureConsumesAnAttemptAndBacksOff(t *testing.T) {
+// neutral classifies every error as the message's own.
+func neutral(error) breaker.Outcome { return breaker.Neutral }
+
+func TestMessageFailureConsumesAnAttemptAndBacksOff(t *testing.T) {
 	hooks := &recordingHooks{}
-	f := newFixture(t, breaker.Policy{}, outbox.WithHooks(hooks)) // circuits never open here
+	f := newFixture(t, breaker.Policy{}, outbox.WithHooks(hooks), outbox.WithClassifier(neutral))
 	ids := f.enqueue(t, orders, 2)
 	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
 
 	rep := f.process(t)
 
-	if got := rep.ByDestination[orders]; got != (outbox.Counts{Failed: 2}) {
-		t.Errorf("report %+v, want 2 failed", got)
+	// The whole publish failed: the rows are sent one by one. The first fails and
+	// keeps back the second, which has the same key.
+	if got := rep.ByDestination[orders]; got != (outbox.Counts{Failed: 1, Deferred: 1}) {
+		t.Errorf("report %+v, want 1 failed, 1 kept back", got)
+	}
+	if r := f.get(t, ids[1]); r.Attempts != 0 || r.LeaseOwner != "" {
+		t.Errorf("row %d kept back behind its key: %+v; want no attempt, released", ids[1], r)
 	}
 	// Backoff: 1s for the first failure, less 0.2*0.5 of it.
 	want := t0.Add(900 * time.Millisecond)
-	for _, id := range ids {
+	for _, id := range ids[:1] {
 		r := f.get(t, id)
 		if r.Status != outbox.StatusPending || r.Attempts != 1 || r.Deferrals != 0 ||
 			!r.VisibleAfter.Equal(want) || r.LastError != errBroker.Error() || r.LeaseOwner != "" {
 			t.Errorf("row %d: %+v; want pending, 1 attempt, visible %v, last error %q, released", id, r, want, errBroker)
 		}
 	}
-	if len(hooks.calls) != 1 || hooks.calls[0] != (hookCall{Dest: orders, Failed: 2}) {
+	if len(hooks.calls) != 1 || hooks.calls[0] != (hookCall{Dest: orders, Failed: 1, Deferred: 1}) {
 		t.Errorf("hooks %+v", hooks.calls)
 	}
 
@@ -181,7 +228,7 @@ func TestBrokerFailureConsumesAnAttemptAndBacksOff(t *testing.T) {
 }
 
 func TestAttemptsExhaustionMakesRowsDead(t *testing.T) {
-	f := newFixture(t, breaker.Policy{}, outbox.WithMaxAttempts(3))
+	f := newFixture(t, breaker.Policy{}, outbox.WithMaxAttempts(3), outbox.WithClassifier(neutral))
 	id := f.enqueue(t, orders, 1)[0]
 	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
 
@@ -197,7 +244,7 @@ func TestAttemptsExhaustionMakesRowsDead(t *testing.T) {
 		}
 	}
 	r := f.get(t, id)
-	if r.Status != outbox.StatusDead || r.Attempts != 3 || r.LastError != errBroker.Error() {
+	if r.Status != outbox.StatusDead || r.Attempts != 3 || r.LastError != outbox.ReasonAttemptsExhausted+": "+errBroker.Error() {
 		t.Errorf("row %+v; want dead after 3 attempts with the broker's error", r)
 	}
 	if rep := f.process(t); rep.Claimed != 0 {
@@ -225,13 +272,13 @@ func TestBatchErrorFailsOnlyTheListedMessages(t *testing.T) {
 }
 
 func TestBatchErrorWithBadIndexFailsEveryRow(t *testing.T) {
-	f := newFixture(t, breaker.Policy{})
+	f := newFixture(t, breaker.Policy{}, outbox.WithClassifier(neutral))
 	f.enqueue(t, orders, 2)
 	f.inner.fn = func(_ context.Context, d transport.Destination, _ []transport.Message) error {
 		return &transport.BatchError{Destination: d, Failed: []transport.MessageError{{Index: 7, Err: errBroker}}}
 	}
-	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Failed: 2}) {
-		t.Errorf("report %+v; an index outside the publish must fail every row", got)
+	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Failed: 1, Deferred: 1}) {
+		t.Errorf("report %+v; an index outside the publish must fail the whole publish (the first row failed, the second kept back behind its key)", got)
 	}
 }
 
@@ -260,9 +307,12 @@ func TestRejectionByGuardedPublisherIsADeferral(t *testing.T) {
 		t.Errorf("report %+v, want 2 deferred", got)
 	}
 	want := t0.Add(2*time.Second + 5*time.Second + 5*time.Second) // now + HalfOpenRetryDelay + jitter
+	if until, _ := f.store.HeldUntil(orders); !until.Equal(want) {
+		t.Errorf("held until %v, want %v", until, want)
+	}
 	for _, id := range ids {
-		if r := f.get(t, id); r.Attempts != 0 || r.Deferrals != 1 || !r.VisibleAfter.Equal(want) {
-			t.Errorf("row %d: %+v; want deferred to %v without an attempt", id, r, want)
+		if r := f.get(t, id); r.Attempts != 0 || r.Deferrals != 1 {
+			t.Errorf("row %d: %+v; want deferred without an attempt", id, r)
 		}
 	}
 }
@@ -280,34 +330,32 @@ func TestSaturatedCircuitDefersByTheRejectedDelay(t *testing.T) {
 	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Deferred: 1}) {
 		t.Errorf("report %+v, want 1 deferred", got)
 	}
-	if r := f.get(t, id); r.Attempts != 0 || !r.VisibleAfter.Equal(t0.Add(3*time.Second)) {
-		t.Errorf("row %+v; want visible 3s later with no attempt", r)
+	until, _ := f.store.HeldUntil(orders)
+	if r := f.get(t, id); r.Attempts != 0 || !until.Equal(t0.Add(3*time.Second)) {
+		t.Errorf("row %+v held until %v; want held 3s with no attempt", r, until)
 	}
 }
 
-// Failures through the guard open the circuit; the next batch defers without calling
-// the broker.
-func TestFailuresOpenTheCircuitAndLaterBatchesDefer(t *testing.T) {
+// Failures through the guard open the circuit; the destination is held and later
+// rows are not even claimed.
+func TestFailuresOpenTheCircuitAndHoldTheDestination(t *testing.T) {
 	f := newFixture(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
 	first := f.enqueue(t, orders, 1)[0]
 	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
 	f.process(t)
 	second := f.enqueue(t, orders, 1)[0]
-	f.clock.Advance(time.Second) // first is visible again, the circuit is open for 59s more
+	f.clock.Advance(time.Second)
 
 	rep := f.process(t)
 
-	if f.inner.callsTo(orders) != 1 {
-		t.Fatalf("%d calls; the open circuit should have spared the broker", f.inner.callsTo(orders))
+	if f.inner.callsTo(orders) != 1 || rep.Claimed != 0 {
+		t.Fatalf("%d calls, %d claimed; the hold should have spared the broker and the rows", f.inner.callsTo(orders), rep.Claimed)
 	}
-	if got := rep.ByDestination[orders]; got != (outbox.Counts{Deferred: 2}) {
-		t.Errorf("report %+v, want 2 deferred", got)
+	if r := f.get(t, first); r.Attempts != 0 || r.Deferrals != 1 {
+		t.Errorf("first row %+v: want no attempt (an outage) and one deferral", r)
 	}
-	if r := f.get(t, first); r.Attempts != 1 || r.Deferrals != 1 {
-		t.Errorf("first row %+v: want its one failed attempt and one deferral", r)
-	}
-	if r := f.get(t, second); r.Attempts != 0 || r.Deferrals != 1 {
-		t.Errorf("second row %+v: want no attempt and one deferral", r)
+	if r := f.get(t, second); r.Attempts != 0 || r.Deferrals != 0 || r.LeaseOwner != "" {
+		t.Errorf("second row %+v: want untouched", r)
 	}
 }
 
@@ -339,10 +387,10 @@ func TestCancelledPublishLeavesRowsLeasedUntilReleased(t *testing.T) {
 		t.Fatalf("ProcessPending = %v, want context.Canceled", err)
 	}
 	r := f.get(t, ids[0])
-	if r.Status != outbox.StatusPending || r.Attempts != 0 || r.LeaseOwner != f.proc.Owner() {
+	if r.Status != outbox.StatusPending || r.Attempts != 0 || !strings.HasPrefix(r.LeaseOwner, f.proc.Owner()+"/") {
 		t.Fatalf("row %+v; want pending, no attempt, still leased", r)
 	}
-	if err := f.store.Release(context.Background(), f.proc.Owner()); err != nil {
+	if err := f.store.Release(context.Background(), r.LeaseOwner); err != nil {
 		t.Fatal(err)
 	}
 	f.inner.fn = nil
@@ -374,7 +422,7 @@ func TestLeaseEndingMidBatchStopsBeforeTheNextDestination(t *testing.T) {
 func TestCrashedDispatchersRowsComeBackAfterTheLease(t *testing.T) {
 	f := newFixture(t, policy, outbox.WithLease(30*time.Second))
 	ids := f.enqueue(t, orders, 3)
-	crashed, err := f.store.Claim(context.Background(), "crashed", t0, 10, 30*time.Second)
+	crashed, err := f.store.Claim(context.Background(), outbox.ClaimRequest{Token: "crashed", Now: t0, Limit: 10, Lease: 30 * time.Second})
 	if err != nil || len(crashed) != 3 {
 		t.Fatalf("Claim = %d rows, %v", len(crashed), err)
 	}
@@ -387,8 +435,8 @@ func TestCrashedDispatchersRowsComeBackAfterTheLease(t *testing.T) {
 		t.Fatalf("after the lease: %+v, want 3 published", got)
 	}
 	// The crashed dispatcher's late writes change nothing.
-	if err := f.store.Fail(context.Background(), "crashed", []outbox.Failure{{ID: ids[0], RetryAt: t0, Err: "late"}}); err != nil {
-		t.Fatal(err)
+	if failed, dead, err := f.store.Fail(context.Background(), "crashed", []outbox.Failure{{ID: ids[0], RetryAt: t0, Err: "late"}}); err != nil || failed+dead != 0 {
+		t.Fatalf("late Fail = %d, %d, %v; want nothing changed", failed, dead, err)
 	}
 	if r := f.get(t, ids[0]); r.Status != outbox.StatusPublished || r.Attempts != 0 {
 		t.Errorf("a lost lease's write changed the row: %+v", r)
@@ -407,6 +455,7 @@ func TestInvalidProcessorOptions(t *testing.T) {
 		"backoff":  outbox.WithBackoff(outbox.Backoff{Initial: time.Second, Max: time.Millisecond, Multiplier: 2}),
 		"owner":    outbox.WithOwner(""),
 		"clock":    outbox.WithClock(nil),
+		"probe":    outbox.WithProbeBatch(0),
 	} {
 		if _, err := outbox.NewProcessor(store, nil, pub, opt); err == nil {
 			t.Errorf("%s: NewProcessor accepted an invalid option", name)
@@ -440,8 +489,9 @@ func TestCircuitUnavailableDefers(t *testing.T) {
 	if got := rep.ByDestination[orders]; got != (outbox.Counts{Deferred: 1}) {
 		t.Errorf("report %+v, want 1 deferred", got)
 	}
-	if r := f.get(t, id); r.Attempts != 0 || !r.VisibleAfter.Equal(t0.Add(outbox.DefaultRejectedDelay)) {
-		t.Errorf("row %+v; want visible after the rejected delay, no attempt", r)
+	until, _ := f.store.HeldUntil(orders)
+	if r := f.get(t, id); r.Attempts != 0 || !until.Equal(t0.Add(outbox.DefaultRejectedDelay)) {
+		t.Errorf("row %+v held until %v; want held for the rejected delay, no attempt", r, until)
 	}
 }
 
@@ -470,7 +520,7 @@ func TestCancelledPartialPublishRecordsWhatWentOut(t *testing.T) {
 			t.Errorf("row %d: status %s attempts %d; want %s and no attempt", ids[i], r.Status, r.Attempts, want)
 		}
 	}
-	if r := f.get(t, ids[1]); r.LeaseOwner != f.proc.Owner() {
+	if r := f.get(t, ids[1]); !strings.HasPrefix(r.LeaseOwner, f.proc.Owner()+"/") {
 		t.Errorf("the unsent row %+v is not left leased for Release", r)
 	}
 }
@@ -478,8 +528,8 @@ func TestCancelledPartialPublishRecordsWhatWentOut(t *testing.T) {
 // markFailingStore loses its connection on MarkPublished.
 type markFailingStore struct{ *outbox.MemoryStore }
 
-func (markFailingStore) MarkPublished(context.Context, string, time.Time, []int64) error {
-	return errStore
+func (markFailingStore) MarkPublished(context.Context, string, time.Time, []int64) (int, error) {
+	return 0, errStore
 }
 
 // A publish the broker took whose MarkPublished failed: the rows are neither failed
@@ -501,11 +551,11 @@ func TestMarkPublishedFailureLeavesRowsLeasedNotFailed(t *testing.T) {
 		t.Errorf("report %+v, want nothing counted", rep.Total())
 	}
 	for _, id := range ids {
-		if r := f.get(t, id); r.Status != outbox.StatusPending || r.Attempts != 0 || r.LeaseOwner != "flaky-db" {
+		if r := f.get(t, id); r.Status != outbox.StatusPending || r.Attempts != 0 || !strings.HasPrefix(r.LeaseOwner, "flaky-db/") {
 			t.Fatalf("row %+v; want pending, no attempt, still leased", r)
 		}
 	}
-	if err := f.store.Release(context.Background(), "flaky-db"); err != nil {
+	if err := f.store.Release(context.Background(), f.get(t, ids[0]).LeaseOwner); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Published: 2}) {

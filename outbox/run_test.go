@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -103,7 +104,7 @@ func TestRunStopsCleanlyLeavingNoRowLeased(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- proc.Run(ctx) }()
 		<-started
-		if r := store.Records()[0]; r.LeaseOwner != proc.Owner() {
+		if r := store.Records()[0]; !strings.HasPrefix(r.LeaseOwner, proc.Owner()+"/") {
 			t.Fatalf("row not leased during the publish: %+v", r)
 		}
 
@@ -124,7 +125,7 @@ type failingStore struct{ *outbox.MemoryStore }
 
 var errStore = errors.New("store down")
 
-func (failingStore) Claim(context.Context, string, time.Time, int, time.Duration) ([]outbox.Record, error) {
+func (failingStore) Claim(context.Context, outbox.ClaimRequest) ([]outbox.Record, error) {
 	return nil, errStore
 }
 
