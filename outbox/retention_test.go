@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -20,7 +21,9 @@ func TestRunDeletesSettledRowsAfterTheirRetention(t *testing.T) {
 			return nil
 		}}
 		r := outbox.Retention{Published: time.Hour, Dead: 24 * time.Hour, BatchSize: 2, Interval: time.Minute}
-		store, proc := runFixture(t, pub, outbox.WithRetention(r), outbox.WithMaxAttempts(1), outbox.WithPollInterval(time.Second))
+		store, proc := runFixture(t, pub, outbox.WithRetention(r), outbox.WithMaxAttempts(1), outbox.WithPollInterval(time.Second),
+			outbox.WithClassifier(func(error) breaker.Outcome { return breaker.Neutral })) // the message's own failure
+
 		enqueueN(t, store, 5) // 5 rows: more than two batches of 2
 		if _, err := store.Enqueue(context.Background(), outbox.Entry{Destination: emails, Message: transport.Message{Value: []byte("poison")}}); err != nil {
 			t.Fatal(err)
