@@ -321,3 +321,14 @@ func (e *env) countRows(t testing.TB, where string, args ...any) int {
 	}
 	return n
 }
+
+// heldUntil returns when the hold of d ends (zero when d is not held).
+func (e *env) heldUntil(t testing.TB, d transport.Destination) time.Time {
+	t.Helper()
+	var until time.Time
+	err := e.pool.QueryRow(context.Background(), "SELECT held_until FROM "+postgres.HoldTable+" WHERE destination = $1", d.String()).Scan(&until)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatal(err)
+	}
+	return until
+}

@@ -76,7 +76,7 @@ func (s *Store) DeadRows(ctx context.Context, f outbox.DeadFilter, p outbox.Page
 	if err != nil {
 		return nil, fmt.Errorf("postgres: dead rows: %w", err)
 	}
-	recs, err := pgx.CollectRows(rows, scanRecord)
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.Record, error) { return scanRecord(row) })
 	if err != nil {
 		return nil, fmt.Errorf("postgres: dead rows: %w", err)
 	}

@@ -263,7 +263,8 @@ func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]
 const columns = `id, destination, msg_key, payload, headers::text, created_at, visible_after, attempts,
 	deferrals, first_deferred_at, status, last_error, lease_owner, lease_until, settled_at`
 
-func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
+// scanRecord reads the columns, then extra.
+func scanRecord(row pgx.CollectableRow, extra ...any) (outbox.Record, error) {
 	var (
 		r                       outbox.Record
 		dest, status            string
@@ -271,8 +272,8 @@ func scanRecord(row pgx.CollectableRow) (outbox.Record, error) {
 		firstDeferred, leaseEnd *time.Time
 		settled                 *time.Time
 	)
-	if err := row.Scan(&r.ID, &dest, &r.Message.Key, &r.Message.Value, &headers, &r.CreatedAt, &r.VisibleAfter,
-		&r.Attempts, &r.Deferrals, &firstDeferred, &status, &lastErr, &owner, &leaseEnd, &settled); err != nil {
+	if err := row.Scan(append([]any{&r.ID, &dest, &r.Message.Key, &r.Message.Value, &headers, &r.CreatedAt, &r.VisibleAfter,
+		&r.Attempts, &r.Deferrals, &firstDeferred, &status, &lastErr, &owner, &leaseEnd, &settled}, extra...)...); err != nil {
 		return r, err
 	}
 	// The Processor validates the destination, so a bad one makes the row dead rather
@@ -322,7 +323,7 @@ func (s *Store) Get(ctx context.Context, id int64) (outbox.Record, error) {
 	if err != nil {
 		return outbox.Record{}, fmt.Errorf("postgres: get %d: %w", id, err)
 	}
-	r, err := pgx.CollectExactlyOneRow(rows, scanRecord)
+	r, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (outbox.Record, error) { return scanRecord(row) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("%w: id %d", ErrNotFound, id)
 	}
@@ -340,24 +341,23 @@ const claimable = `o.status = 'pending' AND o.visible_after <= $1 AND (o.lease_u
 		WHERE e.destination = o.destination AND e.msg_key = o.msg_key AND e.status = 'pending' AND e.id < o.id
 			AND (e.visible_after > $1 OR e.lease_until > $1)))`
 
-// returning is what a claim returns, in scanRecord's order.
-const returning = `RETURNING o.id, o.destination, o.msg_key, o.payload, o.headers::text, o.created_at, o.visible_after,
-	o.attempts, o.deferrals, o.first_deferred_at, o.status, o.last_error, o.lease_owner, o.lease_until, o.settled_at`
-
-// probeSQL takes the probes of destinations whose hold has ended ($1 now, $2 rows per
-// probe, $3 token, $4 lease end, $5 limit): it leases their first claimable rows and
-// extends those holds to the lease end; it drops the holds of destinations with no
-// pending row left.
-const probeSQL = `
-WITH ended AS (
+// claimSQL is one claim ($1 now, $2 limit, $3 token, $4 lease end, $5 rows per
+// probe). First the probes: for each destination whose hold has ended, its first
+// claimable rows (up to $5), and that hold extended to the lease end; a hold whose
+// destination has no pending row left is dropped. Then, up to the limit, the
+// claimable rows of destinations that are not held, lowest ids first: it lists the
+// destinations with pending rows by skipping through the index and reads each one's
+// rows in id order, so the rows of a held destination are never read.
+const claimSQL = `
+WITH RECURSIVE ended AS (
 	SELECT destination FROM ` + HoldTable + ` WHERE held_until <= $1 FOR UPDATE SKIP LOCKED
 ), pick AS (
 	SELECT c.id, e.destination FROM ended e
 	CROSS JOIN LATERAL (
 		SELECT o.id FROM ` + Table + ` o WHERE o.destination = e.destination AND ` + claimable + `
-		ORDER BY o.id LIMIT $2 FOR UPDATE SKIP LOCKED
+		ORDER BY o.id LIMIT $5 FOR UPDATE SKIP LOCKED
 	) c
-	ORDER BY c.id LIMIT $5
+	ORDER BY c.id LIMIT $2
 ), dropped AS (
 	DELETE FROM ` + HoldTable + ` h USING ended e
 	WHERE h.destination = e.destination
@@ -365,17 +365,7 @@ WITH ended AS (
 ), probing AS (
 	UPDATE ` + HoldTable + ` h SET held_until = $4, probe_token = $3
 	WHERE h.destination IN (SELECT destination FROM pick)
-)
-UPDATE ` + Table + ` o SET lease_owner = $3, lease_until = $4
-FROM pick WHERE o.id = pick.id
-` + returning
-
-// claimSQL leases up to $2 claimable rows of destinations that are not held ($1 now,
-// $3 token, $4 lease end), lowest ids first. It lists the destinations with pending
-// rows by skipping through the index, then reads each one's rows in id order, so the
-// rows of a held destination are never read.
-const claimSQL = `
-WITH RECURSIVE dests(d) AS (
+), dests(d) AS (
 	(SELECT destination FROM ` + Table + ` WHERE status = 'pending' ORDER BY destination LIMIT 1)
 	UNION ALL
 	SELECT (SELECT destination FROM ` + Table + ` WHERE status = 'pending' AND destination > dests.d
@@ -388,41 +378,33 @@ WITH RECURSIVE dests(d) AS (
 		ORDER BY o.id LIMIT $2 FOR UPDATE SKIP LOCKED
 	) c
 	WHERE dests.d IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ` + HoldTable + ` h WHERE h.destination = dests.d)
-	ORDER BY c.id LIMIT $2
+	ORDER BY c.id LIMIT $2 - (SELECT count(*) FROM pick)
+), taken AS (
+	SELECT id, true AS probe FROM pick UNION ALL SELECT id, false FROM due
 )
 UPDATE ` + Table + ` o SET lease_owner = $3, lease_until = $4
-FROM due WHERE o.id = due.id
-` + returning
+FROM taken WHERE o.id = taken.id
+RETURNING o.id, o.destination, o.msg_key, o.payload, o.headers::text, o.created_at, o.visible_after,
+	o.attempts, o.deferrals, o.first_deferred_at, o.status, o.last_error, o.lease_owner, o.lease_until, o.settled_at,
+	taken.probe`
 
-// Claim implements outbox.Store in two statements: the probes of destinations whose
-// hold has ended, then the rows of destinations that are not held. Each statement is
-// safe against concurrent claims on its own; per-key order across claims that run at
-// the same instant is not guaranteed (see package outbox).
+// Claim implements outbox.Store in one statement. It is safe against concurrent
+// claims; per-key order across claims that run at the same instant is not
+// guaranteed (see package outbox).
 func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Record, error) {
-	until := r.Now.Add(r.Lease)
-	rows, err := s.db.Query(ctx, s.sql(probeSQL), r.Now, max(r.ProbeLimit, 1), r.Token, until, r.Limit)
+	rows, err := s.db.Query(ctx, s.sql(claimSQL), r.Now, r.Limit, r.Token, r.Now.Add(r.Lease), max(r.ProbeLimit, 1))
 	if err != nil {
-		return nil, fmt.Errorf("postgres: claim probes: %w", err)
+		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
-	probes, err := pgx.CollectRows(rows, scanRecord)
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.Record, error) {
+		var probe bool
+		rec, err := scanRecord(row, &probe)
+		rec.Probe = probe
+		return rec, err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: claim probes: %w", err)
+		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
-	for i := range probes {
-		probes[i].Probe = true
-	}
-	var recs []outbox.Record
-	if n := r.Limit - len(probes); n > 0 {
-		rows, err := s.db.Query(ctx, s.sql(claimSQL), r.Now, n, r.Token, until)
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("postgres: claim: %w", err), s.Release(context.WithoutCancel(ctx), r.Token))
-		}
-		recs, err = pgx.CollectRows(rows, scanRecord)
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("postgres: claim: %w", err), s.Release(context.WithoutCancel(ctx), r.Token))
-		}
-	}
-	recs = append(recs, probes...)
 	slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.ID, b.ID) })
 	return recs, nil
 }
