@@ -41,7 +41,9 @@ func (p pgAdmin) Enqueue(ctx context.Context, entries ...outbox.Entry) ([]int64,
 	return p.store.Enqueue(ctx, postgres.Pgx(p.pool), entries...)
 }
 
-func (p pgAdmin) Get(ctx context.Context, id int64) (outbox.Record, error) { return p.store.Get(ctx, id) }
+func (p pgAdmin) Get(ctx context.Context, id int64) (outbox.Record, error) {
+	return p.store.Get(ctx, id)
+}
 
 // adminStores runs f on the memory store and on the PostgreSQL store, each on a fake
 // clock of its own.
