@@ -129,7 +129,7 @@ func (s *Store) Listener(connect Connector, opts ...ListenerOption) (*Listener, 
 	if connect == nil {
 		return nil, errors.New("postgres: Listener needs a Connector")
 	}
-	l := &Listener{connect: connect, channel: s.table.channel(),
+	l := &Listener{connect: connect, channel: s.table.Channel(),
 		minDelay: DefaultReconnectDelay, maxDelay: DefaultMaxReconnectDelay}
 	for _, o := range opts {
 		o(l)

@@ -247,7 +247,7 @@ func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]
 	if s.quiet {
 		ids, err = tx.insert(ctx, s.sql(enqueueSQL), dests, keys, payloads, headers, s.now())
 	} else {
-		ids, err = tx.insert(ctx, s.sql(enqueueNotifySQL), dests, keys, payloads, headers, s.now(), s.table.channel())
+		ids, err = tx.insert(ctx, s.sql(enqueueNotifySQL), dests, keys, payloads, headers, s.now(), s.table.Channel())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: enqueue: %w", err)

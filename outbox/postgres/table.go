@@ -64,8 +64,9 @@ func (t TableName) qualified(name string) string {
 	return pgx.Identifier{t.schema, name}.Sanitize()
 }
 
-// channel is the NOTIFY channel of the table: its name, qualified if it has a schema.
-func (t TableName) channel() string {
+// Channel returns the NOTIFY channel of the table: its name, qualified if it has a
+// schema, as one identifier.
+func (t TableName) Channel() string {
 	if t.schema == "" {
 		return t.base()
 	}
@@ -110,7 +111,11 @@ func SchemaFor(t TableName) string {
 	st := statements{t: t}
 	s := st.sql(Schema)
 	if t.schema != "" {
-		s = strings.Replace(s, "CREATE TABLE", "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{t.schema}.Sanitize()+";\n\nCREATE TABLE", 1)
+		schema := pgx.Identifier{t.schema}.Sanitize()
+		s = strings.Replace(s, "CREATE TABLE", "CREATE SCHEMA IF NOT EXISTS "+schema+";\n\nCREATE TABLE", 1)
+		// An index is created in its table's schema, but found for DROP INDEX through
+		// the search_path: name its schema.
+		s = strings.ReplaceAll(s, `DROP INDEX IF EXISTS "`, `DROP INDEX IF EXISTS `+schema+`."`)
 	}
 	return s
 }
