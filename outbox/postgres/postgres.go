@@ -379,14 +379,17 @@ WITH RECURSIVE ended AS (
 	) c
 	WHERE dests.d IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ` + HoldTable + ` h WHERE h.destination = dests.d)
 	ORDER BY c.id LIMIT $2 - (SELECT count(*) FROM pick)
-), taken AS (
-	SELECT id, true AS probe FROM pick UNION ALL SELECT id, false FROM due
 )
 UPDATE ` + Table + ` o SET lease_owner = $3, lease_until = $4
-FROM taken WHERE o.id = taken.id
+WHERE o.id = ANY(ARRAY(SELECT id FROM pick UNION ALL SELECT id FROM due))
 RETURNING o.id, o.destination, o.msg_key, o.payload, o.headers::text, o.created_at, o.visible_after,
 	o.attempts, o.deferrals, o.first_deferred_at, o.status, o.last_error, o.lease_owner, o.lease_until, o.settled_at,
-	taken.probe`
+	o.id = ANY(ARRAY(SELECT id FROM pick))`
+
+// claimSQL leases the rows it picked through "id = ANY(ARRAY(...))", which only the
+// primary key serves: a join with the picked rows would be planned on the estimated
+// size of the pick, and a generic plan's estimate of a LIMIT $2 made it hash the whole
+// table.
 
 // Claim implements outbox.Store in one statement. It is safe against concurrent
 // claims; per-key order across claims that run at the same instant is not
@@ -527,7 +530,25 @@ func (s *Store) Release(ctx context.Context, token string) error {
 	return nil
 }
 
-const backlogSQL = `SELECT count(*), min(created_at) FROM ` + Table + ` WHERE status = 'pending'`
+// backlogSQL counts pending rows destination by destination, skipping through the
+// pending index to list the destinations as claimSQL does, so that it reads the
+// pending rows' index entries and never the settled rows, whatever share of the table
+// is pending: a plain count over the table is a sequential scan once statistics say
+// half of it is pending.
+const backlogSQL = `
+WITH RECURSIVE dests(d) AS (
+	(SELECT destination FROM ` + Table + ` WHERE status = 'pending' ORDER BY destination LIMIT 1)
+	UNION ALL
+	SELECT (SELECT destination FROM ` + Table + ` WHERE status = 'pending' AND destination > dests.d
+		ORDER BY destination LIMIT 1)
+	FROM dests WHERE dests.d IS NOT NULL
+)
+SELECT coalesce(sum(c.n), 0)::bigint, min(c.oldest) FROM dests
+CROSS JOIN LATERAL (
+	SELECT count(*) AS n, min(created_at) AS oldest FROM ` + Table + `
+	WHERE status = 'pending' AND destination = dests.d
+) c
+WHERE dests.d IS NOT NULL`
 
 // Backlog implements outbox.Store; the age is measured on the Store's clock.
 func (s *Store) Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error) {
