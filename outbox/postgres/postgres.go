@@ -341,6 +341,17 @@ const claimable = `o.status = 'pending' AND o.visible_after <= $1 AND (o.lease_u
 		WHERE e.destination = o.destination AND e.msg_key = o.msg_key AND e.status = 'pending' AND e.id < o.id
 			AND (e.visible_after > $1 OR e.lease_until > $1)))`
 
+// pendingDests lists, as the recursive CTE dests(d), the destinations that have
+// pending rows, one index probe each (a skip scan of the pending index); the last
+// row's d is NULL.
+const pendingDests = `dests(d) AS (
+	(SELECT destination FROM ` + Table + ` WHERE status = 'pending' ORDER BY destination LIMIT 1)
+	UNION ALL
+	SELECT (SELECT destination FROM ` + Table + ` WHERE status = 'pending' AND destination > dests.d
+		ORDER BY destination LIMIT 1)
+	FROM dests WHERE dests.d IS NOT NULL
+)`
+
 // claimSQL is one claim ($1 now, $2 limit, $3 token, $4 lease end, $5 rows per
 // probe). First the probes: for each destination whose hold has ended, its first
 // claimable rows (up to $5), and that hold extended to the lease end; a hold whose
@@ -365,13 +376,7 @@ WITH RECURSIVE ended AS (
 ), probing AS (
 	UPDATE ` + HoldTable + ` h SET held_until = $4, probe_token = $3
 	WHERE h.destination IN (SELECT destination FROM pick)
-), dests(d) AS (
-	(SELECT destination FROM ` + Table + ` WHERE status = 'pending' ORDER BY destination LIMIT 1)
-	UNION ALL
-	SELECT (SELECT destination FROM ` + Table + ` WHERE status = 'pending' AND destination > dests.d
-		ORDER BY destination LIMIT 1)
-	FROM dests WHERE dests.d IS NOT NULL
-), due AS (
+), ` + pendingDests + `, due AS (
 	SELECT c.id FROM dests
 	CROSS JOIN LATERAL (
 		SELECT o.id FROM ` + Table + ` o WHERE o.destination = dests.d AND ` + claimable + `
@@ -536,13 +541,7 @@ func (s *Store) Release(ctx context.Context, token string) error {
 // is pending: a plain count over the table is a sequential scan once statistics say
 // half of it is pending.
 const backlogSQL = `
-WITH RECURSIVE dests(d) AS (
-	(SELECT destination FROM ` + Table + ` WHERE status = 'pending' ORDER BY destination LIMIT 1)
-	UNION ALL
-	SELECT (SELECT destination FROM ` + Table + ` WHERE status = 'pending' AND destination > dests.d
-		ORDER BY destination LIMIT 1)
-	FROM dests WHERE dests.d IS NOT NULL
-)
+WITH RECURSIVE ` + pendingDests + `
 SELECT coalesce(sum(c.n), 0)::bigint, min(c.oldest) FROM dests
 CROSS JOIN LATERAL (
 	SELECT count(*) AS n, min(created_at) AS oldest FROM ` + Table + `
