@@ -358,7 +358,7 @@ func (p *Processor) process(ctx context.Context) (Report, string, error) {
 		if !p.now().Before(leaseEnd) {
 			return rep, token, ErrLeaseExpired
 		}
-		c, err := p.dispatch(ctx, token, g.dest, g.recs)
+		c, err := p.dispatch(ctx, claim{token, leaseEnd}, g.dest, g.recs)
 		if c != (Counts{}) || err == nil {
 			cur := rep.ByDestination[g.dest]
 			cur.add(c)
@@ -439,8 +439,16 @@ func (p *Processor) outage(err error) bool {
 	return p.classify == nil || p.classify(err) == breaker.Failure
 }
 
+// claim is one ProcessPending's claim: its token fences every write-back, and its
+// rows are not published once its lease has ended.
+type claim struct {
+	token    string
+	leaseEnd time.Time
+}
+
 // dispatch handles the rows of one destination, in id order, and writes them back.
-func (p *Processor) dispatch(ctx context.Context, token string, d transport.Destination, recs []Record) (Counts, error) {
+func (p *Processor) dispatch(ctx context.Context, cl claim, d transport.Destination, recs []Record) (Counts, error) {
+	token := cl.token
 	now := p.now()
 	if err := d.Validate(); err != nil {
 		return p.failDead(ctx, token, recs, now, ReasonInvalidDestination, err.Error())
@@ -479,7 +487,7 @@ func (p *Processor) dispatch(ctx context.Context, token string, d transport.Dest
 	if r.messageFailure && len(good) > 1 {
 		// One of the rows made the whole publish fail: send them one at a time, so
 		// that it ends alone and the others go on.
-		r, err = p.sendEach(ctx, token, d, good)
+		r, err = p.sendEach(ctx, cl, d, good)
 		c.add(r.counts)
 		if err != nil {
 			return c, err
@@ -514,10 +522,14 @@ type sent struct {
 // sendEach publishes recs one at a time, in order. A row whose own failure costs it
 // an attempt keeps back the later rows of its key (given back uncharged, to keep
 // the key's order); an outage holds the destination and gives back the rest.
-func (p *Processor) sendEach(ctx context.Context, token string, d transport.Destination, recs []Record) (sent, error) {
+func (p *Processor) sendEach(ctx context.Context, cl claim, d transport.Destination, recs []Record) (sent, error) {
+	token := cl.token
 	var out sent
 	stopped := map[string]bool{}
 	for i, rec := range recs {
+		if !p.now().Before(cl.leaseEnd) {
+			return out, ErrLeaseExpired
+		}
 		if !out.held.IsZero() {
 			c, err := p.deferRows(ctx, token, recs[i:], p.now())
 			out.counts.add(c)

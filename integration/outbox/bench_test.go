@@ -164,7 +164,7 @@ func dispatchRun(b *testing.B, e *env, guard, openFirst bool) (all, healthy rate
 func fill(b *testing.B, e *env, n int) {
 	b.Helper()
 	ctx := context.Background()
-	if _, err := e.pool.Exec(ctx, "TRUNCATE "+postgres.Table); err != nil {
+	if _, err := e.pool.Exec(ctx, "TRUNCATE "+postgres.Table+", "+postgres.HoldTable); err != nil {
 		b.Fatal(err)
 	}
 	payload := make([]byte, 256)

@@ -1,0 +1,74 @@
+package outbox_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/postgres"
+)
+
+// storeCase is one Store under test, with what a test needs around it.
+type storeCase struct {
+	store outbox.Store
+	env   *env // the PostgreSQL table and the kfake cluster (also used by the memory case, for Kafka)
+	// enqueue commits entries and returns their ids.
+	enqueue func(t testing.TB, entries ...outbox.Entry) []int64
+	get     func(t testing.TB, id int64) outbox.Record
+	// pg is set for the PostgreSQL case.
+	pg bool
+}
+
+// onBothStores runs test against the memory store and the PostgreSQL store, each on
+// a fresh table, a fresh kfake cluster and the clock test gets.
+func onBothStores(t *testing.T, test func(t *testing.T, clock *fakeclock.Clock, sc storeCase)) {
+	t.Run("memory", func(t *testing.T) {
+		clock := fakeclock.New(start())
+		e := newEnv(t, clock)
+		mem := outbox.NewMemoryStore(clock)
+		test(t, clock, storeCase{
+			store: mem, env: e,
+			enqueue: func(t testing.TB, entries ...outbox.Entry) []int64 {
+				t.Helper()
+				ids, err := mem.Enqueue(context.Background(), entries...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ids
+			},
+			get: func(t testing.TB, id int64) outbox.Record {
+				t.Helper()
+				r, ok := mem.Get(id)
+				if !ok {
+					t.Fatalf("row %d not found", id)
+				}
+				return r
+			},
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		clock := fakeclock.New(start())
+		e := newEnv(t, clock)
+		test(t, clock, storeCase{
+			store: e.store, env: e, pg: true,
+			enqueue: func(t testing.TB, entries ...outbox.Entry) []int64 {
+				t.Helper()
+				ctx := context.Background()
+				var ids []int64
+				err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+					var err error
+					ids, err = e.store.Enqueue(ctx, postgres.Pgx(tx), entries...)
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ids
+			},
+			get: e.get,
+		})
+	})
+}
