@@ -8,78 +8,35 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// adminStore is what the dead-row and retention tests use of a store.
-type adminStore interface {
+// admin is what the dead-row and retention tests use of a store.
+type admin interface {
 	outbox.Store
 	outbox.Purger
 	outbox.DeadLetters
-	Enqueue(ctx context.Context, entries ...outbox.Entry) ([]int64, error)
-	Get(ctx context.Context, id int64) (outbox.Record, error)
 }
 
-// memoryAdmin gives the memory store the PostgreSQL store's Enqueue and Get.
-type memoryAdmin struct{ *outbox.MemoryStore }
-
-func (m memoryAdmin) Get(_ context.Context, id int64) (outbox.Record, error) {
-	r, ok := m.MemoryStore.Get(id)
-	if !ok {
-		return r, fmt.Errorf("no row %d", id)
-	}
-	return r, nil
-}
-
-// pgAdmin enqueues outside a transaction.
-type pgAdmin struct{ *env }
-
-func (p pgAdmin) Enqueue(ctx context.Context, entries ...outbox.Entry) ([]int64, error) {
-	return p.store.Enqueue(ctx, postgres.Pgx(p.pool), entries...)
-}
-
-func (p pgAdmin) Get(ctx context.Context, id int64) (outbox.Record, error) {
-	return p.store.Get(ctx, id)
-}
-
-// adminStores runs f on the memory store and on the PostgreSQL store, each on a fake
-// clock of its own.
-func adminStores(t *testing.T, f func(t *testing.T, s adminStore, clock *fakeclock.Clock)) {
-	t.Run("memory", func(t *testing.T) {
-		clock := fakeclock.New(start())
-		f(t, memoryAdmin{outbox.NewMemoryStore(clock)}, clock)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		clock := fakeclock.New(start())
-		e := newEnv(t, clock)
-		f(t, struct {
-			pgAdmin
-			outbox.Store
-			outbox.Purger
-			outbox.DeadLetters
-		}{pgAdmin{e}, e.store, e.store, e.store}, clock)
-	})
-}
-
-// settle enqueues rows for dests and settles them: published for "published", dead
-// with that reason otherwise, left pending for "". It returns their ids.
-func settle(t *testing.T, s adminStore, clock *fakeclock.Clock, rows []struct {
+// settleRows enqueues rows for dests and settles them: published for "published",
+// dead with that reason otherwise, left pending for "". It returns their ids.
+func settleRows(t *testing.T, sc storeCase, clock *fakeclock.Clock, rows []struct {
 	dest transport.Destination
 	end  string
 }) []int64 {
 	t.Helper()
 	ctx := context.Background()
+	s := sc.store
 	entries := make([]outbox.Entry, len(rows))
 	for i, r := range rows {
 		entries[i] = outbox.Entry{Destination: r.dest, Message: transport.Message{Value: []byte(fmt.Sprint("row ", i))}}
 	}
-	ids, err := s.Enqueue(ctx, entries...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := sc.enqueue(t, entries...)
 	claimed, err := s.Claim(ctx, outbox.ClaimRequest{Token: "settle", Now: clock.Now(), Limit: len(rows), Lease: time.Minute})
 	if err != nil || len(claimed) != len(rows) {
 		t.Fatalf("Claim = %d rows, %v", len(claimed), err)
@@ -119,9 +76,10 @@ func positions(recs []outbox.Record, ids []int64) []int {
 }
 
 func TestDeadRowsArePagedFilteredAndRequeued(t *testing.T) {
-	adminStores(t, func(t *testing.T, s adminStore, clock *fakeclock.Clock) {
+	onBothStores(t, func(t *testing.T, clock *fakeclock.Clock, sc storeCase) {
 		ctx := context.Background()
-		ids := settle(t, s, clock, []struct {
+		s := sc.store.(admin)
+		ids := settleRows(t, sc, clock, []struct {
 			dest transport.Destination
 			end  string
 		}{
@@ -167,11 +125,7 @@ func TestDeadRowsArePagedFilteredAndRequeued(t *testing.T) {
 		if n != 1 || err != nil {
 			t.Fatalf("Requeue(emails, too large) = %d, %v; want 1 row", n, err)
 		}
-		r, err := s.Get(ctx, ids[2])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Status != outbox.StatusPending || !r.VisibleAfter.Equal(clock.Now()) || r.Attempts != 0 || r.Deferrals != 0 ||
+		if r := sc.get(t, ids[2]); r.Status != outbox.StatusPending || !r.VisibleAfter.Equal(clock.Now()) || r.Attempts != 0 || r.Deferrals != 0 ||
 			!r.FirstDeferredAt.IsZero() || !r.SettledAt.IsZero() || r.LeaseOwner != "" || r.LastError != "too large" {
 			t.Errorf("requeued row: %+v; want pending, visible now, counts cleared, last error kept", r)
 		}
@@ -190,9 +144,10 @@ func TestDeadRowsArePagedFilteredAndRequeued(t *testing.T) {
 }
 
 func TestRetentionDeletesSettledRowsInBatches(t *testing.T) {
-	adminStores(t, func(t *testing.T, s adminStore, clock *fakeclock.Clock) {
+	onBothStores(t, func(t *testing.T, clock *fakeclock.Clock, sc storeCase) {
 		ctx := context.Background()
-		ids := settle(t, s, clock, []struct {
+		s := sc.store.(admin)
+		ids := settleRows(t, sc, clock, []struct {
 			dest transport.Destination
 			end  string
 		}{
@@ -202,10 +157,8 @@ func TestRetentionDeletesSettledRowsInBatches(t *testing.T) {
 		r := outbox.Retention{Published: time.Hour, Dead: 3 * time.Hour, BatchSize: 2}
 		left := func() []int {
 			var out []int
-			for i, id := range ids {
-				if _, err := s.Get(ctx, id); err == nil {
-					out = append(out, i)
-				}
+			for _, r := range rowsOf(t, sc) {
+				out = append(out, slices.Index(ids, r.ID))
 			}
 			return out
 		}
@@ -239,4 +192,25 @@ func TestRetentionDeletesSettledRowsInBatches(t *testing.T) {
 			t.Errorf("Backlog = %d, %v after purging; want the pending row", pending, err)
 		}
 	})
+}
+
+// rowsOf returns every row of the store, by id.
+func rowsOf(t *testing.T, sc storeCase) []outbox.Record {
+	t.Helper()
+	if m, ok := sc.store.(*outbox.MemoryStore); ok {
+		return m.Records()
+	}
+	rows, err := sc.env.pool.Query(context.Background(), "SELECT id FROM "+postgres.Table+" ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]outbox.Record, len(ids))
+	for i, id := range ids {
+		out[i] = sc.get(t, id)
+	}
+	return out
 }
