@@ -139,10 +139,24 @@ type statements struct {
 }
 
 func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if txScaffolding(data.SQL) {
+		return ctx
+	}
 	s.mu.Lock()
 	s.sqls = append(s.sqls, strings.TrimSpace(data.SQL))
 	s.mu.Unlock()
 	return ctx
+}
+
+// txScaffolding reports whether sql is part of the transaction the PostgreSQL store
+// wraps its claim in (to turn JIT off) rather than a statement that reads or writes
+// rows.
+func txScaffolding(sql string) bool {
+	switch strings.ToLower(sql) {
+	case "begin", "commit", "rollback", "set local jit = off":
+		return true
+	}
+	return false
 }
 
 func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
