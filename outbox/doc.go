@@ -16,8 +16,15 @@
 //     them visible again after an exponential backoff; past MaxAttempts they are dead.
 //
 // Delivery is at least once: a dispatcher that dies mid-batch leaves its rows leased
-// until the lease ends, and another dispatcher then publishes them again. Nothing is
-// deleted.
+// until the lease ends, and another dispatcher then publishes them again. The
+// dispatcher deletes nothing; settled rows are deleted only by a Retention
+// (WithRetention, or Purge from a cron job), after they were published or dead for
+// its periods.
+//
+// Run claims as soon as a Waker signals that rows were committed (outbox/postgres's
+// Listener, on the NOTIFY Enqueue sends), and again at once after a batch that claimed
+// rows; it polls as the safety net. Dead rows are paged and requeued through
+// DeadLetters.
 //
 // Store is the storage contract; MemoryStore keeps rows in memory for tests and demos,
 // and outbox/postgres keeps them in PostgreSQL.
