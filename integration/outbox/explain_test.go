@@ -35,13 +35,28 @@ type capture struct {
 func (c *capture) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.on && !txScaffolding(d.SQL) {
+	if c.on {
 		c.stmts = append(c.stmts, captured{sql: d.SQL, args: d.Args})
 	}
 	return ctx
 }
 
 func (c *capture) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart keeps a batch's statements but the one that turns JIT off.
+func (c *capture) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, q := range d.Batch.QueuedQueries {
+		if c.on && !strings.Contains(q.SQL, "set_config('jit'") {
+			c.stmts = append(c.stmts, captured{sql: q.SQL, args: q.Arguments})
+		}
+	}
+	return ctx
+}
+
+func (c *capture) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *capture) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // record runs f and returns the one statement it ran.
 func (c *capture) record(t *testing.T, what string, f func() error) captured {

@@ -132,34 +132,35 @@ func rowID(hs []transport.Header) int64 {
 	return 0
 }
 
-// statements counts the SQL statements run on a pool.
+// statements counts the SQL statements run on a pool, a batch as one.
 type statements struct {
 	mu   sync.Mutex
 	sqls []string
 }
 
 func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	if txScaffolding(data.SQL) {
-		return ctx
-	}
 	s.mu.Lock()
 	s.sqls = append(s.sqls, strings.TrimSpace(data.SQL))
 	s.mu.Unlock()
 	return ctx
 }
 
-// txScaffolding reports whether sql is part of the transaction the PostgreSQL store
-// wraps its claim in (to turn JIT off) rather than a statement that reads or writes
-// rows.
-func txScaffolding(sql string) bool {
-	switch strings.ToLower(sql) {
-	case "begin", "commit", "rollback", "set local jit = off":
-		return true
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart counts a batch (one round trip) as one statement.
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	var sqls []string
+	for _, q := range data.Batch.QueuedQueries {
+		sqls = append(sqls, strings.TrimSpace(q.SQL))
 	}
-	return false
+	s.mu.Lock()
+	s.sqls = append(s.sqls, "batch: "+strings.Join(sqls, ";\n"))
+	s.mu.Unlock()
+	return ctx
 }
 
-func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (s *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // take returns the statements seen since the last take.
 func (s *statements) take() []string {
@@ -221,13 +222,19 @@ func openPool(dsn string, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
 // enqueue commits n rows for d in one transaction and returns their ids.
 func (e *env) enqueue(t testing.TB, d transport.Destination, n int) []int64 {
 	t.Helper()
-	ctx := context.Background()
 	entries := make([]outbox.Entry, n)
 	for i := range entries {
 		entries[i] = outbox.Entry{Destination: d, Message: transport.Message{
 			Key: []byte("key-" + strconv.Itoa(i%16)), Value: []byte(d.Name + " payload " + strconv.Itoa(i)),
 		}}
 	}
+	return e.commit(t, entries...)
+}
+
+// commit enqueues entries in one transaction and returns their ids.
+func (e *env) commit(t testing.TB, entries ...outbox.Entry) []int64 {
+	t.Helper()
+	ctx := context.Background()
 	var ids []int64
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		var err error

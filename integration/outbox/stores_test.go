@@ -4,11 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
-	"github.com/brokerguard/brokerguard/outbox/postgres"
 )
 
 // storeCase is one Store under test, with what a test needs around it.
@@ -54,21 +51,8 @@ func onBothStores(t *testing.T, test func(t *testing.T, clock *fakeclock.Clock, 
 		e := newEnv(t, clock)
 		test(t, clock, storeCase{
 			store: e.store, env: e, pg: true,
-			enqueue: func(t testing.TB, entries ...outbox.Entry) []int64 {
-				t.Helper()
-				ctx := context.Background()
-				var ids []int64
-				err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-					var err error
-					ids, err = e.store.Enqueue(ctx, postgres.Pgx(tx), entries...)
-					return err
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return ids
-			},
-			get: e.get,
+			enqueue: e.commit,
+			get:     e.get,
 		})
 	})
 }
