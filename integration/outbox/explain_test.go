@@ -43,12 +43,12 @@ func (c *capture) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQ
 
 func (c *capture) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// TraceBatchStart keeps a batch's statements but the one that turns JIT off.
+// TraceBatchStart keeps a batch's statements but the one that sets the planner up.
 func (c *capture) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, q := range d.Batch.QueuedQueries {
-		if c.on && !strings.Contains(q.SQL, "set_config('jit'") {
+		if c.on && !strings.HasPrefix(q.SQL, "SELECT set_config(") {
 			c.stmts = append(c.stmts, captured{sql: q.SQL, args: q.Arguments})
 		}
 	}

@@ -415,7 +415,7 @@ func claimStatement(limit, probe int) string {
 // guaranteed (see package outbox).
 func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Record, error) {
 	var recs []outbox.Record
-	err := s.withoutJIT(ctx, func(br pgx.BatchResults) error {
+	err := s.planned(ctx, func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err != nil {
 			return err
@@ -435,15 +435,21 @@ func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Reco
 	return recs, nil
 }
 
-// withoutJIT sends stmt in one round trip and one transaction after turning JIT off
-// for that transaction, and hands its results to f. A plan costed as high as the
-// claim's or the backlog's can be (once the table has statistics, or as a generic
-// plan) is JIT-compiled, which takes hundreds of milliseconds for a statement that
-// runs in one: one relay on an analysed 20,000-row table published 200 rows a second
+// planned sends stmt in one round trip and one transaction after setting, for that
+// transaction, JIT off and custom plans only, and hands its results to f. Both
+// settings keep the claim and the backlog fast once the table has statistics:
+//   - a plan costed as high as theirs can be is JIT-compiled, which takes hundreds of
+//     milliseconds for a statement that runs in one;
+//   - a cached prepared statement switches to PostgreSQL's generic plan after five
+//     runs, and the claim's generic plan on an analysed table took 2 to 7 seconds
+//     where the custom plan took 16 ms (it reads the per-key index by bitmap, through
+//     the index entries of every row published since the last vacuum).
+//
+// One relay on an analysed 20,000-row table published 200 rows a second before,
 // against 2,455 on the same table without statistics.
-func (s *Store) withoutJIT(ctx context.Context, f func(br pgx.BatchResults) error, stmt string, args ...any) (err error) {
+func (s *Store) planned(ctx context.Context, f func(br pgx.BatchResults) error, stmt string, args ...any) (err error) {
 	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('jit', 'off', true)`)
+	b.Queue(`SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)`)
 	b.Queue(stmt, args...)
 	br := s.db.SendBatch(ctx, b)
 	defer func() { err = errors.Join(err, br.Close()) }()
@@ -588,7 +594,7 @@ WHERE dests.d IS NOT NULL`
 // Backlog implements outbox.Store; the age is measured on the Store's clock.
 func (s *Store) Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error) {
 	var first *time.Time
-	err = s.withoutJIT(ctx, func(br pgx.BatchResults) error { return br.QueryRow().Scan(&pending, &first) }, s.sql(backlogSQL))
+	err = s.planned(ctx, func(br pgx.BatchResults) error { return br.QueryRow().Scan(&pending, &first) }, s.sql(backlogSQL))
 	if err != nil {
 		return 0, 0, fmt.Errorf("postgres: backlog: %w", err)
 	}
