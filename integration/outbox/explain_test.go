@@ -19,10 +19,12 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// captured is one statement a store ran, with its arguments.
+// captured is one statement a store ran, with its arguments and, when it ran in a
+// batch after a statement that set the planner up, that statement.
 type captured struct {
-	sql  string
-	args []any
+	sql   string
+	args  []any
+	setup string
 }
 
 // capture keeps the statements run on a pool while on is set.
@@ -43,13 +45,18 @@ func (c *capture) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQ
 
 func (c *capture) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// TraceBatchStart keeps a batch's statements but the one that sets the planner up.
+// TraceBatchStart keeps a batch's statements, each with the statement before it that
+// set the planner up.
 func (c *capture) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var setup string
 	for _, q := range d.Batch.QueuedQueries {
-		if c.on && !strings.HasPrefix(q.SQL, "SELECT set_config(") {
-			c.stmts = append(c.stmts, captured{sql: q.SQL, args: q.Arguments})
+		switch {
+		case strings.HasPrefix(q.SQL, "SELECT set_config("):
+			setup = q.SQL
+		case c.on:
+			c.stmts = append(c.stmts, captured{sql: q.SQL, args: q.Arguments, setup: setup})
 		}
 	}
 	return ctx
@@ -119,6 +126,19 @@ func explain(t *testing.T, conn *pgxpool.Conn, s captured, generic bool) (scans 
 	}
 	if _, err := conn.Exec(ctx, "DEALLOCATE ALL"); err != nil {
 		t.Fatal(err)
+	}
+	if s.setup != "" { // as the store plans it: in a transaction set up by s.setup
+		if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		if _, err := conn.Exec(ctx, s.setup); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := conn.Exec(ctx, "PREPARE q AS "+s.sql); err != nil {
 		t.Fatalf("PREPARE %s: %v", s.sql, err)
