@@ -1,25 +1,74 @@
 // Package outbox dispatches a transactional outbox to brokers without letting one
-// failing destination hold up the others.
+// failing destination hold up the others, or wear out its own rows.
 //
 // An application writes messages into an outbox table inside its own database
 // transaction (outbox/postgres), so a message exists exactly when the business change
 // that produced it committed. A Processor then claims due rows in batches, under a
-// lease so that several dispatchers can share a table, and for each destination in
-// the batch either
+// lease so that several dispatchers can share a table, and publishes each
+// destination's rows in one call through the guarded publisher.
 //
-//   - defers the rows, when the destination's circuit is open: nothing is published,
-//     the rows become visible again after the circuit's NotBefore (plus jitter), their
-//     deferral count goes up and their attempts do not; a row deferred for longer than
-//     MaxCircuitDeferral is dead with ReasonDeferralExhausted;
-//   - or publishes them in one call through the guarded publisher and marks them
-//     published, or, for the ones the broker did not take, adds an attempt and makes
-//     them visible again after an exponential backoff; past MaxAttempts they are dead.
+// # Holding a destination, not its rows
 //
-// Delivery is at least once: a dispatcher that dies mid-batch leaves its rows leased
-// until the lease ends, and another dispatcher then publishes them again. The
-// dispatcher deletes nothing; settled rows are deleted only by a Retention
-// (WithRetention, or Purge from a cron job), after they were published or dead for
-// its periods.
+// When a destination is unavailable (its circuit is open, the guarded publisher
+// rejects the call, or a publish fails in a way the classifier calls a Failure), the
+// Processor holds the destination: one write in the store (Hold) until the circuit's
+// deadline, plus jitter. The rows it had claimed are given back as they are (their
+// deferral count goes up, nothing else); while the hold lasts no claim, of any
+// dispatcher sharing the store, takes the destination's rows, so they are neither
+// read nor rewritten. When the hold ends the next claim takes one row (WithProbeBatch)
+// as the probe and extends the hold by its lease: if the probe goes out, the hold is
+// dropped and the rest follow; if not, the destination is held again. An hour-long
+// outage with 30-second breaks costs about two row updates and two hold writes per
+// break, however many rows wait.
+//
+// # Attempts measure the message, time measures the destination
+//
+// A failure is an outage or the message's own, as WithClassifier says (without one,
+// a failed publish as a whole is an outage and each refused entry of a
+// transport.BatchError is the message's own):
+//
+//   - An outage spends the destination's time, never a row's attempts: a destination
+//     held for longer than MaxCircuitDeferral has its rows enqueued more than
+//     MaxCircuitDeferral ago made dead with ReasonDeferralExhausted, when the hold is
+//     renewed (at the end of a break).
+//   - The message's own failure costs the row an attempt and a capped, jittered
+//     backoff; the MaxAttempts-th makes it dead with ReasonAttemptsExhausted. When a
+//     publish of several rows fails as a whole for a message's reason, the rows are
+//     sent again one at a time, so that the bad one ends alone.
+//
+// A row the store cannot decode is dead at once with ReasonUndecodable, and a row
+// whose destination is not valid with ReasonInvalidDestination; the rest of the batch
+// goes on. LastError of a dead row starts with its reason.
+//
+// # Fencing
+//
+// Every claim has a token of its own, and every write-back names it: a store changes
+// only rows that claim still leases. A call whose lease ended, of this Processor or
+// another, changes nothing; ProcessPending may be called from several goroutines.
+//
+// # Order per key
+//
+// Rows of one destination and key are published in enqueue order: a claim takes the
+// oldest rows first, and skips a row while an earlier pending row of its destination
+// and key waits (for its backoff) or is leased; a probe is the oldest claimable row;
+// a row refused by the broker keeps the later rows of its key in the batch back. This
+// holds for a single dispatcher, and for several sharing a table as long as leases
+// do not run out mid-publish, with two exceptions: two claims running at the same
+// instant may each take rows of one key (PostgreSQL skips rows another claim is
+// locking), and a broker that refuses a message yet accepts a later one of its key
+// in the same call has published that one first (Kafka fails a partition's batch as
+// a whole, so kafka-go's writer does not do this). Rows without a key have no order.
+//
+// # Delivery
+//
+// Delivery is at least once. A row is published again when the dispatcher that
+// published it dies, is cancelled or loses its database before recording it, or
+// when its publish outlasts the lease and another dispatcher takes the row over.
+// WithIDHeader lets consumers drop those duplicates. The dispatcher deletes nothing;
+// settled rows are deleted only by a Retention (WithRetention, or Purge from a cron
+// job), once they have been published or dead for its periods.
+//
+// # Latency and dead rows
 //
 // Run claims as soon as a Waker signals that rows were committed (outbox/postgres's
 // Listener, on the NOTIFY Enqueue sends), and again at once after a batch that claimed

@@ -47,9 +47,10 @@ type Hooks interface {
 	RecordDispatch(d transport.Destination, published, deferred, failed, dead int)
 }
 
-// Counts says what a batch did with rows: published them, deferred them because the
-// circuit was open (no attempt consumed), failed them for a retry after a backoff, or
-// made them dead.
+// Counts says what a batch did with rows, counting only rows a write-back changed:
+// published them, deferred them (gave them back uncharged because their destination
+// was unavailable, and held it), failed them for a retry after a backoff, or made
+// them dead.
 type Counts struct {
 	Published, Deferred, Failed, Dead int
 }
@@ -470,10 +471,13 @@ func (p *Processor) dispatch(ctx context.Context, cl claim, d transport.Destinat
 			return c, err
 		}
 	}
+	probe := recs[0].Probe
 	if len(good) == 0 {
+		if probe { // nothing to probe with
+			return c, p.reprobe(ctx, token, d, now)
+		}
 		return c, nil
 	}
-	probe := good[0].Probe
 	if until := p.unavailableUntil(d, now); !until.IsZero() {
 		c2, err := p.hold(ctx, token, d, good, now, until)
 		c.add(c2)
@@ -503,11 +507,17 @@ func (p *Processor) dispatch(ctx context.Context, cl claim, d transport.Destinat
 	case !probe:
 	case r.published:
 		err = p.store.Unhold(ctx, d, token)
-	case r.held.IsZero():
-		// The probe failed for reasons of its message: probe again with the next row.
-		_, err = p.store.Hold(ctx, Hold{Destination: d, Token: token, Now: p.now(), Until: p.now(), MaxDeferral: p.maxDeferral})
+	case r.held.IsZero(): // the probe failed for reasons of its message
+		err = p.reprobe(ctx, token, d, p.now())
 	}
 	return c, err
+}
+
+// reprobe ends at once the hold whose probe token holds, so that the next claim
+// probes d again with its next row.
+func (p *Processor) reprobe(ctx context.Context, token string, d transport.Destination, now time.Time) error {
+	_, err := p.store.Hold(ctx, Hold{Destination: d, Token: token, Now: now, Until: now, MaxDeferral: p.maxDeferral})
+	return err
 }
 
 // sent is what one publish of a destination's rows came to.

@@ -562,3 +562,55 @@ func TestMarkPublishedFailureLeavesRowsLeasedNotFailed(t *testing.T) {
 		t.Errorf("after release: %+v, want both published again", got)
 	}
 }
+
+// A probe that fails for its message's own reason costs that row an attempt and
+// says nothing about the destination: the next claim probes with the next row.
+func TestProbeFailingForItsMessageProbesAgainWithTheNextRow(t *testing.T) {
+	errTooLarge := errors.New("message too large")
+	classify := func(err error) breaker.Outcome {
+		if errors.Is(err, errTooLarge) {
+			return breaker.Neutral
+		}
+		return breaker.Failure
+	}
+	f := newFixture(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	proc, err := outbox.NewProcessor(f.store, f.reg, f.reg.Guard(f.inner, classify), // the guard counts as the Processor does
+		outbox.WithClock(f.clock), outbox.WithDeferralJitter(0), outbox.WithClassifier(classify))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.proc = proc
+	entries := []outbox.Entry{
+		{Destination: orders, Message: transport.Message{Key: []byte("a"), Value: []byte("big")}},
+		{Destination: orders, Message: transport.Message{Key: []byte("b"), Value: []byte("ok")}},
+		{Destination: orders, Message: transport.Message{Key: []byte("c"), Value: []byte("ok")}},
+	}
+	ids, err := f.store.Enqueue(context.Background(), entries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
+	f.process(t) // an outage: held for the break
+	f.clock.Advance(time.Minute)
+	f.inner.fn = func(_ context.Context, _ transport.Destination, msgs []transport.Message) error {
+		if string(msgs[0].Value) == "big" {
+			return errTooLarge
+		}
+		return nil
+	}
+	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Failed: 1}) {
+		t.Fatalf("first probe: %+v, want the big row failed", got)
+	}
+	if until, held := f.store.HeldUntil(orders); !held || until.After(f.clock.Now()) {
+		t.Fatalf("held until %v (%t); want a hold that has ended, for the next probe", until, held)
+	}
+	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Published: 1}) {
+		t.Fatalf("second probe: %+v, want the next row published", got)
+	}
+	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Published: 1}) {
+		t.Fatalf("after the probe: %+v, want the last row published", got)
+	}
+	if r := f.get(t, ids[0]); r.Attempts != 1 || r.Status != outbox.StatusPending {
+		t.Errorf("big row %+v; want pending with one attempt", r)
+	}
+}

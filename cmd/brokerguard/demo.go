@@ -90,6 +90,17 @@ func (r router) Publish(ctx context.Context, d transport.Destination, msgs ...tr
 	return p.Publish(ctx, d, msgs...)
 }
 
+// classify tells the outbox an outage (a Failure by any adapter's table) from a
+// message's own failure.
+func classify(err error) breaker.Outcome {
+	for _, c := range []transport.Classifier{kafka.Classify, amqp.Classify, sqs.Classify} {
+		if c(err) == breaker.Failure {
+			return breaker.Failure
+		}
+	}
+	return breaker.Neutral
+}
+
 // store is the outbox store with the two calls the demo makes besides the Store contract.
 type store interface {
 	outbox.Store
@@ -229,7 +240,7 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 	}
 
 	proc, err := outbox.NewProcessor(st, reg, routes,
-		outbox.WithHooks(hooks), outbox.WithIDHeader(idHeader), outbox.WithBatchSize(500),
+		outbox.WithHooks(hooks), outbox.WithIDHeader(idHeader), outbox.WithBatchSize(500), outbox.WithClassifier(classify),
 		outbox.WithPollInterval(20*time.Millisecond), outbox.WithDeferralJitter(c.breakDuration/10),
 		outbox.WithRejectedDelay(c.breakDuration/4),
 		outbox.WithBackoff(outbox.Backoff{Initial: 50 * time.Millisecond, Max: c.breakDuration, Multiplier: 2, Jitter: 0.2}),

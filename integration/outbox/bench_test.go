@@ -36,7 +36,8 @@ var benchDests = []transport.Destination{
 //   - plain: no circuit consulted, the kafka publisher unguarded;
 //   - guarded: every destination behind its circuit (registry.Guard), all healthy;
 //   - one open: the same, with the circuit of the destination holding half the rows
-//     held open, so its rows are deferred while the other three publish.
+//     held open, so the destination is held (its rows not claimed) while the other
+//     three publish.
 //
 // It reports msgs/s of every row for plain and guarded and their ratio
 // (breaker-ratio, target >= 0.95), and msgs/s of the three always-healthy

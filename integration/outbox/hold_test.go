@@ -347,3 +347,32 @@ func TestKeyOrderThroughAnOutage(t *testing.T) {
 		t.Logf("%d publishes, %d row deferrals", broker.callsTo(orders), deferrals)
 	})
 }
+
+// Header keys come back byte for byte, or Enqueue refuses them naming the header:
+// keys are stored as text, which cannot hold invalid UTF-8 or NUL.
+func TestHeaderKeysRoundTripOrAreRefused(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *fakeclock.Clock, sc storeCase) {
+		good := []transport.Header{{Key: "ключ", Value: []byte{0, 0xff}}, {Key: "a b\t\"c\"", Value: nil}, {Key: "", Value: []byte("empty key")}}
+		ids := sc.enqueue(t, outbox.Entry{Destination: orders, Message: transport.Message{Value: []byte("v"), Headers: good}})
+		got := sc.get(t, ids[0]).Message.Headers
+		if len(got) != len(good) {
+			t.Fatalf("headers read back %q, want %q", got, good)
+		}
+		for i := range good {
+			if got[i].Key != good[i].Key || string(got[i].Value) != string(good[i].Value) {
+				t.Errorf("header %d read back %q=%q, want %q=%q", i, got[i].Key, got[i].Value, good[i].Key, good[i].Value)
+			}
+		}
+		for _, key := range []string{"caf\xe9", "nul\x00key"} {
+			_, err := sc.tryEnqueue(
+				outbox.Entry{Destination: orders, Message: transport.Message{Value: []byte("fine")}},
+				outbox.Entry{Destination: orders, Message: transport.Message{Value: []byte("bad"), Headers: []transport.Header{{Key: key}}}})
+			if err == nil || !strings.Contains(err.Error(), "entry 1") || !strings.Contains(err.Error(), strconv.Quote(key)) {
+				t.Errorf("Enqueue with header key %q = %v; want an error naming entry 1 and the key", key, err)
+			}
+		}
+		if n, _, _ := sc.store.Backlog(context.Background()); n != 1 {
+			t.Errorf("backlog %d after refused enqueues, want only the first row", n)
+		}
+	})
+}

@@ -152,7 +152,10 @@ func TestHourLongOutageOfOneDestinationOfFour(t *testing.T) {
 				all = append(all, ids...)
 				enqueued = due
 			}
-			for { // as Run does: again at once after a full batch, else wait the poll interval
+			for batches := 0; ; batches++ { // as Run does: again at once after a full batch, else wait the poll interval
+				if batches == 100 {
+					t.Fatalf("%v into the run: 100 full batches in a row", elapsed)
+				}
 				rep, err := proc.ProcessPending(context.Background())
 				if err != nil {
 					t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 )
 
 // An order and its event commit together; a dispatcher publishes the event later,
-// deferring it while the topic's circuit is open.
+// holding the topic (not its rows) while the topic's circuit is open.
 func Example() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:5432/test")

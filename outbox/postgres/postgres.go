@@ -336,11 +336,14 @@ func (s *Store) Get(ctx context.Context, id int64) (outbox.Record, error) {
 }
 
 // claimable is true for a pending row o that may be claimed at $1: due, not leased,
-// and no earlier pending row of its destination and key waiting or leased.
+// and no earlier pending row of its destination and key waiting or leased. A row
+// waits for its backoff only after a failure (attempts > 0) and is leased only with
+// a lease_owner: the index brokerguard_outbox_waiting_key holds just those.
 const claimable = `o.status = 'pending' AND o.visible_after <= $1 AND (o.lease_until IS NULL OR o.lease_until <= $1)
 	AND (o.msg_key IS NULL OR NOT EXISTS (
 		SELECT 1 FROM ` + Table + ` e
-		WHERE e.destination = o.destination AND e.msg_key = o.msg_key AND e.status = 'pending' AND e.id < o.id
+		WHERE e.destination = o.destination AND e.msg_key = o.msg_key AND e.id < o.id
+			AND e.status = 'pending' AND (e.attempts > 0 OR e.lease_owner IS NOT NULL)
 			AND (e.visible_after > $1 OR e.lease_until > $1)))`
 
 // pendingDests lists, as the recursive CTE dests(d), the destinations that have
@@ -354,13 +357,13 @@ const pendingDests = `dests(d) AS (
 	FROM dests WHERE dests.d IS NOT NULL
 )`
 
-// sameDestination is o.destination = d written as a range, so that the planner reads
-// the destination's pending rows in id order through the (destination, id) index:
-// given an equality it may walk the primary key instead, through every other
-// destination's rows (a held backlog included), when its estimate for a generic plan
-// says so.
+// sameDestination is o.destination = d written so that the planner reads the
+// destination's pending rows in id order through the (destination, id) index and
+// stops at the limit: given a plain equality it may walk the primary key instead,
+// through every other destination's rows (a held backlog included), and given a
+// range it may read and sort every pending row of the destination.
 func sameDestination(d string) string {
-	return "o.destination >= " + d + " AND o.destination <= " + d
+	return "o.destination = ANY (ARRAY[" + d + "])"
 }
 
 // claimSQL is one claim ($1 now, $2 token, $3 lease end; LIMIT_ the limit and
@@ -391,13 +394,19 @@ WITH RECURSIVE ended AS (
 	SELECT c.id FROM dests
 	CROSS JOIN LATERAL (
 		SELECT o.id FROM ` + Table + ` o WHERE ` + sameDestination("dests.d") + ` AND ` + claimable + `
-		ORDER BY o.destination, o.id LIMIT LIMIT_ FOR UPDATE SKIP LOCKED
+		ORDER BY o.destination, o.id LIMIT LIMIT_
 	) c
 	WHERE dests.d IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ` + HoldTable + ` h WHERE h.destination = dests.d)
 	ORDER BY c.id LIMIT LIMIT_ - (SELECT count(*) FROM pick)
+), locked AS (
+	-- Lock only the rows taken, not every destination's candidates; a row another
+	-- claim took meanwhile is skipped, or fails the lease test once its lock is had.
+	SELECT o.id FROM ` + Table + ` o
+	WHERE o.id = ANY (ARRAY(SELECT id FROM due)) AND o.status = 'pending' AND (o.lease_until IS NULL OR o.lease_until <= $1)
+	FOR UPDATE SKIP LOCKED
 )
 UPDATE ` + Table + ` o SET lease_owner = $2, lease_until = $3
-WHERE o.id = ANY (ARRAY(SELECT id FROM pick UNION ALL SELECT id FROM due)) -- by the primary key, whatever the plan
+WHERE o.id = ANY (ARRAY(SELECT id FROM pick UNION ALL SELECT id FROM locked)) -- by the primary key, whatever the plan
 RETURNING o.id, o.destination, o.msg_key, o.payload, o.headers::text, o.created_at, o.visible_after,
 	o.attempts, o.deferrals, o.first_deferred_at, o.status, o.last_error, o.lease_owner, o.lease_until, o.settled_at,
 	o.id = ANY (ARRAY(SELECT id FROM pick))`

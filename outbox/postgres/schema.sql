@@ -28,9 +28,12 @@ ALTER TABLE brokerguard_outbox ADD COLUMN IF NOT EXISTS settled_at timestamptz;
 -- destination's backlog is never read; settled rows stay out of the index.
 CREATE INDEX IF NOT EXISTS brokerguard_outbox_pending
     ON brokerguard_outbox (destination, id) WHERE status = 'pending';
--- Per-key order: a row waits while an earlier pending row of its key does.
-CREATE INDEX IF NOT EXISTS brokerguard_outbox_pending_key
-    ON brokerguard_outbox (destination, msg_key, id) WHERE status = 'pending' AND msg_key IS NOT NULL;
+-- Per-key order: a row waits while an earlier pending row of its key waits for its
+-- backoff (attempts > 0) or is leased. Only such rows are in this index, so the check
+-- costs a claim one probe of a nearly empty index per row.
+CREATE INDEX IF NOT EXISTS brokerguard_outbox_waiting_key
+    ON brokerguard_outbox (destination, msg_key, id)
+    WHERE status = 'pending' AND msg_key IS NOT NULL AND (attempts > 0 OR lease_owner IS NOT NULL);
 -- Version 1 claimed by visible_after; nothing reads this index any more.
 DROP INDEX IF EXISTS brokerguard_outbox_due;
 
