@@ -24,6 +24,7 @@ type MemoryStore struct {
 	holds      map[transport.Destination]*memoryHold
 	rowWrites  int64 // row changes made by claims and write-backs (not by Enqueue)
 	holdWrites int64 // holds created, changed or dropped
+	enqueued   chan struct{} // closed by the next Enqueue, for Listen
 }
 
 type memoryHold struct {
@@ -35,6 +36,7 @@ var (
 	_ Store       = (*MemoryStore)(nil)
 	_ Purger      = (*MemoryStore)(nil)
 	_ DeadLetters = (*MemoryStore)(nil)
+	_ Waker       = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty store whose Enqueue stamps rows with clock's time
@@ -86,7 +88,30 @@ func (s *MemoryStore) Enqueue(ctx context.Context, entries ...Entry) ([]int64, e
 		})
 		out[i] = id
 	}
+	if s.enqueued != nil {
+		close(s.enqueued)
+		s.enqueued = nil
+	}
 	return out, nil
+}
+
+// Listen implements Waker, as the PostgreSQL Listener does for its table: it calls
+// wake once when it starts and after every Enqueue, until ctx ends.
+func (s *MemoryStore) Listen(ctx context.Context, wake func()) error {
+	for {
+		s.mu.Lock()
+		if s.enqueued == nil {
+			s.enqueued = make(chan struct{})
+		}
+		next := s.enqueued
+		s.mu.Unlock()
+		wake()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-next:
+		}
+	}
 }
 
 // Get returns a copy of row id.

@@ -149,3 +149,22 @@ func TestWithWakerNil(t *testing.T) {
 		t.Fatal("WithWaker(nil) accepted")
 	}
 }
+
+func TestMemoryStoreWakesTheProcessorOnEnqueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := outbox.NewMemoryStore(nil)
+		proc, err := outbox.NewProcessor(store, nil, &fakePublisher{}, outbox.WithPollInterval(time.Hour), outbox.WithWaker(store))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runInBubble(t, proc)
+		defer stop()
+		synctest.Wait()
+		start := time.Now()
+		enqueueN(t, store, 2)
+		synctest.Wait()
+		if n := published(store); n != 2 || time.Since(start) != 0 {
+			t.Errorf("%d of 2 rows published after %v; want both at once", n, time.Since(start))
+		}
+	})
+}
