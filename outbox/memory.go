@@ -22,8 +22,8 @@ type MemoryStore struct {
 	rows       []*Record  // by id - 1
 	settled    int        // rows[:settled] are all published or dead: claims scan from there
 	holds      map[transport.Destination]*memoryHold
-	rowWrites  int64 // row changes made by claims and write-backs (not by Enqueue)
-	holdWrites int64 // holds created, changed or dropped
+	rowWrites  int64         // row changes made by claims and write-backs (not by Enqueue)
+	holdWrites int64         // holds created, changed or dropped
 	enqueued   chan struct{} // closed by the next Enqueue, for Listen
 }
 
