@@ -107,8 +107,8 @@ type ListenerOption func(*Listener)
 
 // WithReconnectDelay sets the first and the largest wait before reconnecting after the
 // connection broke (defaults 100ms and 10s).
-func WithReconnectDelay(first, max time.Duration) ListenerOption {
-	return func(l *Listener) { l.minDelay, l.maxDelay = first, max }
+func WithReconnectDelay(first, ceiling time.Duration) ListenerOption {
+	return func(l *Listener) { l.minDelay, l.maxDelay = first, ceiling }
 }
 
 // WithListenErrors passes every error that broke or prevented the connection to f

@@ -43,7 +43,10 @@ func NewTableName(schema, name string) (TableName, error) {
 	return TableName{schema: schema, name: name}, nil
 }
 
-// WithTable makes the Store (and Migrate) use table t instead of Table.
+// WithTable makes the Store (and Migrate) use table t instead of Table. Services that
+// share a database should each have a table of their own name or schema: the NOTIFY
+// channel is named after the table, so two outboxes both called Table in different
+// schemas of the search_path wake each other's Listeners (harmless, but wasted claims).
 func WithTable(t TableName) Option { return func(s *Store) { s.table = t } }
 
 func (t TableName) base() string {
