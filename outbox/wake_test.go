@@ -13,9 +13,10 @@ import (
 )
 
 // chanWaker is a Waker the test drives: every value sent on bursts makes Listen call
-// wake that many times in a row.
+// wake that many times in a row, then send on sent (when not nil).
 type chanWaker struct {
 	bursts chan int
+	sent   chan struct{}
 	err    error // returned by Listen at once when set
 }
 
@@ -31,18 +32,26 @@ func (w *chanWaker) Listen(ctx context.Context, wake func()) error {
 			for range n {
 				wake()
 			}
+			if w.sent != nil {
+				w.sent <- struct{}{}
+			}
 		}
 	}
 }
 
-// countingStore counts claims.
+// countingStore counts claims; while gate is open (not nil, not closed) each claim
+// waits for it to close.
 type countingStore struct {
 	*outbox.MemoryStore
 	claims atomic.Int64
+	gate   atomic.Pointer[chan struct{}]
 }
 
 func (s *countingStore) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Record, error) {
 	s.claims.Add(1)
+	if g := s.gate.Load(); g != nil {
+		<-*g
+	}
 	return s.MemoryStore.Claim(ctx, r)
 }
 
@@ -64,7 +73,7 @@ func runInBubble(t *testing.T, proc *outbox.Processor) (stop func()) {
 func TestRunClaimsOnceForABurstOfSignals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &countingStore{MemoryStore: outbox.NewMemoryStore(nil)}
-		w := &chanWaker{bursts: make(chan int)}
+		w := &chanWaker{bursts: make(chan int), sent: make(chan struct{})}
 		pub := &fakePublisher{}
 		proc, err := outbox.NewProcessor(store, nil, pub, outbox.WithPollInterval(time.Hour), outbox.WithWaker(w))
 		if err != nil {
@@ -79,7 +88,14 @@ func TestRunClaimsOnceForABurstOfSignals(t *testing.T) {
 
 		start := time.Now()
 		enqueueN(t, store.MemoryStore, 3)
-		w.bursts <- 1000 // a thousand commits' notifications
+		// A thousand commits' notifications, arriving while the claim the first one
+		// started is still running (it waits for the gate).
+		gate := make(chan struct{})
+		store.gate.Store(&gate)
+		w.bursts <- 1000
+		<-w.sent
+		store.gate.Store(nil)
+		close(gate)
 		synctest.Wait()
 		if n := published(store.MemoryStore); n != 3 {
 			t.Fatalf("%d of 3 rows published after the signal", n)
@@ -87,7 +103,8 @@ func TestRunClaimsOnceForABurstOfSignals(t *testing.T) {
 		if time.Since(start) != 0 {
 			t.Errorf("the signalled rows waited %v", time.Since(start))
 		}
-		// One claim took the rows, the next found nothing: 1000 signals, two claims.
+		// One claim took the rows, the next (which the signals that came meanwhile had
+		// asked for) found nothing: 1000 signals, two claims.
 		if n := store.claims.Load() - 1; n != 2 {
 			t.Errorf("%d claims for a burst of 1000 signals, want 2", n)
 		}
