@@ -64,7 +64,16 @@
 // Delivery is at least once. A row is published again when the dispatcher that
 // published it dies, is cancelled or loses its database before recording it, or
 // when its publish outlasts the lease and another dispatcher takes the row over.
-// WithIDHeader lets consumers drop those duplicates. Nothing is deleted.
+// WithIDHeader lets consumers drop those duplicates. The dispatcher deletes nothing;
+// settled rows are deleted only by a Retention (WithRetention, or Purge from a cron
+// job), once they have been published or dead for its periods.
+//
+// # Latency and dead rows
+//
+// Run claims as soon as a Waker signals that rows were committed (outbox/postgres's
+// Listener, on the NOTIFY Enqueue sends), and again at once after a batch that claimed
+// rows; it polls as the safety net. Dead rows are paged and requeued through
+// DeadLetters.
 //
 // Store is the storage contract; MemoryStore keeps rows in memory for tests and demos,
 // and outbox/postgres keeps them in PostgreSQL.

@@ -22,8 +22,9 @@ type MemoryStore struct {
 	rows       []*Record  // by id - 1
 	settled    int        // rows[:settled] are all published or dead: claims scan from there
 	holds      map[transport.Destination]*memoryHold
-	rowWrites  int64 // row changes made by claims and write-backs (not by Enqueue)
-	holdWrites int64 // holds created, changed or dropped
+	rowWrites  int64         // row changes made by claims and write-backs (not by Enqueue)
+	holdWrites int64         // holds created, changed or dropped
+	enqueued   chan struct{} // closed by the next Enqueue, for Listen
 }
 
 type memoryHold struct {
@@ -31,7 +32,12 @@ type memoryHold struct {
 	probeToken   string
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store       = (*MemoryStore)(nil)
+	_ Purger      = (*MemoryStore)(nil)
+	_ DeadLetters = (*MemoryStore)(nil)
+	_ Waker       = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty store whose Enqueue stamps rows with clock's time
 // (nil means time.Now).
@@ -70,10 +76,7 @@ func (s *MemoryStore) Enqueue(ctx context.Context, entries ...Entry) ([]int64, e
 			return nil, fmt.Errorf("outbox: enqueue entry %d: %w", i, err)
 		}
 	}
-	now := time.Now()
-	if s.clock != nil {
-		now = s.clock.Now()
-	}
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]int64, len(entries))
@@ -85,26 +88,71 @@ func (s *MemoryStore) Enqueue(ctx context.Context, entries ...Entry) ([]int64, e
 		})
 		out[i] = id
 	}
+	if s.enqueued != nil {
+		close(s.enqueued)
+		s.enqueued = nil
+	}
 	return out, nil
+}
+
+// Listen implements Waker, as the PostgreSQL Listener does for its table: it calls
+// wake once when it starts and after every Enqueue, until ctx ends.
+func (s *MemoryStore) Listen(ctx context.Context, wake func()) error {
+	for {
+		s.mu.Lock()
+		if s.enqueued == nil {
+			s.enqueued = make(chan struct{})
+		}
+		next := s.enqueued
+		s.mu.Unlock()
+		wake()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-next:
+		}
+	}
 }
 
 // Get returns a copy of row id.
 func (s *MemoryStore) Get(id int64) (Record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if id < 1 || id > int64(len(s.rows)) {
+	r := s.row(id)
+	if r == nil {
 		return Record{}, false
 	}
-	return copyRecord(s.rows[id-1]), true
+	return copyRecord(r), true
 }
+
+func (s *MemoryStore) now() time.Time {
+	if s.clock != nil {
+		return s.clock.Now()
+	}
+	return time.Now()
+}
+
+// row returns row id, nil when there is none (never was, or deleted); it requires
+// s.mu held.
+func (s *MemoryStore) row(id int64) *Record {
+	if id < 1 || id > int64(len(s.rows)) {
+		return nil
+	}
+	return s.rows[id-1]
+}
+
+// isPending reports whether r is a row, not deleted, and pending.
+func isPending(r *Record) bool { return r != nil && r.Status == StatusPending }
 
 // Records returns a copy of every row, by id.
 func (s *MemoryStore) Records() []Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Record, len(s.rows))
-	for i, r := range s.rows {
-		out[i] = copyRecord(r)
+	out := make([]Record, 0, len(s.rows))
+	for _, r := range s.rows {
+		if r != nil {
+			out = append(out, copyRecord(r))
+		}
 	}
 	return out
 }
@@ -117,7 +165,7 @@ func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, erro
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.settled < len(s.rows) && s.rows[s.settled].Status != StatusPending {
+	for s.settled < len(s.rows) && !isPending(s.rows[s.settled]) {
 		s.settled++
 	}
 	// A destination with a pending row keeps its hold; one whose hold has ended
@@ -125,7 +173,7 @@ func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, erro
 	probes := map[transport.Destination]int{}
 	pendingDests := map[transport.Destination]bool{}
 	for _, row := range s.rows[s.settled:] {
-		if row.Status == StatusPending {
+		if isPending(row) {
 			pendingDests[row.Destination] = true
 		}
 	}
@@ -143,7 +191,7 @@ func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, erro
 	var probeRows, rows []*Record
 	blocked := map[string]bool{} // destination and key of a pending row not claimable now
 	for _, row := range s.rows[s.settled:] {
-		if row.Status != StatusPending {
+		if !isPending(row) {
 			continue
 		}
 		key := ""
@@ -187,11 +235,8 @@ func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, erro
 
 // held returns row id when token leases it and it is pending; it requires s.mu held.
 func (s *MemoryStore) held(token string, id int64) *Record {
-	if id < 1 || id > int64(len(s.rows)) {
-		return nil
-	}
-	r := s.rows[id-1]
-	if r.Status != StatusPending || r.LeaseOwner != token {
+	r := s.row(id)
+	if !isPending(r) || r.LeaseOwner != token {
 		return nil
 	}
 	return r
@@ -213,7 +258,7 @@ func (s *MemoryStore) MarkPublished(ctx context.Context, token string, now time.
 	n := 0
 	for _, id := range ids {
 		if r := s.held(token, id); r != nil {
-			r.Status = StatusPublished
+			r.Status, r.SettledAt = StatusPublished, now
 			s.release(r)
 			n++
 		}
@@ -267,12 +312,12 @@ func (s *MemoryStore) Hold(ctx context.Context, h Hold) (int, error) {
 	}
 	dead := 0
 	for _, r := range s.rows[s.settled:] {
-		if r.Status != StatusPending || r.Destination != h.Destination ||
+		if !isPending(r) || r.Destination != h.Destination ||
 			(r.LeaseUntil.After(h.Now) && r.LeaseOwner != h.Token) ||
 			h.Now.Sub(later(r.CreatedAt, cur.since)) <= h.MaxDeferral {
 			continue
 		}
-		r.Status, r.LastError = StatusDead, ReasonDeferralExhausted
+		r.Status, r.LastError, r.SettledAt = StatusDead, ReasonDeferralExhausted, h.Now
 		s.release(r)
 		dead++
 	}
@@ -305,6 +350,7 @@ func (s *MemoryStore) Fail(ctx context.Context, token string, failures []Failure
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
 	}
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range failures {
@@ -315,7 +361,7 @@ func (s *MemoryStore) Fail(ctx context.Context, token string, failures []Failure
 		r.Attempts++
 		r.VisibleAfter, r.LastError = f.RetryAt, f.Err
 		if f.Dead {
-			r.Status = StatusDead
+			r.Status, r.SettledAt = StatusDead, now
 			dead++
 		} else {
 			failed++
@@ -333,7 +379,7 @@ func (s *MemoryStore) Release(ctx context.Context, token string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.rows[s.settled:] {
-		if r.Status == StatusPending && r.LeaseOwner == token {
+		if isPending(r) && r.LeaseOwner == token {
 			s.release(r)
 		}
 	}
@@ -345,15 +391,12 @@ func (s *MemoryStore) Backlog(ctx context.Context) (pending int64, oldest time.D
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
 	}
-	now := time.Now()
-	if s.clock != nil {
-		now = s.clock.Now()
-	}
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first time.Time
 	for _, r := range s.rows[s.settled:] {
-		if r.Status == StatusPending {
+		if isPending(r) {
 			if pending == 0 || r.CreatedAt.Before(first) {
 				first = r.CreatedAt
 			}

@@ -252,9 +252,14 @@ type Processor struct {
 	onError  func(error)
 	owner    string
 	idHeader string
-	classify transport.Classifier
-	nonce    string        // tells this Processor's claim tokens from an earlier one's with the same owner
-	claims   atomic.Uint64 // numbers the claim tokens
+	waker    Waker
+	// retention, when set, is applied by Run; nextPurge is when Run deletes next
+	// (used by Run's goroutine only).
+	retention *Retention
+	nextPurge time.Time
+	classify  transport.Classifier
+	nonce     string        // tells this Processor's claim tokens from an earlier one's with the same owner
+	claims    atomic.Uint64 // numbers the claim tokens
 
 	batchSize      int
 	probeBatch     int
@@ -297,6 +302,9 @@ func NewProcessor(store Store, circuits Circuits, pub transport.Publisher, opts 
 	if p.owner == "" {
 		host, _ := os.Hostname()
 		p.owner = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if _, ok := store.(Purger); p.retention != nil && !ok {
+		return nil, fmt.Errorf("outbox: WithRetention: the store (%T) cannot delete rows: it is no Purger", store)
 	}
 	p.nonce = randomHex()
 	return p, nil
@@ -729,39 +737,65 @@ func truncate(s string) string {
 	return s[:maxErrorLen]
 }
 
-// Run dispatches batches until ctx ends: after a full batch it goes again at once,
-// otherwise it waits the poll interval. It runs in the caller's goroutine and starts
-// none. When ctx ends it releases the rows its batch still leases, so a stopped Run
-// leaves no row leased, and returns nil (or the release's error). After an error of a
-// batch it releases the batch's rows; the error goes to the WithErrorHandler function,
-// if any, and Run carries on after the poll interval; without one Run returns it.
+// Run dispatches batches until ctx ends. After a batch that claimed rows it claims
+// again at once; only when nothing was due does it wait, for the poll interval or, with
+// WithWaker, until the Waker signals, whichever comes first. With WithRetention it
+// also deletes old settled rows, one bounded batch between claims. It runs in the
+// caller's goroutine and starts none but the Waker's. When ctx ends it releases the
+// rows its batch still leases, so a stopped Run leaves no row leased, and returns nil
+// (or the release's error). After an error of a batch it releases the batch's rows;
+// the error goes to the WithErrorHandler function, if any, and Run carries on after
+// the poll interval; without one Run returns it.
 func (p *Processor) Run(ctx context.Context) error {
 	release := func(token string) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.lease)
 		defer cancel()
 		return p.store.Release(rctx, token)
 	}
+	w := p.startWaker(ctx)
+	defer w.stop()
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
 	for {
+		drain(w.wake) // this claim sees every row announced so far
 		rep, token, err := p.process(ctx)
 		if ctx.Err() != nil {
 			return release(token)
 		}
+		var more bool
 		if err != nil {
 			err = errors.Join(err, release(token))
+		} else {
+			more, err = p.retain(ctx, p.now())
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		idle := true
+		if err != nil {
 			if p.onError == nil {
 				return err
 			}
 			p.onError(err)
-		} else if rep.Claimed >= p.batchSize {
+		} else if rep.Claimed > 0 || more {
 			continue
 		}
 		timer.Reset(p.poll)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
+		for idle {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-timer.C:
+				idle = false
+			case <-w.wake:
+				// After an error, wait for the poll interval: a signal must not turn a
+				// failing store into a busy loop.
+				idle = err != nil
+			case lerr := <-w.failed:
+				if p.onError != nil {
+					p.onError(lerr)
+				}
+			}
 		}
 	}
 }

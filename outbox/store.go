@@ -110,6 +110,9 @@ type Record struct {
 	FirstDeferredAt time.Time
 	Status          Status
 	LastError       string
+	// SettledAt is when the row was published or became dead; zero while pending.
+	// Retention counts from it.
+	SettledAt time.Time
 	// LeaseOwner and LeaseUntil say which claim holds the row (its token) and until
 	// when; empty and zero when nobody does.
 	LeaseOwner string

@@ -140,7 +140,7 @@ func rowState(r outbox.Record, ids []int64) string {
 		}
 		return t.UTC().Format("15:04:05.000000")
 	}
-	return fmt.Sprintf("[row %d %s %s %q visible %s attempts %d deferrals %d first %s %q lease %q %s probe %t]",
+	return fmt.Sprintf("[row %d %s %s %q visible %s attempts %d deferrals %d first %s %q lease %q %s probe %t settled %s]",
 		pos, r.Destination, r.Status, r.Message.Value, ts(r.VisibleAfter), r.Attempts, r.Deferrals,
-		ts(r.FirstDeferredAt), r.LastError, r.LeaseOwner, ts(r.LeaseUntil), r.Probe)
+		ts(r.FirstDeferredAt), r.LastError, r.LeaseOwner, ts(r.LeaseUntil), r.Probe, ts(r.SettledAt))
 }

@@ -19,8 +19,10 @@ CREATE TABLE IF NOT EXISTS brokerguard_outbox (
     last_error        text,
     lease_owner       text,                   -- the token of the claim holding the row
     lease_until       timestamptz,            -- when its hold ends
-    published_at      timestamptz
+    settled_at        timestamptz             -- when it was published or became dead
 );
+-- Tables created before settled_at existed.
+ALTER TABLE brokerguard_outbox ADD COLUMN IF NOT EXISTS settled_at timestamptz;
 
 -- Claims walk each destination's pending rows in enqueue order, so a held
 -- destination's backlog is never read; settled rows stay out of the index.
@@ -43,3 +45,7 @@ CREATE TABLE IF NOT EXISTS brokerguard_outbox_hold (
     held_since  timestamptz NOT NULL,     -- start of the outage: MaxCircuitDeferral counts from here
     probe_token text                      -- the claim that holds the probe, if any
 );
+
+-- Retention deletes settled rows oldest first; dead rows are paged from here too.
+CREATE INDEX IF NOT EXISTS brokerguard_outbox_settled
+    ON brokerguard_outbox (status, settled_at, id) WHERE status <> 'pending';

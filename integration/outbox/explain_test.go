@@ -1,0 +1,321 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/postgres"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// captured is one statement a store ran, with its arguments and, when it ran in a
+// batch after a statement that set the planner up, that statement.
+type captured struct {
+	sql   string
+	args  []any
+	setup string
+}
+
+// capture keeps the statements run on a pool while on is set.
+type capture struct {
+	mu    sync.Mutex
+	on    bool
+	stmts []captured
+}
+
+func (c *capture) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.on {
+		c.stmts = append(c.stmts, captured{sql: d.SQL, args: d.Args})
+	}
+	return ctx
+}
+
+func (c *capture) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart keeps a batch's statements, each with the statement before it that
+// set the planner up.
+func (c *capture) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var setup string
+	for _, q := range d.Batch.QueuedQueries {
+		switch {
+		case strings.HasPrefix(q.SQL, "SELECT set_config("):
+			setup = q.SQL
+		case c.on:
+			c.stmts = append(c.stmts, captured{sql: q.SQL, args: q.Arguments, setup: setup})
+		}
+	}
+	return ctx
+}
+
+func (c *capture) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *capture) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// record runs f and returns the one statement it ran.
+func (c *capture) record(t *testing.T, what string, f func() error) captured {
+	t.Helper()
+	c.mu.Lock()
+	c.on, c.stmts = true, nil
+	c.mu.Unlock()
+	err := f()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.on = false
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if len(c.stmts) != 1 {
+		t.Fatalf("%s ran %d statements, want 1", what, len(c.stmts))
+	}
+	return c.stmts[0]
+}
+
+// planNode is the part of EXPLAIN (FORMAT JSON) the test reads.
+type planNode struct {
+	NodeType  string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
+	IndexName string     `json:"Index Name"`
+	TotalCost float64    `json:"Total Cost"`
+	Plans     []planNode `json:"Plans"`
+}
+
+// scans lists "node type on relation [using index]" for every node of the plan that
+// finds rows of the outbox table: a sequential scan, or an index scan of one of its
+// indexes.
+func (n planNode) scans(table string) []string {
+	var out []string
+	ownIndex := strings.HasPrefix(n.IndexName, table+"_") && !strings.HasPrefix(n.IndexName, postgres.HoldTable+"_")
+	if n.NodeType == "Seq Scan" && n.Relation == table || ownIndex {
+		s := n.NodeType + " on " + table
+		if n.IndexName != "" {
+			s += " using " + n.IndexName
+		}
+		out = append(out, s)
+	}
+	for _, c := range n.Plans {
+		out = append(out, c.scans(table)...)
+	}
+	return out
+}
+
+// explain plans s as a prepared statement, with a custom plan (the arguments' values
+// known) or the generic plan PostgreSQL switches to after a few executions.
+func explain(t *testing.T, conn *pgxpool.Conn, s captured, generic bool) (scans []string, cost float64, text string) {
+	t.Helper()
+	ctx := context.Background()
+	mode := "force_custom_plan"
+	if generic {
+		mode = "force_generic_plan"
+	}
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "DEALLOCATE ALL"); err != nil {
+		t.Fatal(err)
+	}
+	if s.setup != "" { // as the store plans it: in a transaction set up by s.setup
+		if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		if _, err := conn.Exec(ctx, s.setup); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "PREPARE q AS "+s.sql); err != nil {
+		t.Fatalf("PREPARE %s: %v", s.sql, err)
+	}
+	execute := "EXECUTE q"
+	if len(s.args) > 0 {
+		params := make([]string, len(s.args))
+		for i := range params {
+			params[i] = fmt.Sprintf("$%d", i+1)
+		}
+		execute += "(" + strings.Join(params, ", ") + ")"
+	}
+	var out []byte
+	// EXECUTE takes no bound parameters: pgx writes the arguments into the text.
+	args := append([]any{pgx.QueryExecModeSimpleProtocol}, s.args...)
+	err := conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+execute, args...).Scan(&out)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", s.sql, err)
+	}
+	var plans []struct{ Plan planNode }
+	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("EXPLAIN output %s: %v", out, err)
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN "+execute, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plans[0].Plan.scans(postgres.Table), plans[0].Plan.TotalCost, strings.Join(lines, "\n")
+}
+
+// TestPlansDoNotDependOnStatistics plans every statement a dispatcher runs, on a table
+// that was never analysed and on an analysed one, with 1 % and with 50 % of its rows
+// pending, as custom and as generic plans: the write-backs reach rows through the
+// primary key only, and the claim, the backlog and retention read indexes that fit
+// them, never the whole table.
+func TestPlansDoNotDependOnStatistics(t *testing.T) {
+	const rows = 20_000
+	for _, pendingEvery := range []int{100, 2} {
+		t.Run(fmt.Sprintf("%d%% pending", 100/pendingEvery), func(t *testing.T) {
+			dsn := harness.PostgresSchema(t)
+			cap := &capture{}
+			pool := newPool(t, dsn, cap)
+			ctx := context.Background()
+			if err := postgres.Migrate(ctx, pool); err != nil {
+				t.Fatal(err)
+			}
+			// Autovacuum must not analyse the table behind the test's back.
+			if _, err := pool.Exec(ctx, "ALTER TABLE "+postgres.Table+" SET (autovacuum_enabled = false)"); err != nil {
+				t.Fatal(err)
+			}
+			clock := fakeclock.New(start())
+			store := postgres.New(pool, postgres.WithClock(clock))
+			fillSettled(t, pool, store, rows, pendingEvery, clock.Now())
+
+			// One of each statement, with the arguments a dispatcher gives them.
+			now := clock.Now()
+			var recs []outbox.Record
+			stmts := map[string]captured{
+				"claim": cap.record(t, "claim", func() (err error) {
+					recs, err = store.Claim(ctx, outbox.ClaimRequest{Token: "t", Now: now, Limit: 100, Lease: time.Minute, ProbeLimit: 1})
+					return err
+				}),
+			}
+			if len(recs) != 100 {
+				t.Fatalf("claimed %d rows, want 100", len(recs))
+			}
+			ids := make([]int64, len(recs))
+			for i, r := range recs {
+				ids[i] = r.ID
+			}
+			stmts["mark published"] = cap.record(t, "mark", func() error {
+				_, err := store.MarkPublished(ctx, "t", now, ids[:40])
+				return err
+			})
+			stmts["defer"] = cap.record(t, "defer", func() error {
+				_, err := store.Defer(ctx, outbox.Deferral{Token: "t", IDs: ids[40:70], Now: now})
+				return err
+			})
+			stmts["fail"] = cap.record(t, "fail", func() error {
+				fs := make([]outbox.Failure, 30)
+				for i := range fs {
+					fs[i] = outbox.Failure{ID: ids[70+i], RetryAt: now.Add(time.Second), Err: "boom"}
+				}
+				_, _, err := store.Fail(ctx, "t", fs)
+				return err
+			})
+			stmts["backlog"] = cap.record(t, "backlog", func() error { _, _, err := store.Backlog(ctx); return err })
+			stmts["retention"] = cap.record(t, "retention", func() error {
+				_, err := store.DeleteSettled(ctx, now.Add(-time.Hour), now.Add(-time.Hour), 1000)
+				return err
+			})
+
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			for _, analysed := range []bool{false, true} {
+				if analysed {
+					if _, err := conn.Exec(ctx, "ANALYZE "+postgres.Table); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, generic := range []bool{false, true} {
+					for name, s := range stmts {
+						scans, cost, text := explain(t, conn, s, generic)
+						where := fmt.Sprintf("%s (analysed %v, generic plan %v)", name, analysed, generic)
+						ok := checkScans(t, where, name, scans)
+						// The claim and the backlog run with JIT off; the others must
+						// stay below the default jit_above_cost, or compiling them
+						// costs more than running them.
+						if name != "claim" && name != "backlog" && cost >= jitAboveCost {
+							t.Errorf("%s: estimated cost %.0f would have it compiled by JIT", where, cost)
+							ok = false
+						}
+						if !ok {
+							t.Logf("%s:\n%s", where, text)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// jitAboveCost is PostgreSQL's default jit_above_cost.
+const jitAboveCost = 100_000
+
+// checkScans holds a statement's scans of the outbox table to what fits it.
+func checkScans(t *testing.T, where, name string, scans []string) (ok bool) {
+	t.Helper()
+	ok = true
+	errorf := func(format string, args ...any) {
+		t.Errorf(format, args...)
+		ok = false
+	}
+	pkey := postgres.Table + "_pkey"
+	if len(scans) == 0 {
+		errorf("%s: the plan does not read %s", where, postgres.Table)
+	}
+	for _, s := range scans {
+		switch name {
+		case "mark published", "defer", "fail":
+			if !strings.HasSuffix(s, " using "+pkey) {
+				errorf("%s: %s; write-backs must find their rows by the primary key", where, s)
+			}
+		default:
+			if strings.HasPrefix(s, "Seq Scan") {
+				errorf("%s: %s reads the whole table", where, s)
+			}
+		}
+	}
+	return ok
+}
+
+// fillSettled enqueues n rows over four destinations and settles all but every
+// pendingEvery-th one: published, with one in ten of the settled rows dead.
+func fillSettled(t *testing.T, pool *pgxpool.Pool, store *postgres.Store, n, pendingEvery int, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	entries := make([]outbox.Entry, n)
+	for i := range entries {
+		entries[i] = outbox.Entry{Destination: benchDests[i%len(benchDests)], Message: transport.Message{
+			Key: []byte(fmt.Sprint(i % 64)), Value: make([]byte, 200),
+		}}
+	}
+	if _, err := store.Enqueue(ctx, postgres.Pgx(pool), entries...); err != nil {
+		t.Fatal(err)
+	}
+	_, err := pool.Exec(ctx, `UPDATE `+postgres.Table+` SET
+		status = CASE WHEN id % 10 = 1 THEN 'dead' ELSE 'published' END, settled_at = $2
+		WHERE id % $1 <> 0`, pendingEvery, now.Add(-2*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+}

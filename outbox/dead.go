@@ -1,0 +1,91 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// DeadFilter picks dead rows. The fields that are set must all match; pending and
+// published rows never match.
+type DeadFilter struct {
+	// IDs, when not empty, limits the filter to these rows.
+	IDs []int64
+	// Destination, when not the zero Destination, limits it to that destination.
+	Destination transport.Destination
+	// Reason, when not empty, limits it to rows whose LastError is exactly Reason,
+	// e.g. ReasonDeferralExhausted.
+	Reason string
+}
+
+// IsZero reports whether f sets nothing, so it would match every dead row.
+func (f DeadFilter) IsZero() bool {
+	return len(f.IDs) == 0 && f.Destination == (transport.Destination{}) && f.Reason == ""
+}
+
+// Validate reports a destination that is set but invalid.
+func (f DeadFilter) Validate() error {
+	if f.Destination != (transport.Destination{}) {
+		if err := f.Destination.Validate(); err != nil {
+			return fmt.Errorf("outbox: dead-row filter: %w", err)
+		}
+	}
+	return nil
+}
+
+// DefaultPageLimit is the page size of a Page whose Limit is 0.
+const DefaultPageLimit = 100
+
+// MaxPageLimit bounds a Page's Limit.
+const MaxPageLimit = 10_000
+
+// Page asks for rows by ascending id after After (0: from the start), at most Limit
+// of them. The next page starts after the last id of this one.
+type Page struct {
+	After int64
+	Limit int
+}
+
+// Validate reports a limit out of range.
+func (p Page) Validate() error {
+	if p.Limit < 0 || p.Limit > MaxPageLimit {
+		return fmt.Errorf("outbox: page limit %d is outside [0, %d]", p.Limit, MaxPageLimit)
+	}
+	return nil
+}
+
+// Size returns the page's limit, DefaultPageLimit when it is 0.
+func (p Page) Size() int {
+	if p.Limit == 0 {
+		return DefaultPageLimit
+	}
+	return p.Limit
+}
+
+// ErrEmptyFilter is returned by Requeue for a filter that sets nothing: requeueing
+// every dead row at once is too easy to do by mistake.
+var ErrEmptyFilter = errors.New("outbox: requeue: the filter sets no IDs, Destination or Reason")
+
+// DeadLetters is a Store whose dead rows can be looked at and sent again; MemoryStore
+// and the PostgreSQL store are DeadLetters. An admin API or CLI builds on it.
+type DeadLetters interface {
+	// DeadRows returns one page of the dead rows f matches, by ascending id.
+	DeadRows(ctx context.Context, f DeadFilter, p Page) ([]Record, error)
+	// Requeue makes the dead rows f matches pending again, visible at now, with their
+	// attempts, deferrals, first deferral and settle time cleared (LastError is kept
+	// as a record of what happened), and returns how many rows it changed. A store
+	// may change them in several bounded batches. An empty filter is ErrEmptyFilter.
+	Requeue(ctx context.Context, f DeadFilter, now time.Time) (int, error)
+}
+
+// CheckRequeue is what every store checks first in Requeue: a filter that sets
+// something and names a valid destination, if any.
+func CheckRequeue(f DeadFilter) error {
+	if f.IsZero() {
+		return ErrEmptyFilter
+	}
+	return f.Validate()
+}
