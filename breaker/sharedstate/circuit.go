@@ -575,11 +575,18 @@ func (c *Circuit) admit(gen uint64, probe bool, lease uint64) (breaker.Permit, e
 	return breaker.NewPermit(c, breaker.PermitInfo{Generation: gen, Probe: probe, Lease: lease}), nil
 }
 
+// reserve takes an in-flight slot when the policy bounds them, with a
+// compare-and-swap so that a caller turned away never shows in Snapshot.InFlight.
 func (c *Circuit) reserve() bool {
 	if limit := int64(c.policy.MaxInFlight); limit > 0 {
-		if c.inFlight.Add(1) > limit {
-			c.inFlight.Add(-1)
-			return false
+		for {
+			n := c.inFlight.Load()
+			if n >= limit {
+				return false
+			}
+			if c.inFlight.CompareAndSwap(n, n+1) {
+				return true
+			}
 		}
 	}
 	return true
