@@ -236,6 +236,7 @@ var contract = []check{
 		c := e.circuit(e.policy())
 		p := e.acquire(c)
 		g0 := p.Generation()
+		stale := e.acquire(c) // completes after two transitions, in a new closed generation
 		if !p.Complete(breaker.Failure) || p.Complete(breaker.Failure) {
 			e.t.Fatal("first completion must count and the second must not")
 		}
@@ -253,6 +254,12 @@ var contract = []check{
 		g3 := c.Snapshot().Generation
 		if !(g0 < g1 && g1 < g2 && g2 < g3) {
 			e.t.Fatalf("generations %d, %d, %d, %d do not advance with every transition", g0, g1, g2, g3)
+		}
+		if stale.Complete(breaker.Failure) {
+			e.t.Fatalf("a permit of generation %d counted its failure in generation %d", g0, g3)
+		}
+		if s := c.Snapshot(); s.State != breaker.Closed || s.Failures != 0 {
+			e.t.Fatalf("a stale failure changed the closed circuit: %+v", s)
 		}
 	}},
 	{"HalfOpenAdmitsOneProbe", func(e *env) {
