@@ -342,7 +342,17 @@ var contract = []check{
 			e.t.Fatal("a probe completed after its lease counted")
 		}
 		e.state(c, breaker.HalfOpen)
-		next.Complete(breaker.Success)
+		// An expired lease that nobody took over is as stale: its outcome counts for
+		// nothing, and its slot is free.
+		e.clock.Advance(5 * time.Second)
+		if next.Complete(breaker.Success) {
+			e.t.Fatal("a probe completed after its lease counted, though nobody took its slot")
+		}
+		e.state(c, breaker.HalfOpen)
+		last := e.acquire(c)
+		if !last.Probe() || !last.Complete(breaker.Success) {
+			e.t.Fatal("the slot of an expired lease was not free")
+		}
 		e.state(c, breaker.Closed)
 	}},
 	{"MaxInFlight", func(e *env) {
