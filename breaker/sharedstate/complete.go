@@ -86,26 +86,33 @@ func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
 
 // resetFailures writes the Success that resets the failure count v shows. Only one
 // reset per version is sent by this process: the successes that arrive meanwhile
-// count on it.
+// count on it. A reset that could not be sent is given back, so that the next
+// Success sends it.
 func (c *Circuit) resetFailures(ctx context.Context, v *view) bool {
+	var prev uint64
 	for {
-		cur := c.resetting.Load()
-		if cur >= v.rec.Version {
+		prev = c.resetting.Load()
+		if prev >= v.rec.Version {
 			return true
 		}
-		if c.resetting.CompareAndSwap(cur, v.rec.Version) {
+		if c.resetting.CompareAndSwap(prev, v.rec.Version) {
 			break
 		}
 	}
+	giveBack := func() { c.resetting.CompareAndSwap(v.rec.Version, prev) }
 	gen := v.rec.Generation
 	if c.counter == nil {
-		return c.updateClosed(ctx, v.rec, func(r *Record) bool {
+		written := c.updateClosed(ctx, v.rec, func(r *Record) bool {
 			if r.Failures == 0 || r.Failures >= int64(c.policy.FailureThreshold) {
 				return false
 			}
 			r.Failures = 0
 			return true
 		})
+		if !written {
+			giveBack()
+		}
+		return written
 	}
 	r, err := c.counter.ResetFailures(ctx, c.cfg.Identity, c.closedCond(v.rec))
 	switch {
@@ -121,6 +128,7 @@ func (c *Circuit) resetFailures(ctx context.Context, v *view) bool {
 		c.openIfTripped(ctx, nv.rec)
 		return c.closedIn(nv.rec, gen)
 	}
+	giveBack()
 	c.reportError(c.storeFailed(err))
 	return false
 }
