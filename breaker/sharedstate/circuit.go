@@ -465,15 +465,17 @@ func (c *Circuit) reload() (*view, error) {
 }
 
 // write stores next over prev with a conditional write on prev's version, makes it the
-// snapshot and returns its view.
+// snapshot and returns its view. The snapshot's age counts from the request: the
+// record may have moved on at any time after the store applied it.
 func (c *Circuit) write(ctx context.Context, prev, next Record) (*view, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.IOTimeout)
 	defer cancel()
 	next.Version = prev.Version + 1
+	at := c.mono()
 	if err := c.cfg.Driver.Replace(ctx, c.cfg.Identity, prev.Version, next); err != nil {
 		return nil, err
 	}
-	v := c.install(next, c.mono(), 0, false)
+	v := c.install(next, at, 0, false)
 	c.events.Flush()
 	return v, nil
 }

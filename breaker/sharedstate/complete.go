@@ -61,6 +61,7 @@ func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
 	if c.counter == nil {
 		return c.updateClosed(ctx, v.rec, func(r *Record) bool { r.Failures++; return true })
 	}
+	at := c.mono() // the snapshot's age counts from the request, as write's does
 	r, err := c.counter.AddFailure(ctx, c.cfg.Identity, c.closedCond(v.rec))
 	if errors.Is(err, ErrConflict) {
 		// The generation moved on, or the count is already at the threshold: read the
@@ -75,7 +76,7 @@ func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
 		c.reportError(c.storeFailed(err))
 		return false
 	} else {
-		c.install(r, c.mono(), 0, false)
+		c.install(r, at, 0, false)
 	}
 	if !c.closedIn(r, gen) {
 		return false
@@ -114,10 +115,11 @@ func (c *Circuit) resetFailures(ctx context.Context, v *view) bool {
 		}
 		return written
 	}
+	at := c.mono()
 	r, err := c.counter.ResetFailures(ctx, c.cfg.Identity, c.closedCond(v.rec))
 	switch {
 	case err == nil:
-		c.install(r, c.mono(), 0, false)
+		c.install(r, at, 0, false)
 		return true
 	case errors.Is(err, ErrConflict):
 		// Already reset by another replica, at the threshold, or a new generation.
