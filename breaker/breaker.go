@@ -326,15 +326,22 @@ func (b *Breaker) acquireProbe(ph *phase, now int64) (Permit, error) {
 var errOverRamp = errors.New("breaker: over the ramp's in-flight bound")
 
 // admit hands out a permit of ph after taking an in-flight slot when the policy
-// bounds them; limit, at most MaxInFlight, is the bound now.
+// bounds them; limit, at most MaxInFlight, is the bound now. The slot is taken with a
+// compare-and-swap, never added and taken back, so that the count never shows a
+// caller who is turned away (Snapshot.InFlight stays within MaxInFlight).
 func (b *Breaker) admit(ph *phase, now int64, flags uint8, limit int64) (Permit, error) {
 	if bound := int64(b.policy.MaxInFlight); bound > 0 {
-		if n := b.inFlight.Add(1); n > limit {
-			b.inFlight.Add(-1)
-			if n > bound {
+		for {
+			n := b.inFlight.Load()
+			if n >= bound {
 				return Permit{}, ErrSaturated
 			}
-			return Permit{}, errOverRamp
+			if n >= limit {
+				return Permit{}, errOverRamp
+			}
+			if b.inFlight.CompareAndSwap(n, n+1) {
+				break
+			}
 		}
 		flags |= flagInFlight
 	}

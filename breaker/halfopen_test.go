@@ -3,6 +3,8 @@ package breaker_test
 import (
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,4 +206,32 @@ func TestMaxInFlight(t *testing.T) {
 	if s := h.b.Snapshot(); s.InFlight != 0 {
 		t.Fatalf("InFlight %d at rest", s.InFlight)
 	}
+}
+
+// Rule 9 under contention: callers turned away at MaxInFlight never show in the
+// count, so a Snapshot taken at any moment reports at most MaxInFlight in flight.
+func TestInFlightNeverOverMaxInFlight(t *testing.T) {
+	h := newHarness(t, breaker.Policy{MaxInFlight: 1})
+	held := h.acquire()
+	defer held.Complete(breaker.Success)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for !stop.Load() {
+				if p, err := h.b.Acquire(context.Background()); err == nil {
+					p.Complete(breaker.Success)
+					t.Error("admitted over MaxInFlight")
+				}
+			}
+		})
+	}
+	for range 20000 {
+		if n := h.b.Snapshot().InFlight; n != 1 {
+			t.Errorf("InFlight %d while one permit is held at MaxInFlight 1", n)
+			break
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
 }

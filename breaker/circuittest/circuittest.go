@@ -236,6 +236,7 @@ var contract = []check{
 		c := e.circuit(e.policy())
 		p := e.acquire(c)
 		g0 := p.Generation()
+		stale := e.acquire(c) // completes after two transitions, in a new closed generation
 		if !p.Complete(breaker.Failure) || p.Complete(breaker.Failure) {
 			e.t.Fatal("first completion must count and the second must not")
 		}
@@ -253,6 +254,12 @@ var contract = []check{
 		g3 := c.Snapshot().Generation
 		if !(g0 < g1 && g1 < g2 && g2 < g3) {
 			e.t.Fatalf("generations %d, %d, %d, %d do not advance with every transition", g0, g1, g2, g3)
+		}
+		if stale.Complete(breaker.Failure) {
+			e.t.Fatalf("a permit of generation %d counted its failure in generation %d", g0, g3)
+		}
+		if s := c.Snapshot(); s.State != breaker.Closed || s.Failures != 0 {
+			e.t.Fatalf("a stale failure changed the closed circuit: %+v", s)
 		}
 	}},
 	{"HalfOpenAdmitsOneProbe", func(e *env) {
@@ -335,7 +342,17 @@ var contract = []check{
 			e.t.Fatal("a probe completed after its lease counted")
 		}
 		e.state(c, breaker.HalfOpen)
-		next.Complete(breaker.Success)
+		// An expired lease that nobody took over is as stale: its outcome counts for
+		// nothing, and its slot is free.
+		e.clock.Advance(5 * time.Second)
+		if next.Complete(breaker.Success) {
+			e.t.Fatal("a probe completed after its lease counted, though nobody took its slot")
+		}
+		e.state(c, breaker.HalfOpen)
+		last := e.acquire(c)
+		if !last.Probe() || !last.Complete(breaker.Success) {
+			e.t.Fatal("the slot of an expired lease was not free")
+		}
 		e.state(c, breaker.Closed)
 	}},
 	{"MaxInFlight", func(e *env) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
@@ -70,7 +71,7 @@ func (s *tableStore) Replace(ctx context.Context, id string, expect uint64, next
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": unum(expect)}
 		in.ConditionExpression = aws.String("#v = :v")
 	}
-	_, err := s.client.PutItem(ctx, in)
+	_, err := s.client.PutItem(ctx, in, retryThrottlesOnly)
 	return conflict(err)
 }
 
@@ -146,11 +147,32 @@ func (s *tableStore) update(ctx context.Context, id string, c sharedstate.Closed
 		},
 		ExpressionAttributeValues: values,
 		ReturnValues:              types.ReturnValueAllNew,
-	})
+	}, retryThrottlesOnly)
 	if err != nil {
 		return sharedstate.Record{}, conflict(err)
 	}
 	return decodeItem(id, out.Attributes)
+}
+
+// retryThrottlesOnly keeps the SDK from sending a conditional write again unless the
+// table refused it unapplied (throttled). After a timeout, a dropped connection or a
+// server error the write may have been applied, and its second attempt would fail its
+// condition on the first one's write: the engine would be told ErrConflict, "nothing
+// was written", and strand the probe lease it wrote, or a failure would be counted
+// twice. Such an error goes to the engine instead, which reads the record to find out.
+func retryThrottlesOnly(o *dynamodb.Options) {
+	if r, ok := o.Retryer.(aws.RetryerV2); ok {
+		o.Retryer = throttleRetryer{r}
+	} else {
+		o.Retryer = aws.NopRetryer{}
+	}
+}
+
+type throttleRetryer struct{ aws.RetryerV2 }
+
+func (r throttleRetryer) IsErrorRetryable(err error) bool {
+	return retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err) == aws.TrueTernary &&
+		r.RetryerV2.IsErrorRetryable(err)
 }
 
 // conflict turns a failed condition into errConflict.

@@ -98,7 +98,8 @@ type Circuit struct {
 
 var _ breaker.Circuit = (*Circuit)(nil)
 
-// New returns the shared circuit identity, kept by client. The policy must be valid,
+// New returns the shared circuit identity, kept by client (made with
+// ContextTimeoutEnabled: true, as NewDriver requires). The policy must be valid,
 // have scope SharedDependency and count consecutive failures (FailureWindow 0). New
 // does no I/O; the first Acquire (or Refresh) reads the record, creating it when it
 // is missing.

@@ -53,7 +53,9 @@ var (
 
 // NewDriver returns a driver that keeps records through client: a *redis.Client, a
 // *redis.ClusterClient (every script touches one key, hence one hash slot), a
-// *redis.Ring or a failover client. Of the options it uses WithKeyPrefix and WithTTL.
+// *redis.Ring or a failover client, made with ContextTimeoutEnabled: true (else
+// NewDriver refuses it), so that the circuit's I/O timeout bounds every request. Of
+// the options it uses WithKeyPrefix and WithTTL.
 // New makes a driver for each circuit; use NewDriver to run the driver alone (for
 // example, circuittest.TestDriver).
 func NewDriver(client redis.Scripter, opts ...Option) (*Driver, error) {
@@ -64,10 +66,30 @@ func newDriver(client redis.Scripter, o options) (*Driver, error) {
 	if client == nil {
 		return nil, errors.New("redisstate: nil Redis client")
 	}
+	if ignoresDeadlines(client) {
+		return nil, errors.New("redisstate: the Redis client's ContextTimeoutEnabled is false: on a hung server " +
+			"its requests would wait ReadTimeout, past the circuit's I/O timeout and the caller's deadline; " +
+			"set ContextTimeoutEnabled: true in its options")
+	}
 	if o.ttl < time.Second {
 		return nil, fmt.Errorf("redisstate: TTL must be at least one second (got %v)", o.ttl)
 	}
 	return &Driver{client: client, prefix: o.keyPrefix, ttl: o.ttl}, nil
+}
+
+// ignoresDeadlines reports whether client is a go-redis client made without
+// ContextTimeoutEnabled, which bounds its socket reads and writes by ReadTimeout and
+// WriteTimeout only, never by the request's context.
+func ignoresDeadlines(client redis.Scripter) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return !c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return !c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return !c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // Key returns the Redis key that holds the record of id.

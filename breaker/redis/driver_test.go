@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ import (
 func testDriver(t *testing.T, opts ...redisstate.Option) (*redisstate.Driver, *redis.Client) {
 	t.Helper()
 	addr := harness.RedisAddr(t)
-	client := redis.NewClient(&redis.Options{Addr: addr})
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
 	opts = append([]redisstate.Option{redisstate.WithKeyPrefix(harness.RedisKeyPrefix(t, addr))}, opts...)
 	d, err := redisstate.NewDriver(client, opts...)
@@ -82,7 +83,7 @@ func (c *lossyConn) Read(p []byte) (int, error) {
 func TestWriteSentTwiceAppliesOnce(t *testing.T) {
 	addr := harness.RedisAddr(t)
 	var armed atomic.Bool
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 3,
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 3, ContextTimeoutEnabled: true,
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 			if err != nil {
@@ -204,9 +205,54 @@ func TestNewDriverRefusesBadOptions(t *testing.T) {
 	if _, err := redisstate.NewDriver(nil); err == nil {
 		t.Error("NewDriver(nil) succeeded")
 	}
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	defer client.Close()
 	if _, err := redisstate.NewDriver(client, redisstate.WithTTL(time.Millisecond)); err == nil {
 		t.Error("a TTL of one millisecond was accepted")
+	}
+	// A client that ignores its context's deadline waits its ReadTimeout on a hung
+	// server, past the circuit's I/O timeout and the caller's deadline.
+	for name, c := range map[string]redis.Scripter{
+		"Client":        redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}),
+		"ClusterClient": redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}),
+		"Ring":          redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}}),
+	} {
+		defer c.(io.Closer).Close()
+		if _, err := redisstate.NewDriver(c); err == nil || !strings.Contains(err.Error(), "ContextTimeoutEnabled") {
+			t.Errorf("%s without ContextTimeoutEnabled: %v; want an error naming the option", name, err)
+		}
+	}
+}
+
+// A hung Redis (it reads and never answers) fails a request at its context's
+// deadline, not after the client's ReadTimeout: what the refusal above is for.
+func TestHungServerFailsAtTheDeadline(t *testing.T) {
+	addr := harness.RedisAddr(t)
+	proxy := harness.NewProxy(t, addr)
+	client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true,
+		ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	t.Cleanup(func() { client.Close() })
+	d, err := redisstate.NewDriver(client, redisstate.WithKeyPrefix(harness.RedisKeyPrefix(t, addr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Load(t.Context(), "kafka:orders"); !errors.Is(err, sharedstate.ErrNotFound) {
+		t.Fatal(err)
+	}
+	proxy.BlackHole()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		_, err := d.Load(ctx, "kafka:orders")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Load from a hung server succeeded")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Load from a hung server ignored its 100ms deadline (ReadTimeout is a minute)")
 	}
 }

@@ -18,9 +18,9 @@ import (
 // scope SharedDependency get a circuit shared through Redis, the others a local one.
 // (It needs a Redis server, so it is compiled but not run.)
 func ExampleFactory() {
-	client := redis.NewClient(&redis.Options{Addr: "redis.internal:6379"})
+	client := redis.NewClient(&redis.Options{Addr: "redis.internal:6379", ContextTimeoutEnabled: true})
 	// Or a cluster: every circuit is one key, hence one hash slot.
-	//   client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{...}})
+	//   client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{...}, ContextTimeoutEnabled: true})
 	shared := breaker.Policy{
 		FailureThreshold: 5,
 		BreakDuration:    30 * time.Second,
@@ -40,7 +40,7 @@ func ExampleFactory() {
 // A circuit made directly, checked against Redis at start-up.
 func ExampleNew() {
 	ctx := context.Background()
-	client := redis.NewClient(&redis.Options{Addr: "redis.internal:6379"})
+	client := redis.NewClient(&redis.Options{Addr: "redis.internal:6379", ContextTimeoutEnabled: true})
 	c, err := redisstate.New(client, "pricing-service",
 		breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Scope: breaker.SharedDependency})
 	if err != nil {

@@ -83,7 +83,7 @@ type Circuit struct {
 	systemClock       bool
 
 	view     atomic.Pointer[view] // the last state read or written; nil before the first
-	writes   atomic.Uint64        // views installed from this process's writes
+	installs atomic.Uint64        // views installed, from reads and writes
 	inFlight atomic.Int64         // admitted, uncompleted permits (when MaxInFlight > 0)
 	// rampRefused counts the calls this replica's ramps turned away.
 	rampRefused atomic.Uint64
@@ -467,15 +467,17 @@ func (c *Circuit) reload() (*view, error) {
 }
 
 // write stores next over prev with a conditional write on prev's version, makes it the
-// snapshot and returns its view.
+// snapshot and returns its view. The snapshot's age counts from the request: the
+// record may have moved on at any time after the store applied it.
 func (c *Circuit) write(ctx context.Context, prev, next Record) (*view, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.IOTimeout)
 	defer cancel()
 	next.Version = prev.Version + 1
+	at := c.mono()
 	if err := c.cfg.Driver.Replace(ctx, c.cfg.Identity, prev.Version, next); err != nil {
 		return nil, err
 	}
-	v := c.install(next, c.mono(), 0, false)
+	v := c.install(next, at, 0, false)
 	c.events.Flush()
 	return v, nil
 }
@@ -577,11 +579,18 @@ func (c *Circuit) admit(gen uint64, probe bool, lease uint64) (breaker.Permit, e
 	return breaker.NewPermit(c, breaker.PermitInfo{Generation: gen, Probe: probe, Lease: lease}), nil
 }
 
+// reserve takes an in-flight slot when the policy bounds them, with a
+// compare-and-swap so that a caller turned away never shows in Snapshot.InFlight.
 func (c *Circuit) reserve() bool {
 	if limit := int64(c.policy.MaxInFlight); limit > 0 {
-		if c.inFlight.Add(1) > limit {
-			c.inFlight.Add(-1)
-			return false
+		for {
+			n := c.inFlight.Load()
+			if n >= limit {
+				return false
+			}
+			if c.inFlight.CompareAndSwap(n, n+1) {
+				return true
+			}
 		}
 	}
 	return true
@@ -640,7 +649,7 @@ func (c *Circuit) refresh(ctx context.Context, soft bool) (*view, error) {
 // policy, and makes it the snapshot.
 func (c *Circuit) load(ctx context.Context) (*view, error) {
 	for range maxAttempts {
-		writes, at := c.writes.Load(), c.mono()
+		installs, at := c.installs.Load(), c.mono()
 		r, err := c.cfg.Driver.Load(ctx, c.cfg.Identity)
 		if errors.Is(err, ErrNotFound) {
 			// Version and generation start at the clock, not at 1, so that a record
@@ -661,7 +670,7 @@ func (c *Circuit) load(ctx context.Context) (*view, error) {
 		if r.Fingerprint != c.fingerprint && r.Fingerprint != c.legacyFingerprint {
 			return nil, c.unavailable(mismatch(c.cfg.Identity, r.Fingerprint, r.Policy, c.fingerprint, c.description))
 		}
-		return c.install(r, at, writes, true), nil
+		return c.install(r, at, installs, true), nil
 	}
 	return nil, c.unavailable(errContention)
 }
@@ -703,20 +712,20 @@ func (c *Circuit) newView(r Record, at int64) *view {
 
 // install makes the view of r the snapshot and returns the snapshot in force. A
 // write's result does not replace a newer version. A read's result replaces a newer
-// version only when this process wrote nothing since the read began (writes is the
+// version only when nothing was installed since the read began (installs is the
 // count then): the record was removed and created again. Otherwise the read is older
-// than this process's own write, and installing it would undo, for example, the OPEN
-// it just wrote. A new generation is queued for the observers; the caller flushes.
-func (c *Circuit) install(r Record, at int64, writes uint64, read bool) *view {
+// than this process's own write or a read that overtook it, and installing it would
+// undo, for example, an OPEN this replica wrote or has seen, and show its observers
+// the generation going back. A new generation is queued for the observers; the
+// caller flushes.
+func (c *Circuit) install(r Record, at int64, installs uint64, read bool) *view {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !read {
-		c.writes.Add(1)
-	}
 	cur := c.view.Load()
-	if cur != nil && cur.rec.Version > r.Version && (!read || c.writes.Load() != writes) {
+	if cur != nil && cur.rec.Version > r.Version && (!read || c.installs.Load() != installs) {
 		return cur
 	}
+	c.installs.Add(1)
 	v := c.newView(r, at)
 	c.view.Store(v)
 	if cur != nil && cur.rec.Generation != r.Generation {

@@ -61,6 +61,7 @@ func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
 	if c.counter == nil {
 		return c.updateClosed(ctx, v.rec, func(r *Record) bool { r.Failures++; return true })
 	}
+	at := c.mono() // the snapshot's age counts from the request, as write's does
 	r, err := c.counter.AddFailure(ctx, c.cfg.Identity, c.closedCond(v.rec))
 	if errors.Is(err, ErrConflict) {
 		// The generation moved on, or the count is already at the threshold: read the
@@ -75,7 +76,7 @@ func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
 		c.reportError(c.storeFailed(err))
 		return false
 	} else {
-		c.install(r, c.mono(), 0, false)
+		c.install(r, at, 0, false)
 	}
 	if !c.closedIn(r, gen) {
 		return false
@@ -86,31 +87,39 @@ func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
 
 // resetFailures writes the Success that resets the failure count v shows. Only one
 // reset per version is sent by this process: the successes that arrive meanwhile
-// count on it.
+// count on it. A reset that could not be sent is given back, so that the next
+// Success sends it.
 func (c *Circuit) resetFailures(ctx context.Context, v *view) bool {
+	var prev uint64
 	for {
-		cur := c.resetting.Load()
-		if cur >= v.rec.Version {
+		prev = c.resetting.Load()
+		if prev >= v.rec.Version {
 			return true
 		}
-		if c.resetting.CompareAndSwap(cur, v.rec.Version) {
+		if c.resetting.CompareAndSwap(prev, v.rec.Version) {
 			break
 		}
 	}
+	giveBack := func() { c.resetting.CompareAndSwap(v.rec.Version, prev) }
 	gen := v.rec.Generation
 	if c.counter == nil {
-		return c.updateClosed(ctx, v.rec, func(r *Record) bool {
+		written := c.updateClosed(ctx, v.rec, func(r *Record) bool {
 			if r.Failures == 0 || r.Failures >= int64(c.policy.FailureThreshold) {
 				return false
 			}
 			r.Failures = 0
 			return true
 		})
+		if !written {
+			giveBack()
+		}
+		return written
 	}
+	at := c.mono()
 	r, err := c.counter.ResetFailures(ctx, c.cfg.Identity, c.closedCond(v.rec))
 	switch {
 	case err == nil:
-		c.install(r, c.mono(), 0, false)
+		c.install(r, at, 0, false)
 		return true
 	case errors.Is(err, ErrConflict):
 		// Already reset by another replica, at the threshold, or a new generation.
@@ -121,6 +130,7 @@ func (c *Circuit) resetFailures(ctx context.Context, v *view) bool {
 		c.openIfTripped(ctx, nv.rec)
 		return c.closedIn(nv.rec, gen)
 	}
+	giveBack()
 	c.reportError(c.storeFailed(err))
 	return false
 }

@@ -30,7 +30,7 @@ func TestRedisSharedCircuitHerdAdmitsExactlyMaxProbes(t *testing.T) {
 	replicas := make([]breaker.Circuit, fleet)
 	var first *redisstate.Circuit
 	for i := range replicas {
-		client := redis.NewClient(&redis.Options{Addr: addr})
+		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { client.Close() })
 		c, err := redisstate.New(client, "kafka:orders", policy, redisstate.WithKeyPrefix(prefix), redisstate.WithClock(clock),
 			redisstate.WithOwner("replica-"+strconv.Itoa(i)), redisstate.WithIOTimeout(15*time.Second)) // a loaded machine must not starve the probe writes

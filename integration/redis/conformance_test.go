@@ -53,7 +53,7 @@ func TestConformance(t *testing.T) {
 	addr := harness.RedisAddr(t)
 	runConformance(t, func(t *testing.T) string { return harness.RedisKeyPrefix(t, addr) },
 		func(t *testing.T) redis.UniversalClient {
-			client := redis.NewClient(&redis.Options{Addr: addr})
+			client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { client.Close() })
 			return client
 		}, nil)
@@ -71,7 +71,7 @@ func TestConformanceOnRedisCluster(t *testing.T) {
 	t.Cleanup(func() { inspect.Close() })
 	runConformance(t, func(*testing.T) string { return "conformance:" },
 		func(t *testing.T) redis.UniversalClient {
-			client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+			client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { client.Close() })
 			return client
 		}, func(c *redisstate.Circuit) {

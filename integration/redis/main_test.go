@@ -57,7 +57,7 @@ type env struct {
 func newEnv(t testing.TB, addr, prefix string) env {
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second,
-		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, MaxRetries: 1})
+		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, MaxRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
 	cmds := &commands{}
 	client.AddHook(cmds)
