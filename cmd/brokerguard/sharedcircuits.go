@@ -103,7 +103,7 @@ func (f *sourceFlags) open(cmd string, timeout time.Duration, stderr io.Writer) 
 		}
 		s.op.Driver, s.where = dynamo.NewDriver(dynamodb.New(opts), f.table), "DynamoDB table "+f.table
 	case f.redisAddr != "":
-		client := redis.NewClient(&redis.Options{Addr: f.redisAddr})
+		client := redis.NewClient(&redis.Options{Addr: f.redisAddr, ContextTimeoutEnabled: true})
 		var opts []redisstate.Option
 		if f.redisPrefix != "" {
 			opts = append(opts, redisstate.WithKeyPrefix(f.redisPrefix))
