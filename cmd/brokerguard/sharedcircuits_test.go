@@ -59,7 +59,7 @@ func dynamoStore(t *testing.T, clk *fakeclock.Clock, observe func(breaker.Transi
 func redisStore(t *testing.T, clk *fakeclock.Clock, observe func(breaker.Transition)) sharedStore {
 	addr := harness.RedisAddr(t)
 	keys := harness.RedisKeyPrefix(t, addr)
-	client := redis.NewClient(&redis.Options{Addr: addr})
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
 	return sharedStore{
 		factory: redisstate.Factory(client, redisstate.WithKeyPrefix(keys), redisstate.WithIdentityPrefix("billing/"),

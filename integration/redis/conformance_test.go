@@ -94,7 +94,7 @@ func TestDriverOnRedisCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node Redis Cluster; not run with -short")
 	}
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: harness.NewRedisCluster(t, 3)})
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: harness.NewRedisCluster(t, 3), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
 	var stores atomic.Int64
 	circuittest.TestDriver(t, func(t *testing.T) sharedstate.Driver {
