@@ -2,6 +2,8 @@ package harness
 
 import (
 	"errors"
+	"net"
+	"net/url"
 	"slices"
 	"syscall"
 	"testing"
@@ -51,8 +53,20 @@ func TestDynaliteStopStart(t *testing.T) {
 	if err := server.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := listTables(); !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Fatalf("ListTables on a stopped server: %v; want connection refused", err)
+	// A fresh connection proves the port is closed; a request could instead reuse a
+	// kept-alive connection and fail with a broken pipe.
+	if _, err := listTables(); err == nil {
+		t.Fatal("ListTables on a stopped server succeeded")
+	}
+	endpoint, err := url.Parse(server.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.Dial("tcp", endpoint.Host); !errors.Is(err, syscall.ECONNREFUSED) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("dialling a stopped server: %v; want connection refused", err)
 	}
 
 	start = time.Now()
