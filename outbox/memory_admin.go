@@ -47,7 +47,7 @@ func matchDead(r *Record, f DeadFilter) bool {
 	return r != nil && r.Status == StatusDead &&
 		(len(f.IDs) == 0 || slices.Contains(f.IDs, r.ID)) &&
 		(f.Destination == (transport.Destination{}) || r.Destination == f.Destination) &&
-		(f.Reason == "" || r.LastError == f.Reason)
+		f.MatchesReason(r.LastError)
 }
 
 // DeadRows implements DeadLetters.
