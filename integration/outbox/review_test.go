@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
@@ -47,6 +48,63 @@ func TestDeadRowsFilteredByReasonWithDetail(t *testing.T) {
 		}
 		if r := sc.get(t, ids[0]); r.Status != outbox.StatusPending {
 			t.Errorf("requeued row is %s", r.Status)
+		}
+	})
+}
+
+// A hold lasts until its end even when its destination has no pending row left (all
+// of them made dead by the hold, say): a row enqueued meanwhile is held too, and its
+// outage is measured from the hold's start. Both stores drop such a hold only once
+// it has ended.
+func TestHoldWithoutPendingRowsLastsUntilItEnds(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *fakeclock.Clock, sc storeCase) {
+		ctx := context.Background()
+		s := sc.store
+		t0 := clock.Now()
+		claim := func(token string) []outbox.Record {
+			t.Helper()
+			recs, err := s.Claim(ctx, outbox.ClaimRequest{Token: token, Now: clock.Now(), Limit: 10, Lease: time.Minute, ProbeLimit: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return recs
+		}
+		first := sc.enqueue(t, outbox.Entry{Destination: orders, Message: transport.Message{Value: []byte("first")}})
+		if got := claim("a"); len(got) != 1 {
+			t.Fatalf("claim a: %d rows", len(got))
+		}
+		hold := func(token string, until time.Duration) int {
+			t.Helper()
+			dead, err := s.Hold(ctx, outbox.Hold{Destination: orders, Token: token, Now: clock.Now(), Until: t0.Add(until), MaxDeferral: 5 * time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return dead
+		}
+		hold("a", 30*time.Second)
+		if n, err := s.Defer(ctx, outbox.Deferral{Token: "a", IDs: first, Now: clock.Now()}); n != 1 || err != nil {
+			t.Fatalf("Defer = %d, %v", n, err)
+		}
+		clock.Advance(10 * time.Minute)
+		if got := claim("probe"); len(got) != 1 || !got[0].Probe {
+			t.Fatalf("claim after the hold: %+v; want the probe", got)
+		}
+		if dead := hold("probe", 20*time.Minute); dead != 1 {
+			t.Fatalf("Hold after 10 minutes made %d rows dead, want 1", dead)
+		}
+		clock.Advance(time.Second)
+		if got := claim("empty"); len(got) != 0 { // orders has no pending row now, its hold lasts
+			t.Fatalf("claim with no pending row: %d rows", len(got))
+		}
+		later := sc.enqueue(t, outbox.Entry{Destination: orders, Message: transport.Message{Value: []byte("later")}})
+		clock.Advance(time.Second)
+		if got := claim("during"); len(got) != 0 {
+			t.Fatalf("claim during the hold took %d rows (%+v); want none: orders is held until +20m", len(got), got)
+		}
+		clock.Set(t0.Add(20 * time.Minute))
+		got := claim("after")
+		if len(got) != 1 || got[0].ID != later[0] || !got[0].Probe {
+			t.Fatalf("claim after the hold: %+v; want the later row as the probe", got)
 		}
 	})
 }
