@@ -2,10 +2,14 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/transport"
@@ -105,6 +109,43 @@ func TestHoldWithoutPendingRowsLastsUntilItEnds(t *testing.T) {
 		got := claim("after")
 		if len(got) != 1 || got[0].ID != later[0] || !got[0].Probe {
 			t.Fatalf("claim after the hold: %+v; want the later row as the probe", got)
+		}
+	})
+}
+
+// A broker's error text may quote the message's bytes (not UTF-8, NUL included) or
+// be long enough to be cut inside a multi-byte character; last_error is text, so the
+// failure must still be recorded, or the row would never fail, never die, and its
+// batch would come back and fail to be written back forever.
+func TestFailureWithErrorTextThatIsNotUTF8IsRecorded(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *fakeclock.Clock, sc storeCase) {
+		ctx := context.Background()
+		errs := map[string]error{
+			"binary": errors.New("refused key \xff\xfe\x00 by the broker"),
+			"cut":    errors.New(strings.Repeat("a", 1003) + "é and more"), // é at bytes 1023-1024 of the last error,
+		}
+		pub := publisherFunc(func(_ context.Context, _ transport.Destination, msgs ...transport.Message) error {
+			return errs[string(msgs[0].Value)]
+		})
+		proc, err := outbox.NewProcessor(sc.store, nil, pub, outbox.WithClock(clock), outbox.WithMaxAttempts(1),
+			outbox.WithClassifier(func(error) breaker.Outcome { return breaker.Neutral }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"binary", "cut"} {
+			id := sc.enqueue(t, outbox.Entry{Destination: orders, Message: transport.Message{Value: []byte(name)}})[0]
+			rep, err := proc.ProcessPending(ctx)
+			if err != nil {
+				t.Fatalf("%s: ProcessPending: %v", name, err)
+			}
+			if got := rep.Total().Dead; got != 1 {
+				t.Errorf("%s: %d rows dead, want 1", name, got)
+			}
+			r := sc.get(t, id)
+			if r.Status != outbox.StatusDead || !strings.HasPrefix(r.LastError, outbox.ReasonAttemptsExhausted+": ") ||
+				!utf8.ValidString(r.LastError) || strings.IndexByte(r.LastError, 0) >= 0 {
+				t.Errorf("%s: row %s, last error %q", name, r.Status, r.LastError)
+			}
 		}
 	})
 }
