@@ -3,8 +3,10 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -145,6 +147,63 @@ func TestFailureWithErrorTextThatIsNotUTF8IsRecorded(t *testing.T) {
 			if r.Status != outbox.StatusDead || !strings.HasPrefix(r.LastError, outbox.ReasonAttemptsExhausted+": ") ||
 				!utf8.ValidString(r.LastError) || strings.IndexByte(r.LastError, 0) >= 0 {
 				t.Errorf("%s: row %s, last error %q", name, r.Status, r.LastError)
+			}
+		}
+	})
+}
+
+// Replicas claiming at the same instant after a hold ended take one probe between
+// them, never the destination's other rows; the probe's failure holds it again.
+func TestConcurrentClaimsTakeOneProbe(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *fakeclock.Clock, sc storeCase) {
+		ctx := context.Background()
+		s := sc.store
+		entries := make([]outbox.Entry, 50)
+		for i := range entries {
+			entries[i] = outbox.Entry{Destination: orders, Message: transport.Message{Value: []byte("o")}}
+		}
+		sc.enqueue(t, entries...)
+		if _, err := s.Hold(ctx, outbox.Hold{Destination: orders, Token: "x", Now: clock.Now(), Until: clock.Now().Add(time.Second), MaxDeferral: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		const replicas = 8
+		for round := range 10 {
+			clock.Advance(2 * time.Second)
+			var (
+				wg    sync.WaitGroup
+				mu    sync.Mutex
+				got   []outbox.Record
+				owner string
+			)
+			startGate := make(chan struct{})
+			for i := range replicas {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-startGate
+					token := fmt.Sprintf("r%d-%d", round, i)
+					recs, err := s.Claim(ctx, outbox.ClaimRequest{Token: token, Now: clock.Now(), Limit: 10, Lease: time.Minute, ProbeLimit: 1})
+					if err != nil {
+						t.Error(err)
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					got = append(got, recs...)
+					if len(recs) > 0 {
+						owner = token
+					}
+				}()
+			}
+			close(startGate)
+			wg.Wait()
+			if len(got) != 1 || !got[0].Probe {
+				t.Fatalf("round %d: %d rows claimed by %d replicas; want one probe", round, len(got), replicas)
+			}
+			if _, err := s.Hold(ctx, outbox.Hold{Destination: orders, Token: owner, Now: clock.Now(), Until: clock.Now().Add(time.Second), MaxDeferral: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := s.Defer(ctx, outbox.Deferral{Token: owner, IDs: []int64{got[0].ID}, Now: clock.Now()}); n != 1 || err != nil {
+				t.Fatalf("Defer = %d, %v", n, err)
 			}
 		}
 	})
