@@ -15,6 +15,9 @@ func (s *MemoryStore) DeleteSettled(ctx context.Context, publishedBefore, deadBe
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	if err := CheckDeleteLimit(limit); err != nil {
+		return 0, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	deleted := 0

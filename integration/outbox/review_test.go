@@ -208,3 +208,19 @@ func TestConcurrentClaimsTakeOneProbe(t *testing.T) {
 		}
 	})
 }
+
+// A negative limit is bad input: both stores refuse it with an error naming it
+// (the memory store used to panic slicing its rows).
+func TestDeleteSettledRefusesANegativeLimit(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *fakeclock.Clock, sc storeCase) {
+		settleRows(t, sc, clock, []struct {
+			dest transport.Destination
+			end  string
+		}{{orders, "published"}, {orders, "boom"}})
+		clock.Advance(time.Hour)
+		n, err := sc.store.(admin).DeleteSettled(context.Background(), clock.Now(), clock.Now(), -1)
+		if n != 0 || err == nil || !strings.Contains(err.Error(), "limit -1") {
+			t.Errorf("DeleteSettled(limit -1) = %d, %v; want an error naming the limit", n, err)
+		}
+	})
+}

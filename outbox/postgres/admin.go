@@ -26,6 +26,9 @@ DELETE FROM ` + Table + ` WHERE id IN (SELECT id FROM published UNION ALL SELECT
 
 // DeleteSettled implements outbox.Purger with one short statement.
 func (s *Store) DeleteSettled(ctx context.Context, publishedBefore, deadBefore time.Time, limit int) (int, error) {
+	if err := outbox.CheckDeleteLimit(limit); err != nil {
+		return 0, err
+	}
 	tag, err := s.db.Exec(ctx, s.sql(deleteSettledSQL), nullTime(publishedBefore), nullTime(deadBefore), limit)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: delete settled rows: %w", err)
