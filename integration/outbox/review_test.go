@@ -224,3 +224,92 @@ func TestDeleteSettledRefusesANegativeLimit(t *testing.T) {
 		}
 	})
 }
+
+// dyingStore stands for a dispatcher killed at one step: from the call named die on,
+// nothing it writes reaches the store.
+type dyingStore struct {
+	outbox.Store
+	die  string
+	dead bool
+}
+
+var errKilled = errors.New("killed")
+
+func (s *dyingStore) at(step string) bool { s.dead = s.dead || step == s.die; return s.dead }
+
+func (s *dyingStore) Defer(ctx context.Context, d outbox.Deferral) (int, error) {
+	if s.at("defer") {
+		return 0, errKilled
+	}
+	return s.Store.Defer(ctx, d)
+}
+
+func (s *dyingStore) MarkPublished(ctx context.Context, token string, now time.Time, ids []int64) (int, error) {
+	if s.at("mark") {
+		return 0, errKilled
+	}
+	return s.Store.MarkPublished(ctx, token, now, ids)
+}
+
+func (s *dyingStore) Hold(ctx context.Context, h outbox.Hold) (int, error) {
+	if s.at("hold") {
+		return 0, errKilled
+	}
+	return s.Store.Hold(ctx, h)
+}
+
+// A dispatcher killed after its claim, between its Hold and the deferral write-back,
+// or after a publish before recording it, loses no row and charges no attempt:
+// another dispatcher publishes every row once the lease and the hold have ended.
+func TestKilledMidDispatchLosesNothing(t *testing.T) {
+	for _, step := range []string{"hold", "defer", "mark"} {
+		t.Run(step, func(t *testing.T) {
+			onBothStores(t, func(t *testing.T, clock *fakeclock.Clock, sc storeCase) {
+				ctx := context.Background()
+				entries := make([]outbox.Entry, 20)
+				for i := range entries {
+					entries[i] = outbox.Entry{Destination: orders, Message: transport.Message{Key: []byte{byte('a' + i%3)}, Value: []byte{byte(i)}}}
+				}
+				ids := sc.enqueue(t, entries...)
+				down := step != "mark"
+				failing := publisherFunc(func(context.Context, transport.Destination, ...transport.Message) error {
+					if down {
+						return errDown
+					}
+					return nil
+				})
+				dying, err := outbox.NewProcessor(&dyingStore{Store: sc.store, die: step}, nil, failing,
+					outbox.WithClock(clock), outbox.WithClassifier(testClassify))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := dying.ProcessPending(ctx); !errors.Is(err, errKilled) {
+					t.Fatalf("the dying dispatcher's batch: %v", err)
+				}
+				published := map[int64]int{}
+				pub := publisherFunc(func(_ context.Context, _ transport.Destination, msgs ...transport.Message) error {
+					for _, m := range msgs {
+						published[ids[m.Value[0]]]++
+					}
+					return nil
+				})
+				other, err := outbox.NewProcessor(sc.store, nil, pub, outbox.WithClock(clock), outbox.WithClassifier(testClassify))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 100 {
+					if _, err := other.ProcessPending(ctx); err != nil {
+						t.Fatal(err)
+					}
+					clock.Advance(time.Second)
+				}
+				for i, id := range ids {
+					r := sc.get(t, id)
+					if r.Status != outbox.StatusPublished || r.Attempts != 0 || published[id] != 1 {
+						t.Errorf("row %d: %s, %d attempts, published %d times", i, r.Status, r.Attempts, published[id])
+					}
+				}
+			})
+		})
+	}
+}
