@@ -14,6 +14,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/postgres"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -311,5 +312,30 @@ func TestKilledMidDispatchLosesNothing(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// BacklogByDestination reads the Store's own table (WithTable), not the default one.
+func TestBacklogByDestinationReadsItsOwnTable(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	tbl, err := postgres.NewTableName("", "svc_outbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.Migrate(ctx, e.pool, postgres.WithTable(tbl)); err != nil {
+		t.Fatal(err)
+	}
+	own := postgres.New(e.pool, postgres.WithTable(tbl))
+	enqueueOn(t, e, e.store, 3) // the default table's
+	enqueueOn(t, e, own, 1)
+	for _, tc := range []struct {
+		s    *postgres.Store
+		want int64
+	}{{e.store, 3}, {own, 1}} {
+		got, err := tc.s.BacklogByDestination(ctx)
+		if err != nil || len(got) != 1 || got[0].Destination != orders || got[0].Pending != tc.want {
+			t.Errorf("BacklogByDestination = %+v, %v; want %d rows for %s", got, err, tc.want, orders)
+		}
 	}
 }
