@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/brokerguard/brokerguard/transport"
@@ -16,8 +17,9 @@ type DeadFilter struct {
 	IDs []int64
 	// Destination, when not the zero Destination, limits it to that destination.
 	Destination transport.Destination
-	// Reason, when not empty, limits it to rows whose LastError is exactly Reason,
-	// e.g. ReasonDeferralExhausted.
+	// Reason, when not empty, limits it to rows whose LastError is Reason or starts
+	// with Reason followed by ": " (the form of a dead row's LastError), e.g.
+	// ReasonAttemptsExhausted matches "attempts_exhausted: message too large".
 	Reason string
 }
 
@@ -79,6 +81,12 @@ type DeadLetters interface {
 	// as a record of what happened), and returns how many rows it changed. A store
 	// may change them in several bounded batches. An empty filter is ErrEmptyFilter.
 	Requeue(ctx context.Context, f DeadFilter, now time.Time) (int, error)
+}
+
+// MatchesReason reports whether lastError is f.Reason, or f.Reason followed by ": "
+// and a detail; an empty Reason matches everything.
+func (f DeadFilter) MatchesReason(lastError string) bool {
+	return f.Reason == "" || lastError == f.Reason || strings.HasPrefix(lastError, f.Reason+": ")
 }
 
 // CheckRequeue is what every store checks first in Requeue: a filter that sets

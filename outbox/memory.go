@@ -168,8 +168,9 @@ func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, erro
 	for s.settled < len(s.rows) && !isPending(s.rows[s.settled]) {
 		s.settled++
 	}
-	// A destination with a pending row keeps its hold; one whose hold has ended
-	// gets up to ProbeLimit rows claimed as its probe.
+	// A hold that has ended is dropped if its destination has no pending row (one
+	// that has not ended lasts, as in the PostgreSQL store), else it gets up to
+	// ProbeLimit rows claimed as its probe.
 	probes := map[transport.Destination]int{}
 	pendingDests := map[transport.Destination]bool{}
 	for _, row := range s.rows[s.settled:] {
@@ -179,10 +180,11 @@ func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, erro
 	}
 	for d, h := range s.holds {
 		switch {
+		case h.until.After(r.Now):
 		case !pendingDests[d]:
 			delete(s.holds, d)
 			s.holdWrites++
-		case !h.until.After(r.Now):
+		default:
 			probes[d] = max(r.ProbeLimit, 1)
 		}
 	}

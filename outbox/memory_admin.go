@@ -15,6 +15,9 @@ func (s *MemoryStore) DeleteSettled(ctx context.Context, publishedBefore, deadBe
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	if err := CheckDeleteLimit(limit); err != nil {
+		return 0, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	deleted := 0
@@ -47,7 +50,7 @@ func matchDead(r *Record, f DeadFilter) bool {
 	return r != nil && r.Status == StatusDead &&
 		(len(f.IDs) == 0 || slices.Contains(f.IDs, r.ID)) &&
 		(f.Destination == (transport.Destination{}) || r.Destination == f.Destination) &&
-		(f.Reason == "" || r.LastError == f.Reason)
+		f.MatchesReason(r.LastError)
 }
 
 // DeadRows implements DeadLetters.

@@ -9,8 +9,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/transport"
@@ -730,11 +732,18 @@ func (p *Processor) writeFailures(ctx context.Context, token string, fs []Failur
 	return Counts{Failed: failed, Dead: dead}, err
 }
 
+// truncate makes s fit last_error, a text column: valid UTF-8 without NUL (an
+// error may quote a message's bytes), at most maxErrorLen bytes cut between runes.
 func truncate(s string) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
 	if len(s) <= maxErrorLen {
 		return s
 	}
-	return s[:maxErrorLen]
+	cut := maxErrorLen
+	for !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
 // Run dispatches batches until ctx ends. After a batch that claimed rows it claims

@@ -26,6 +26,9 @@ DELETE FROM ` + Table + ` WHERE id IN (SELECT id FROM published UNION ALL SELECT
 
 // DeleteSettled implements outbox.Purger with one short statement.
 func (s *Store) DeleteSettled(ctx context.Context, publishedBefore, deadBefore time.Time, limit int) (int, error) {
+	if err := outbox.CheckDeleteLimit(limit); err != nil {
+		return 0, err
+	}
 	tag, err := s.db.Exec(ctx, s.sql(deleteSettledSQL), nullTime(publishedBefore), nullTime(deadBefore), limit)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: delete settled rows: %w", err)
@@ -41,9 +44,10 @@ func nullTime(t time.Time) *time.Time {
 }
 
 // deadFilter is the WHERE clause of a DeadFilter: $1 ids (NULL: any), $2 destination
-// and $3 reason (NULL: any).
+// and $3 reason (NULL: any), which matches the bare reason or the reason and a detail
+// (outbox.DeadFilter.MatchesReason).
 const deadFilter = `status = 'dead' AND ($1::bigint[] IS NULL OR id = ANY($1))
-	AND ($2::text IS NULL OR destination = $2) AND ($3::text IS NULL OR last_error = $3)`
+	AND ($2::text IS NULL OR destination = $2) AND ($3::text IS NULL OR last_error = $3 OR starts_with(last_error, $3 || ': '))`
 
 func filterArgs(f outbox.DeadFilter) []any {
 	var ids []int64

@@ -15,8 +15,8 @@ import (
 // signature fits telemetry.WithOutboxBacklog, which reuses a reading for an interval
 // so that scrapes do not each run the query.
 func (s *Store) BacklogByDestination(ctx context.Context) ([]outbox.DestinationBacklog, error) {
-	rows, err := s.db.Query(ctx, `SELECT destination, count(*), min(created_at) FROM `+Table+`
-		WHERE status = 'pending' GROUP BY destination`)
+	rows, err := s.db.Query(ctx, s.sql(`SELECT destination, count(*), min(created_at) FROM `+Table+`
+		WHERE status = 'pending' GROUP BY destination`))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: backlog by destination: %w", err)
 	}
