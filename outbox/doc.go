@@ -15,7 +15,9 @@
 // deadline, plus jitter. The rows it had claimed are given back as they are (their
 // deferral count goes up, nothing else); while the hold lasts no claim, of any
 // dispatcher sharing the store, takes the destination's rows, so they are neither
-// read nor rewritten. When the hold ends the next claim takes one row (WithProbeBatch)
+// read nor rewritten (a claim another dispatcher already had in flight when the hold
+// was written may still take one batch of them; its publish meets the open circuit
+// and gives them back). When the hold ends the next claim takes one row (WithProbeBatch)
 // as the probe and extends the hold by its lease: if the probe goes out, the hold is
 // dropped and the rest follow; if not, the destination is held again. An hour-long
 // outage with 30-second breaks costs about two row updates and two hold writes per
@@ -73,7 +75,10 @@
 // Run claims as soon as a Waker signals that rows were committed (outbox/postgres's
 // Listener, on the NOTIFY Enqueue sends), and again at once after a batch that claimed
 // rows; it polls as the safety net. Dead rows are paged and requeued through
-// DeadLetters.
+// DeadLetters. A row requeued while its destination is still held counts its outage
+// time from its enqueue and from the hold's start, as before: requeueing rows that died
+// of circuit_deferral_exhausted helps once the destination is back, not during the
+// outage that killed them.
 //
 // Store is the storage contract; MemoryStore keeps rows in memory for tests and demos,
 // and outbox/postgres keeps them in PostgreSQL.

@@ -26,6 +26,7 @@ type Proxy struct {
 	black   bool
 	release chan struct{} // closed when a hold ends
 	conns   []net.Conn
+	closed  bool // set by close: a connection accepted after it is closed at once
 	wg      sync.WaitGroup
 }
 
@@ -57,10 +58,10 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		p.mu.Lock()
-		black := p.black
-		p.conns = append(p.conns, down)
-		p.mu.Unlock()
+		black, ok := p.track(down)
+		if !ok {
+			return
+		}
 		if black {
 			p.wg.Add(1)
 			go p.pipe(io.Discard, down, false)
@@ -71,13 +72,28 @@ func (p *Proxy) accept() {
 			down.Close()
 			continue
 		}
-		p.mu.Lock()
-		p.conns = append(p.conns, up)
-		p.mu.Unlock()
+		if _, ok := p.track(up); !ok {
+			down.Close()
+			return
+		}
 		p.wg.Add(2)
 		go p.pipe(up, down, false)
 		go p.pipe(down, up, true)
 	}
+}
+
+// track records c so that close can close it, and reports whether the server is
+// black-holed; after close it closes c itself and reports !ok, so a connection
+// accepted while the proxy closes cannot outlive it and hang the test's cleanup.
+func (p *Proxy) track(c net.Conn) (black, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return false, false
+	}
+	p.conns = append(p.conns, c)
+	return p.black, true
 }
 
 // pipe copies src to dst until either fails; from the server (fromServer) it waits
@@ -149,6 +165,7 @@ func (p *Proxy) close() {
 	p.Resume()
 	p.ln.Close()
 	p.mu.Lock()
+	p.closed = true
 	for _, c := range p.conns {
 		c.Close()
 	}
