@@ -16,8 +16,8 @@
 // deferral count goes up, nothing else); while the hold lasts no claim, of any
 // dispatcher sharing the store, takes the destination's rows, so they are neither
 // read nor rewritten (a claim another dispatcher already had in flight when the hold
-// was written may still take one batch of them; its publish meets the open circuit
-// and gives them back). When the hold ends the next claim takes one row (WithProbeBatch)
+// was written may still take and try one batch of them, and holds the destination
+// in turn if that publish fails). When the hold ends the next claim takes one row (WithProbeBatch)
 // as the probe and extends the hold by its lease: if the probe goes out, the hold is
 // dropped and the rest follow; if not, the destination is held again. An hour-long
 // outage with 30-second breaks costs about two row updates and two hold writes per
