@@ -144,22 +144,37 @@ func (c *Circuit) closedIn(r Record, gen uint64) bool {
 // the circuit in the same write. It reports whether the generation was still live.
 func (c *Circuit) updateClosed(ctx context.Context, r Record, fn func(*Record) bool) bool {
 	gen := r.Generation
-	for range maxAttempts {
+	return c.retryWrite(ctx, r, func(r Record) (Record, bool, bool) {
 		if !c.closedIn(r, gen) {
-			return false
+			return r, false, false
 		}
 		next := r
 		if !fn(&next) {
 			c.openIfTripped(ctx, r)
-			return true
+			return r, false, true
 		}
 		if c.counting && next.Failures >= int64(c.policy.FailureThreshold) {
 			now := c.wall()
 			toOpen(&next, now, now+c.breakFor(0), breaker.ReasonFailureThreshold)
 		}
+		return next, true, true
+	})
+}
+
+// retryWrite writes what step makes of r with a conditional replace; when another
+// replica changed the record first it reads it again and asks step anew, up to
+// maxAttempts. step returns the record to write, whether to write it, and the result
+// to report once written (or at once when it writes nothing). A store error is
+// reported and gives false; so does a record that kept changing.
+func (c *Circuit) retryWrite(ctx context.Context, r Record, step func(Record) (next Record, write, result bool)) bool {
+	for range maxAttempts {
+		next, write, result := step(r)
+		if !write {
+			return result
+		}
 		_, err := c.write(ctx, r, next)
 		if err == nil {
-			return true
+			return result
 		}
 		if !errors.Is(err, ErrConflict) {
 			c.reportError(c.storeFailed(err))
@@ -179,29 +194,16 @@ func (c *Circuit) updateClosed(ctx context.Context, r Record, fn func(*Record) b
 // Nothing but that write (or an operator's override) can change such a record, so
 // whichever replica sees it first opens it, and a reached threshold is never lost.
 func (c *Circuit) openIfTripped(ctx context.Context, r Record) {
-	for range maxAttempts {
+	// On a store error the next Acquire that sees the tripped snapshot writes OPEN again.
+	c.retryWrite(ctx, r, func(r Record) (Record, bool, bool) {
 		if !c.counting || r.State != breaker.Closed || r.Override != breaker.NoOverride ||
 			r.Failures < int64(c.policy.FailureThreshold) {
-			return
+			return r, false, false
 		}
 		next, now := r, c.wall()
 		toOpen(&next, now, now+c.breakFor(0), breaker.ReasonFailureThreshold)
-		_, err := c.write(ctx, r, next)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, ErrConflict) {
-			// The next Acquire that sees the tripped snapshot writes OPEN again.
-			c.reportError(c.storeFailed(err))
-			return
-		}
-		nv, err := c.load(ctx)
-		if err != nil {
-			c.reportError(c.storeFailed(err))
-			return
-		}
-		r = nv.rec
-	}
+		return next, true, true
+	})
 }
 
 func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome) bool {
@@ -246,35 +248,21 @@ func (c *Circuit) updateProbe(gen, id uint64, fn func(next *Record, start, now i
 			return false
 		}
 	}
-	r := v.rec // try the snapshot's version first; a lost write reads the record
-	for range maxAttempts {
+	// Try the snapshot's version first; a lost write reads the record.
+	return c.retryWrite(ctx, v.rec, func(r Record) (Record, bool, bool) {
 		if r.State != breaker.HalfOpen || r.Generation != gen {
-			return false
+			return r, false, false
 		}
 		i := slices.IndexFunc(r.Leases, func(l Lease) bool { return l.ID == id })
 		now := c.wall()
 		if i < 0 || now >= r.Leases[i].Expires {
-			return false // the lease expired, and may have been taken over
+			return r, false, false // the lease expired, and may have been taken over
 		}
 		next := r
 		next.Leases = slices.Delete(slices.Clone(r.Leases), i, i+1)
 		live := fn(&next, r.Leases[i].Expires-int64(c.policy.ProbeLease), now)
-		_, err := c.write(ctx, r, next)
-		if err == nil {
-			return live
-		}
-		if !errors.Is(err, ErrConflict) {
-			c.reportError(c.storeFailed(err))
-			return false
-		}
-		nv, err := c.load(ctx)
-		if err != nil {
-			c.reportError(c.storeFailed(err))
-			return false
-		}
-		r = nv.rec
-	}
-	return false
+		return next, true, live
+	})
 }
 
 // ForceOpen holds the shared circuit open until the given time on every replica:
