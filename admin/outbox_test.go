@@ -2,8 +2,10 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -266,4 +268,36 @@ func wantRefusal(t *testing.T, code int, body map[string]any, wantCode int, fiel
 	if body["error"] == nil || body["error"] == "" {
 		t.Fatalf("no error message: %v", body)
 	}
+}
+
+// FuzzDeadQuery throws arbitrary query strings at the dead-row listing: the answer is
+// a page or a 400 naming the parameter, never a panic or another status.
+func FuzzDeadQuery(f *testing.F) {
+	f.Add("destination=kafka:orders&reason=attempts_exhausted&after=1&limit=2")
+	f.Add("limit=500")
+	f.Add("limit=-1&after=9223372036854775808")
+	f.Add("destination=%zz")
+	f.Fuzz(func(t *testing.T, query string) {
+		fx := newFixture(t, admin.WithOutbox(deadStore(t, fakeclock.New(t0))))
+		hr := httptest.NewRequest("GET", "/api/outbox/dead", nil)
+		hr.URL.RawQuery = query
+		w := httptest.NewRecorder()
+		fx.h.ServeHTTP(w, hr)
+		var body map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+			t.Fatalf("status %d, body not JSON: %v", w.Code, err)
+		}
+		switch w.Code {
+		case 200:
+			if _, ok := body["rows"].([]any); !ok {
+				t.Fatalf("a page without rows: %v", body)
+			}
+		case 400:
+			if body["field"] == nil || body["field"] == "" {
+				t.Fatalf("a 400 naming no field: %v", body)
+			}
+		default:
+			t.Fatalf("status %d: %v", w.Code, body)
+		}
+	})
 }
