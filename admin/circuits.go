@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -232,17 +231,8 @@ func (h *Handler) mutation(r *http.Request, now time.Time, ev *AuditEvent) (tran
 		return transport.Destination{}, nil, &apiError{Status: http.StatusNotFound, Field: "action",
 			Msg: "action: unknown " + strconv.Quote(ev.Action) + "; want force-open, force-close or clear"}
 	}
-	if err := h.authorize(r); err != nil {
+	if err := h.guard(r, maxBody, ev.Action != "clear"); err != nil {
 		return transport.Destination{}, nil, err
-	}
-	if r.ContentLength > maxBody {
-		return transport.Destination{}, nil, &apiError{Status: http.StatusRequestEntityTooLarge, Field: "body", Msg: "body: too large"}
-	}
-	if ev.Action != "clear" || r.ContentLength != 0 {
-		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-			return transport.Destination{}, nil, &apiError{Status: http.StatusUnsupportedMediaType, Field: "Content-Type",
-				Msg: "Content-Type: must be application/json"}
-		}
 	}
 	d, c, aerr := h.lookup(r)
 	if aerr != nil {
@@ -295,28 +285,4 @@ func intParam(r *http.Request, name string, def, lo, hi int) (int, *apiError) {
 		return 0, badField(name, "must be a whole number from "+strconv.Itoa(lo)+" to "+strconv.Itoa(hi))
 	}
 	return n, nil
-}
-
-// OutboxStats is the body of GET /api/outbox.
-type OutboxStats struct {
-	Enabled  bool    `json:"enabled"`
-	Pending  int64   `json:"pending"`
-	OldestMS int64   `json:"oldest_pending_ms"`
-	Error    *string `json:"error,omitempty"` // the backlog query failed: the numbers are unknown
-}
-
-func (h *Handler) outboxStats(w http.ResponseWriter, r *http.Request) {
-	if h.outbox == nil {
-		writeJSON(w, http.StatusOK, OutboxStats{})
-		return
-	}
-	pending, oldest, err := h.outbox.Backlog(r.Context())
-	out := OutboxStats{Enabled: true, Pending: pending, OldestMS: oldest.Milliseconds()}
-	status := http.StatusOK
-	if err != nil {
-		msg := err.Error()
-		out = OutboxStats{Enabled: true, Error: &msg}
-		status = http.StatusServiceUnavailable
-	}
-	writeJSON(w, status, out)
 }

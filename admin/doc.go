@@ -2,9 +2,11 @@
 // mounts on its own mux (nothing listens by itself), serving
 //
 //   - a JSON API: every circuit of a registry with its snapshot, one circuit by
-//     destination, the recent transitions, and the outbox's backlog;
+//     destination, the recent transitions, and the outbox's backlog (per destination),
+//     held destinations and dead rows by reason, and its dead rows page by page;
 //   - mutations, off unless the service enables them with [WithMutations]: hold a
-//     circuit open or closed until a time or for a duration, clear the hold;
+//     circuit open or closed until a time or for a duration, clear the hold, requeue
+//     dead rows of the outbox;
 //   - a live dashboard page (embedded HTML, CSS and JavaScript; nothing is loaded from
 //     the internet) showing each destination's state, a countdown to its NotBefore, its
 //     failure evidence, a timeline of recent transitions and the outbox backlog. A link
@@ -21,7 +23,10 @@
 //	POST /api/circuits/{destination}/force-close   the same body
 //	POST /api/circuits/{destination}/clear         no body
 //	GET  /api/transitions?limit=N          the newest transitions first (needs a Journal)
-//	GET  /api/outbox                       backlog and oldest pending age (needs WithOutbox)
+//	GET  /api/outbox                       backlog and oldest pending age (needs WithOutbox),
+//	                                       per destination, holds, dead rows by reason
+//	GET  /api/outbox/dead?destination=&reason=&after=&limit=   one page of dead rows
+//	POST /api/outbox/requeue               {"ids":[...]} or {"destination":"kafka:x","reason":"..."}
 //
 // Mutations need a bearer token ("Authorization: Bearer ..."), compared in constant
 // time, a JSON body, and a same-origin request: cross-site form posts are refused twice

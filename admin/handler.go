@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -14,8 +15,11 @@ import (
 	"github.com/brokerguard/brokerguard/registry"
 )
 
-// Outbox is what the handler reads from an outbox; outbox.Store and its PostgreSQL
-// implementation satisfy it.
+// Outbox is what the handler reads from an outbox; outbox.MemoryStore and the
+// PostgreSQL store satisfy it. As with database/sql/driver, the handler finds more by
+// asking the value for optional interfaces: per-destination backlog
+// (BacklogByDestination, as both stores have), holds and dead rows by reason
+// (outbox.OnCall), and paging and requeueing dead rows (outbox.DeadLetters).
 type Outbox interface {
 	Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error)
 }
@@ -24,13 +28,18 @@ type Outbox interface {
 // audit log.
 type AuditEvent struct {
 	At          time.Time
-	Action      string // "force-open", "force-close" or "clear"
+	Action      string // "force-open", "force-close", "clear" or "requeue"
 	Destination string // as requested
 	Until       time.Time
 	Reason      string // the operator's stated reason, if any
 	Remote      string // the request's RemoteAddr
 	Status      int    // the HTTP status answered
 	Err         string // why it was refused; empty when it was applied
+	// A requeue's filter (Destination above, DeadReason and IDs) and how many dead
+	// rows it made pending again (some may have been, even when Err is set).
+	DeadReason string
+	IDs        []int64
+	Requeued   int
 }
 
 // Option configures a Handler.
@@ -74,7 +83,8 @@ func WithJournal(j *Journal) Option {
 	}
 }
 
-// WithOutbox serves the outbox's backlog at /api/outbox and on the dashboard.
+// WithOutbox serves the outbox's backlog, holds and dead rows at /api/outbox and on
+// the dashboard, and its dead rows at /api/outbox/dead and /api/outbox/requeue.
 func WithOutbox(o Outbox) Option {
 	return func(h *Handler) error {
 		if o == nil {
@@ -140,6 +150,8 @@ func New(reg *registry.Registry, opts ...Option) (*Handler, error) {
 	mux.HandleFunc("POST /api/circuits/{dest}/{action}", h.mutate)
 	mux.HandleFunc("GET /api/transitions", h.transitions)
 	mux.HandleFunc("GET /api/outbox", h.outboxStats)
+	mux.HandleFunc("GET /api/outbox/dead", h.deadRows)
+	mux.HandleFunc("POST /api/outbox/requeue", h.requeue)
 	h.mux = mux
 	return h, nil
 }
@@ -203,6 +215,24 @@ func (h *Handler) authorize(r *http.Request) *apiError {
 	sum := sha256.Sum256([]byte(given)) // equal lengths: the comparison time says nothing
 	if subtle.ConstantTimeCompare(sum[:], h.token[:]) != 1 {
 		return &apiError{Status: http.StatusUnauthorized, Field: "Authorization", Msg: "Authorization: wrong bearer token"}
+	}
+	return nil
+}
+
+// guard checks a mutation before its body is read: authorize, then a body of at most
+// limit bytes that is JSON when it is needed or given at all.
+func (h *Handler) guard(r *http.Request, limit int64, needBody bool) *apiError {
+	if err := h.authorize(r); err != nil {
+		return err
+	}
+	if r.ContentLength > limit {
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Field: "body", Msg: "body: too large"}
+	}
+	if needBody || r.ContentLength != 0 {
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+			return &apiError{Status: http.StatusUnsupportedMediaType, Field: "Content-Type",
+				Msg: "Content-Type: must be application/json"}
+		}
 	}
 	return nil
 }

@@ -243,15 +243,7 @@ func TestMutationRefusals(t *testing.T) {
 			}
 			f := newFixture(t, opts...)
 			code, body := f.do(t, req{method: "POST", path: tc.path, body: tc.body, header: tc.header})
-			if code != tc.code {
-				t.Fatalf("= %d, want %d (%v)", code, tc.code, body)
-			}
-			if tc.field != "" && body["field"] != tc.field {
-				t.Fatalf("names field %v, want %q (%v)", body["field"], tc.field, body)
-			}
-			if body["error"] == nil || body["error"] == "" {
-				t.Fatalf("no error message: %v", body)
-			}
+			wantRefusal(t, code, body, tc.code, tc.field)
 			if s := f.reg.Snapshots()[orders]; s.Override != breaker.NoOverride {
 				t.Fatalf("a refused request changed the circuit: %+v", s)
 			}

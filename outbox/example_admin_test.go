@@ -57,6 +57,32 @@ func ExampleDeadLetters() {
 	// requeued 1
 }
 
+// Someone on call asks how many rows died and why, then requeues one reason's rows
+// for a destination.
+func ExampleOnCall() {
+	ctx := context.Background()
+	store := outbox.NewMemoryStore(nil)
+	emails := transport.Destination{Broker: "kafka", Name: "emails"}
+	_, _ = store.Enqueue(ctx,
+		outbox.Entry{Destination: emails, Message: transport.Message{Value: []byte("welcome")}},
+		outbox.Entry{Destination: emails, Message: transport.Message{Value: []byte("receipt")}})
+	tooLarge := func(error) breaker.Outcome { return breaker.Neutral }
+	proc, _ := outbox.NewProcessor(store, nil, failing{}, outbox.WithMaxAttempts(1), outbox.WithClassifier(tooLarge))
+	_, _ = proc.ProcessPending(ctx)
+
+	var oc outbox.OnCall = store
+	counts, _ := oc.DeadCounts(ctx)
+	for _, c := range counts {
+		fmt.Println(c.Reason, c.Rows)
+	}
+	// The reason picks the rows whose LastError is "attempts_exhausted: ...".
+	n, _ := store.Requeue(ctx, outbox.DeadFilter{Destination: emails, Reason: outbox.ReasonAttemptsExhausted}, time.Now())
+	fmt.Println("requeued", n)
+	// Output:
+	// attempts_exhausted 2
+	// requeued 2
+}
+
 // failing refuses every message as too large.
 type failing struct{}
 

@@ -20,6 +20,7 @@ import (
 	"github.com/brokerguard/brokerguard/admin"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -73,7 +74,7 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 	h, err := admin.New(reg, admin.WithMutations(token), admin.WithJournal(journal), admin.WithClock(clock),
-		admin.WithOutbox(backlog{}))
+		admin.WithOutbox(outboxStore(t, clock, orders, payments)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +118,24 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	if err := chromedp.Run(ctx, chromedp.WaitVisible(`#timeline svg`), chromedp.WaitVisible(`#events tr`)); err != nil {
 		t.Fatalf("no timeline: %v", err)
+	}
+
+	// The outbox panel: the backlog per destination, the held one counting down, and
+	// the dead rows by reason.
+	held := `#outbox-dests tr[data-dest="kafka:payments"] [data-testid=held-countdown]`
+	var heldFor, dead string
+	if err := chromedp.Run(ctx,
+		chromedp.WaitVisible(held),
+		chromedp.Text(held, &heldFor),
+		chromedp.Text(`#outbox-dead`, &dead),
+	); err != nil {
+		t.Fatalf("no outbox detail: %v", err)
+	}
+	if n, err := parseCountdown(heldFor); err != nil || n > 35 || n < 25 {
+		t.Fatalf("held countdown %q (%v), want about 55s less the 20s the clock moved", heldFor, err)
+	}
+	if !strings.Contains(dead, "attempts_exhausted") || !strings.Contains(dead, "2") {
+		t.Fatalf("dead rows by reason = %q", dead)
 	}
 
 	// A person types the token and clicks "force closed" on the open circuit.
@@ -257,8 +276,28 @@ func fail(t *testing.T, reg *registry.Registry, d transport.Destination, n int) 
 	}
 }
 
-type backlog struct{}
-
-func (backlog) Backlog(context.Context) (int64, time.Duration, error) {
-	return 1234, 95 * time.Second, nil
+// outboxStore returns a memory store on clock with three rows of held, two of them
+// dead (attempts_exhausted), and one pending row of each destination; held is held
+// for 55s.
+func outboxStore(t *testing.T, clock *fakeclock.Clock, d, held transport.Destination) *outbox.MemoryStore {
+	t.Helper()
+	ctx := context.Background()
+	s := outbox.NewMemoryStore(clock)
+	entry := func(d transport.Destination) outbox.Entry {
+		return outbox.Entry{Destination: d, Message: transport.Message{Value: []byte("v")}}
+	}
+	if _, err := s.Enqueue(ctx, entry(held), entry(held), entry(held), entry(d)); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := s.Claim(ctx, outbox.ClaimRequest{Token: "t", Now: clock.Now(), Limit: 2, Lease: time.Minute}); err != nil || len(recs) != 2 {
+		t.Fatalf("Claim = %d, %v", len(recs), err)
+	}
+	if _, _, err := s.Fail(ctx, "t", []outbox.Failure{{ID: 1, Dead: true, Err: outbox.ReasonAttemptsExhausted + ": too large"},
+		{ID: 2, Dead: true, Err: outbox.ReasonAttemptsExhausted + ": too large"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Hold(ctx, outbox.Hold{Destination: held, Now: clock.Now(), Until: clock.Now().Add(55 * time.Second), MaxDeferral: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -112,12 +112,8 @@ type circuitSource interface {
 
 // circuitsCmd runs "brokerguard circuits ...".
 func circuitsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, circuitsUsage)
-		if len(args) == 0 {
-			return errUsage
-		}
-		return flag.ErrHelp
+	if err := askedForHelp(args, circuitsUsage, stderr); err != nil {
+		return err
 	}
 	cmd := args[0]
 	fs := flag.NewFlagSet("brokerguard circuits "+cmd, flag.ContinueOnError)
@@ -184,9 +180,7 @@ func circuitsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // under the table when there is one row).
 func printCircuits(w io.Writer, asJSON bool, v any, rows []circuitRow) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return printJSON(w, v)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DESTINATION\tSTATE\tFAILURES\tNOT BEFORE\tOVERRIDE\tUNTIL\tMODE\tSCOPE")
@@ -310,6 +304,26 @@ func (c adminClient) do(ctx context.Context, method, path string, body []byte) (
 		return nil, &exitError{code: exitRefused, err: err}
 	}
 	return nil, err
+}
+
+// askedForHelp prints usage and returns flag.ErrHelp when args ask for help, or
+// errUsage when they are empty; nil otherwise.
+func askedForHelp(args []string, usage string, stderr io.Writer) error {
+	if len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "help" {
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	if len(args) == 0 {
+		return errUsage
+	}
+	return flag.ErrHelp
+}
+
+// printJSON prints v indented, as the admin handler answers.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // parseInterleaved parses flags that may come before or after the positional

@@ -57,9 +57,12 @@ func exitCode(err error) int {
 
 // cli runs "brokerguard circuits args..." and returns its output, its error output
 // (with the error main would print) and the exit code main would exit with.
-func cli(args ...string) (string, string, int) {
+func cli(args ...string) (string, string, int) { return runCLI("circuits", args...) }
+
+// runCLI runs "brokerguard cmd args..." like cli.
+func runCLI(cmd string, args ...string) (string, string, int) {
 	var out, errOut strings.Builder
-	err := run(context.Background(), append([]string{"circuits"}, args...), &out, &errOut)
+	err := run(context.Background(), append([]string{cmd}, args...), &out, &errOut)
 	if err != nil {
 		errOut.WriteString(err.Error())
 	}

@@ -12,6 +12,13 @@
 // Shared circuits are also read and held in their shared state, with no service and
 // no policy: --dynamodb-table, --redis-addr or --state-dir instead of --url.
 //
+// "brokerguard outbox" answers how far behind the outbox is, from its PostgreSQL
+// table or a service's admin handler, and pages and requeues dead rows:
+//
+//	brokerguard outbox stats --database-url postgres://... [--schema s --table t]
+//	brokerguard outbox dead --url http://svc:8080/admin --reason attempts_exhausted
+//	brokerguard outbox requeue --destination kafka:orders --reason circuit_deferral_exhausted
+//
 // "brokerguard demo" runs an outbox dispatching to three Kafka
 // topics while one of them goes through a scripted outage, showing per topic the
 // circuit state and what was published, deferred and pending; then a summary that
@@ -75,6 +82,7 @@ const usage = `usage: brokerguard COMMAND [flags]
 
   demo       an outbox dispatching to Kafka through a scripted outage (demo --help)
   circuits   list, show and hold circuits of a running service or in shared state (circuits --help)
+  outbox     the outbox's backlog, holds and dead rows; requeue dead rows (outbox --help)
 `
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -134,6 +142,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "circuits" {
 		return circuitsCmd(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "outbox" {
+		return outboxCmd(ctx, args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "demo" {
 		fmt.Fprint(stderr, usage)

@@ -1,0 +1,325 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// backlogByDestination is the optional per-destination backlog of an Outbox.
+type backlogByDestination interface {
+	BacklogByDestination(ctx context.Context) ([]outbox.DestinationBacklog, error)
+}
+
+// OutboxStats is the body of GET /api/outbox. The lists are present when the store
+// offers them.
+type OutboxStats struct {
+	Enabled      bool                 `json:"enabled"`
+	Pending      int64                `json:"pending"`
+	OldestMS     int64                `json:"oldest_pending_ms"`
+	Destinations []DestinationBacklog `json:"destinations,omitempty"`
+	Held         []HeldDestination    `json:"held,omitempty"`
+	Dead         []DeadCount          `json:"dead,omitempty"`
+	Error        *string              `json:"error,omitempty"` // a query failed: the numbers are unknown
+}
+
+// DestinationBacklog is one destination's pending rows.
+type DestinationBacklog struct {
+	Destination string `json:"destination"`
+	Pending     int64  `json:"pending"`
+	OldestMS    int64  `json:"oldest_pending_ms"`
+}
+
+// HeldDestination is a destination whose rows are not claimed until Until;
+// RemainingMS counts down to it (0 once it has passed and the next claim probes).
+type HeldDestination struct {
+	Destination string    `json:"destination"`
+	Until       time.Time `json:"until"`
+	Since       time.Time `json:"since"` // when the outage began
+	RemainingMS int64     `json:"remaining_ms"`
+}
+
+// DeadCount is how many dead rows have one reason (outbox.DeadReason).
+type DeadCount struct {
+	Reason string `json:"reason"`
+	Rows   int64  `json:"rows"`
+}
+
+// ReadOutbox reads o's stats at time now (for the holds' countdowns): what the
+// handler answers at /api/outbox, and what "brokerguard outbox stats" prints when it
+// reads the database itself. A failed query sets Error and zeroes the numbers.
+func ReadOutbox(ctx context.Context, o Outbox, now time.Time) OutboxStats {
+	out, err := readOutbox(ctx, o, now)
+	if err != nil {
+		msg := err.Error()
+		return OutboxStats{Enabled: true, Error: &msg}
+	}
+	return out
+}
+
+func readOutbox(ctx context.Context, o Outbox, now time.Time) (OutboxStats, error) {
+	pending, oldest, err := o.Backlog(ctx)
+	if err != nil {
+		return OutboxStats{}, err
+	}
+	out := OutboxStats{Enabled: true, Pending: pending, OldestMS: oldest.Milliseconds()}
+	if b, ok := o.(backlogByDestination); ok {
+		ds, err := b.BacklogByDestination(ctx)
+		if err != nil {
+			return out, err
+		}
+		out.Destinations = []DestinationBacklog{}
+		for _, d := range ds {
+			out.Destinations = append(out.Destinations, DestinationBacklog{
+				Destination: d.Destination.String(), Pending: d.Pending, OldestMS: d.Oldest.Milliseconds()})
+		}
+	}
+	if oc, ok := o.(outbox.OnCall); ok {
+		hs, err := oc.Holds(ctx)
+		if err != nil {
+			return out, err
+		}
+		out.Held = []HeldDestination{}
+		for _, h := range hs {
+			out.Held = append(out.Held, HeldDestination{Destination: h.Destination.String(), Until: h.Until,
+				Since: h.Since, RemainingMS: max(h.Until.Sub(now), 0).Milliseconds()})
+		}
+		dc, err := oc.DeadCounts(ctx)
+		if err != nil {
+			return out, err
+		}
+		out.Dead = []DeadCount{}
+		for _, c := range dc {
+			out.Dead = append(out.Dead, DeadCount{Reason: c.Reason, Rows: c.Rows})
+		}
+	}
+	return out, nil
+}
+
+func (h *Handler) outboxStats(w http.ResponseWriter, r *http.Request) {
+	if h.outbox == nil {
+		writeJSON(w, http.StatusOK, OutboxStats{})
+		return
+	}
+	out := ReadOutbox(r.Context(), h.outbox, h.now())
+	status := http.StatusOK
+	if out.Error != nil {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, out)
+}
+
+// MaxDeadPage bounds the limit of GET /api/outbox/dead.
+const MaxDeadPage = 500
+
+// DeadRow is the JSON view of one dead row.
+type DeadRow struct {
+	ID          int64  `json:"id"`
+	Destination string `json:"destination"`
+	Key         string `json:"key,omitempty"` // as text (bytes that are not UTF-8 show as U+FFFD)
+	ValueBytes  int    `json:"value_bytes"`
+	Attempts    int    `json:"attempts"`
+	Deferrals   int    `json:"deferrals"`
+	Reason      string `json:"reason"`
+	LastError   string `json:"last_error"`
+	// CreatedAt is when the row was enqueued, SettledAt when it became dead.
+	CreatedAt time.Time  `json:"created_at"`
+	SettledAt *time.Time `json:"settled_at,omitempty"`
+}
+
+// DeadPage is the body of GET /api/outbox/dead. NextAfter, when not 0, is the after=
+// of the next page; 0 means this page was the last.
+type DeadPage struct {
+	Rows      []DeadRow `json:"rows"`
+	NextAfter int64     `json:"next_after,omitempty"`
+}
+
+// DeadRowView is the JSON view of r.
+func DeadRowView(r outbox.Record) DeadRow {
+	return DeadRow{ID: r.ID, Destination: r.Destination.String(), Key: string(r.Message.Key),
+		ValueBytes: len(r.Message.Value), Attempts: r.Attempts, Deferrals: r.Deferrals,
+		Reason: outbox.DeadReason(r.LastError), LastError: r.LastError,
+		CreatedAt: r.CreatedAt, SettledAt: timePtr(r.SettledAt)}
+}
+
+// NewDeadPage is the page of recs read with page size limit.
+func NewDeadPage(recs []outbox.Record, limit int) DeadPage {
+	out := DeadPage{Rows: make([]DeadRow, 0, len(recs))}
+	for _, r := range recs {
+		out.Rows = append(out.Rows, DeadRowView(r))
+	}
+	if len(recs) == limit && limit > 0 {
+		out.NextAfter = recs[len(recs)-1].ID
+	}
+	return out
+}
+
+// deadLetters returns the handler's outbox as outbox.DeadLetters, or a 501.
+func (h *Handler) deadLetters() (outbox.DeadLetters, *apiError) {
+	if dl, ok := h.outbox.(outbox.DeadLetters); ok {
+		return dl, nil
+	}
+	return nil, &apiError{Status: http.StatusNotImplemented, Msg: "this handler has no outbox whose dead rows it can read (WithOutbox with an outbox.DeadLetters store)"}
+}
+
+// maxReason bounds a dead reason in a filter; the reasons are short words.
+const maxReason = 200
+
+// parseDeadQuery reads the filter and page of GET /api/outbox/dead.
+func parseDeadQuery(r *http.Request) (outbox.DeadFilter, outbox.Page, *apiError) {
+	var f outbox.DeadFilter
+	q := r.URL.Query()
+	if s := q.Get("destination"); s != "" {
+		d, err := transport.ParseDestination(s)
+		if err != nil {
+			return f, outbox.Page{}, badField("destination", err.Error())
+		}
+		f.Destination = d
+	}
+	f.Reason = q.Get("reason")
+	if len(f.Reason) > maxReason {
+		return f, outbox.Page{}, badField("reason", "at most "+strconv.Itoa(maxReason)+" bytes")
+	}
+	var p outbox.Page
+	if s := q.Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return f, p, badField("after", "must be a row id, a whole number of at least 0")
+		}
+		p.After = n
+	}
+	limit, aerr := intParam(r, "limit", outbox.DefaultPageLimit, 1, MaxDeadPage)
+	if aerr != nil {
+		return f, p, aerr
+	}
+	p.Limit = limit
+	return f, p, nil
+}
+
+func (h *Handler) deadRows(w http.ResponseWriter, r *http.Request) {
+	dl, aerr := h.deadLetters()
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	f, p, aerr := parseDeadQuery(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	recs, err := dl.DeadRows(r.Context(), f, p)
+	if err != nil {
+		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Msg: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, NewDeadPage(recs, p.Limit))
+}
+
+// RequeueRequest is the body of POST /api/outbox/requeue: ids, or a destination and
+// or a reason; what is given must all match. An empty filter is refused.
+type RequeueRequest struct {
+	IDs         []int64 `json:"ids,omitempty"`
+	Destination string  `json:"destination,omitempty"`
+	Reason      string  `json:"reason,omitempty"`
+}
+
+// MaxRequeueIDs bounds the ids of one requeue request.
+const MaxRequeueIDs = 1000
+
+// maxRequeueBody fits MaxRequeueIDs ids of 19 digits.
+const maxRequeueBody = 32 << 10
+
+// Requeued is the body of a successful POST /api/outbox/requeue.
+type Requeued struct {
+	Requeued int `json:"requeued"`
+}
+
+// parseRequeue reads and checks a requeue request.
+func parseRequeue(body io.Reader) (outbox.DeadFilter, *apiError) {
+	var req RequeueRequest
+	var f outbox.DeadFilter
+	dec := json.NewDecoder(io.LimitReader(body, maxRequeueBody+1))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		if errors.Is(err, io.EOF) {
+			return f, badField("body", `a JSON object with "ids" or "destination" and "reason" is required`)
+		}
+		return f, badField("body", "not a valid requeue request: "+err.Error())
+	}
+	if dec.More() {
+		return f, badField("body", "one JSON object expected")
+	}
+	if len(req.IDs) > MaxRequeueIDs {
+		return f, badField("ids", "at most "+strconv.Itoa(MaxRequeueIDs)+" per request")
+	}
+	for _, id := range req.IDs {
+		if id <= 0 {
+			return f, badField("ids", "row ids are positive: "+strconv.FormatInt(id, 10))
+		}
+	}
+	f.IDs = req.IDs
+	if req.Destination != "" {
+		d, err := transport.ParseDestination(req.Destination)
+		if err != nil {
+			return f, badField("destination", err.Error())
+		}
+		f.Destination = d
+	}
+	if len(req.Reason) > maxReason {
+		return f, badField("reason", "at most "+strconv.Itoa(maxReason)+" bytes")
+	}
+	f.Reason = req.Reason
+	if f.IsZero() {
+		return f, badField("ids", `give "ids", or "destination" and/or "reason": requeueing every dead row at once is refused`)
+	}
+	return f, nil
+}
+
+func (h *Handler) requeue(w http.ResponseWriter, r *http.Request) {
+	now := h.now()
+	ev := AuditEvent{At: now, Action: "requeue", Remote: r.RemoteAddr}
+	err := h.requeueRequest(r, now, &ev)
+	ev.Status = http.StatusOK
+	if err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			ae = &apiError{Status: http.StatusBadGateway,
+				Msg: "requeue failed after " + strconv.Itoa(ev.Requeued) + " rows: " + err.Error()}
+		}
+		ev.Status, ev.Err = ae.Status, ae.Msg
+		writeError(w, ae)
+	} else {
+		writeJSON(w, http.StatusOK, Requeued{Requeued: ev.Requeued})
+	}
+	if h.audit != nil {
+		h.audit(r.Context(), ev)
+	}
+}
+
+func (h *Handler) requeueRequest(r *http.Request, now time.Time, ev *AuditEvent) error {
+	if err := h.guard(r, maxRequeueBody, true); err != nil {
+		return err
+	}
+	dl, aerr := h.deadLetters()
+	if aerr != nil {
+		return aerr
+	}
+	f, aerr := parseRequeue(r.Body)
+	if aerr != nil {
+		return aerr
+	}
+	if f.Destination != (transport.Destination{}) {
+		ev.Destination = f.Destination.String()
+	}
+	ev.DeadReason, ev.IDs = f.Reason, f.IDs
+	n, err := dl.Requeue(r.Context(), f, now)
+	ev.Requeued = n
+	return err
+}
