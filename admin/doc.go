@@ -35,7 +35,7 @@
 // the audit hook given by [WithAudit]. Bad input gets a 4xx whose JSON body names the
 // field that was wrong.
 //
-// The read routes need no token: they show destination names, dead rows' payloads and
+// The read routes need no token: they show destination names, dead rows' keys and
 // errors as the store and the brokers wrote them (a database error may name its host
 // and user). Mount the handler where only operators reach it, as with net/http/pprof.
 //
