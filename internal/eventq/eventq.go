@@ -30,7 +30,8 @@ type observers[T any] struct {
 	fns  []func(T)
 }
 
-// Observe adds f to the observers. Events pushed before it are not replayed to f.
+// Observe adds f to the observers. Events already delivered are not replayed to f;
+// events pushed but not yet flushed reach it too.
 func (q *Queue[T]) Observe(f func(T)) { q.ObserveAs(nil, f) }
 
 // ObserveAs is Observe, except that f replaces the observer added earlier under the
