@@ -5,15 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/brokerguard/brokerguard/breaker"
@@ -39,14 +35,8 @@ const storeStaleness = time.Second
 
 func dynamoStore(t *testing.T, clk *fakeclock.Clock, observe func(breaker.Transition)) sharedStore {
 	endpoint := harness.Dynalite(t)
-	client := dynamodb.New(dynamodb.Options{BaseEndpoint: aws.String(endpoint), Region: "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
-	table := "cli-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := dynamo.CreateTable(ctx, client, table); err != nil {
-		t.Fatal(err)
-	}
+	client := harness.DynamoDBClient(endpoint)
+	table := harness.DynamoDBTable(t, client, "cli-")
 	return sharedStore{
 		factory: dynamo.Factory(client, table, dynamo.WithIdentityPrefix("billing/"), dynamo.WithClock(clk),
 			dynamo.WithMaxStateStaleness(storeStaleness), dynamo.WithObserver(observe)),

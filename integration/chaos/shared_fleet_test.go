@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
@@ -87,26 +85,17 @@ func TestSharedCircuitFleet(t *testing.T) {
 		staleness                        = 500 * time.Millisecond
 	)
 	endpoint := harness.Dynalite(t)
-	setup := dynamodb.New(dynamodb.Options{
-		BaseEndpoint: aws.String(endpoint), Region: "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
-	table := fmt.Sprint("chaos-fleet-", time.Now().UnixNano())
+	setup := harness.DynamoDBClient(endpoint)
+	table := harness.DynamoDBTable(t, setup, "chaos-fleet-")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := dynamo.CreateTable(ctx, setup, table); err != nil {
-		t.Fatal(err)
-	}
 	policy := breaker.Policy{FailureThreshold: 3, BreakDuration: 2 * time.Second, ProbeLease: time.Second,
 		HalfOpenMaxProbes: 2, Scope: breaker.SharedDependency}
 	clock := fakeclock.New(time.Now())
 	watch := &tableWatch{threshold: int64(policy.FailureThreshold), crossed: map[uint64]bool{}, opened: map[uint64]bool{}}
 	fleet := make([]*dynamo.Circuit, replicas)
 	for i := range fleet {
-		client := dynamodb.New(dynamodb.Options{
-			BaseEndpoint: aws.String(endpoint), Region: "us-east-1",
-			Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-		}, watch.install)
+		client := harness.DynamoDBClient(endpoint, watch.install)
 		c, err := dynamo.New(client, table, "kafka:orders", policy, dynamo.WithClock(clock),
 			dynamo.WithOwner("replica-"+strconv.Itoa(i)), dynamo.WithMaxStateStaleness(staleness),
 			dynamo.WithIOTimeout(15*time.Second)) // a loaded machine must not turn slow answers into outages

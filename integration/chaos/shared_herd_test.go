@@ -3,16 +3,11 @@ package chaos
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
@@ -25,17 +20,10 @@ import (
 func TestSharedCircuitHerdAdmitsExactlyMaxProbes(t *testing.T) {
 	const fleet, perReplica, maxProbes = 20, 50, 3
 	endpoint := harness.Dynalite(t)
-	client := dynamodb.New(dynamodb.Options{
-		BaseEndpoint: aws.String(endpoint),
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
-	table := fmt.Sprint("chaos-herd-", time.Now().UnixNano())
+	client := harness.DynamoDBClient(endpoint)
+	table := harness.DynamoDBTable(t, client, "chaos-herd-")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := dynamo.CreateTable(ctx, client, table); err != nil {
-		t.Fatal(err)
-	}
 	clock := fakeclock.New(time.Now())
 	policy := breaker.Policy{FailureThreshold: 1, BreakDuration: 10 * time.Second, HalfOpenMaxProbes: maxProbes,
 		ProbeLease: time.Minute, Scope: breaker.SharedDependency}

@@ -2,15 +2,10 @@ package chaos
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
@@ -26,16 +21,10 @@ import (
 func TestSharedFleetRampsTogether(t *testing.T) {
 	const fleetSize, perReplica = 8, 125
 	endpoint := harness.Dynalite(t)
-	client := dynamodb.New(dynamodb.Options{
-		BaseEndpoint: aws.String(endpoint), Region: "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
-	table := fmt.Sprint("chaos-ramp-", time.Now().UnixNano())
+	client := harness.DynamoDBClient(endpoint)
+	table := harness.DynamoDBTable(t, client, "chaos-ramp-")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := dynamo.CreateTable(ctx, client, table); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
 	clock := fakeclock.New(start)
 	policy := breaker.Policy{FailureThreshold: 1, BreakDuration: breakTime, ProbeLease: time.Minute,

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/circuittest"
@@ -41,12 +39,8 @@ func TestConformance(t *testing.T) {
 		NewState: func(t *testing.T) func(circuittest.Config) (circuittest.Circuit, error) {
 			e := setup(t)
 			return func(cfg circuittest.Config) (circuittest.Circuit, error) {
-				client := dynamodb.New(dynamodb.Options{
-					BaseEndpoint: aws.String(sharedEndpoint),
-					Region:       "us-east-1",
-					Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-					Retryer:      aws.NopRetryer{},
-					HTTPClient:   &http.Client{Transport: path},
+				client := harness.DynamoDBClient(sharedEndpoint, noRetries, func(o *dynamodb.Options) {
+					o.HTTPClient = &http.Client{Transport: path}
 				})
 				opts := []dynamo.Option{dynamo.WithClock(cfg.Clock), dynamo.WithBackendRetryDelay(time.Millisecond),
 					dynamo.WithIOTimeout(10 * time.Second)}

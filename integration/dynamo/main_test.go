@@ -15,7 +15,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
@@ -87,12 +86,7 @@ func (c *calls) total(ops ...string) int {
 // so that a stopped server fails a request at once.
 func newClient(endpoint string) (*dynamodb.Client, *calls) {
 	counter := &calls{byOp: map[string]int{}}
-	client := dynamodb.New(dynamodb.Options{
-		BaseEndpoint: aws.String(endpoint),
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-		Retryer:      aws.NopRetryer{},
-	}, counter.install)
+	client := harness.DynamoDBClient(endpoint, noRetries, counter.install)
 	return client, counter
 }
 
@@ -178,3 +172,7 @@ func attrS(t testing.TB, m map[string]types.AttributeValue, name string) string 
 	t.Fatalf("attribute %s = %#v; want S or N", name, m[name])
 	return ""
 }
+
+// noRetries makes a client fail a request at once, as the tests of unreachable and
+// refusing tables need.
+func noRetries(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} }

@@ -10,18 +10,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 func dynamoClient(endpoint string) *dynamodb.Client {
-	return dynamodb.New(dynamodb.Options{
-		BaseEndpoint: aws.String(endpoint),
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-		Retryer:      aws.NopRetryer{}, // a stopped server should fail the call at once
-	})
+	// A stopped server should fail the call at once.
+	return DynamoDBClient(endpoint, func(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} })
 }
 
 func TestDynaliteStopStart(t *testing.T) {

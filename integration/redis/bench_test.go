@@ -7,10 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
@@ -56,15 +52,8 @@ func BenchmarkClosedAdmission(b *testing.B) {
 	if err := shared.Refresh(b.Context()); err != nil {
 		b.Fatal(err)
 	}
-	client := dynamodb.New(dynamodb.Options{
-		BaseEndpoint: aws.String(harness.Dynalite(b)),
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
-	table := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if err := dynamo.CreateTable(b.Context(), client, table); err != nil {
-		b.Fatal(err)
-	}
+	client := harness.DynamoDBClient(harness.Dynalite(b))
+	table := harness.DynamoDBTable(b, client, "bench-")
 	dyn, err := dynamo.New(client, table, identity, sharedPolicy())
 	if err != nil {
 		b.Fatal(err)
