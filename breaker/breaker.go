@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -46,7 +47,8 @@ type Bypass struct {
 }
 
 // WithRandom sets the source of jitter, and of where a ramp's sequence of decisions
-// starts: f returns a number in [0, 1). The default is math/rand/v2.Float64.
+// starts: f returns a number in [0, 1). The default is math/rand/v2.Float64; New
+// refuses nil.
 func WithRandom(f func() float64) Option { return func(b *Breaker) { b.random = f } }
 
 // Transition reports a change of state. Every transition starts a new generation.
@@ -158,6 +160,10 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 	}
 	for _, o := range opts {
 		o(b)
+	}
+	if b.random == nil {
+		// Jitter is drawn while the lock is held: a nil source would panic there.
+		return nil, fmt.Errorf("breaker: circuit %q: WithRandom(nil); leave the option out for the default", identity)
 	}
 	if b.clock != nil {
 		b.epoch = b.clock.Now()

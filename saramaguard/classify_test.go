@@ -86,7 +86,7 @@ func TestClassifyRows(t *testing.T) {
 			if f.large {
 				m.Value = sarama.ByteEncoder(make([]byte, 128<<10))
 			}
-			ctx, cancel := f.arm(e)
+			_, cancel := f.arm(e) // the raw producer takes no context; arming sets the fault
 			_, _, err := raw.SendMessage(m)
 			cancel()
 			checkErr(t, "raw", f, err)
@@ -99,7 +99,7 @@ func TestClassifyRows(t *testing.T) {
 			}
 			for _, path := range []string{"SendMessage", "Publish"} {
 				before := e.circuit(0).Failures
-				ctx, cancel = f.arm(e)
+				ctx, cancel := f.arm(e)
 				if path == "SendMessage" {
 					m := e.message(0, 2)
 					if f.large {
