@@ -65,7 +65,7 @@ func ExampleClassify() {
 	// Output:
 	// failure
 	// failure
-	// neutral
+	// unusable
 	// neutral
 }
 

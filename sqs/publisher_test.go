@@ -392,8 +392,8 @@ func TestInvalidMessagesAreRefusedBeforeSending(t *testing.T) {
 			if !ok || ie.Index != 1 || !errors.Is(err, ErrInvalidMessage) {
 				t.Fatalf("publish: %v, want an InvalidMessageError for message 1", err)
 			}
-			if Classify(err) != breaker.Neutral {
-				t.Errorf("Classify(%v) = %v, want neutral", err, Classify(err))
+			if Classify(err) != breaker.Rejected {
+				t.Errorf("Classify(%v) = %v, want rejected", err, Classify(err))
 			}
 			if len(api.batches)+len(api.singles)+len(api.lookups) != 0 {
 				t.Error("an invalid message reached the client")
