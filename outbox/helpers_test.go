@@ -27,6 +27,9 @@ type publishCall struct {
 }
 
 // fakePublisher records its calls and answers with fn (nil: success).
+// outageOnError classifies every error as an outage of the broker.
+func outageOnError(error) breaker.Outcome { return breaker.Failure }
+
 type fakePublisher struct {
 	mu    sync.Mutex
 	calls []publishCall

@@ -55,6 +55,11 @@ type guarded struct {
 	classify transport.Classifier
 }
 
+// Classifier returns the classifier the publisher was guarded with (every error a
+// Failure when Guard was given none), so that code keeping messages for it (the
+// outbox) judges errors as its circuits do. It implements transport.Classifying.
+func (g *guarded) Classifier() transport.Classifier { return g.classify }
+
 func (g *guarded) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
 	return g.r.Call(ctx, d, len(msgs), g.classify, func(ctx context.Context) error {
 		return g.pub.Publish(ctx, d, msgs...)
