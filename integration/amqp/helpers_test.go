@@ -116,16 +116,27 @@ func newSetup(t testing.TB, url string, policy breaker.Policy, mopts []amqp.Mana
 			t.Error(err)
 		}
 	})
-	raw, err := amqp.NewPublisher(m, popts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = raw.Close() })
 	reg, err := registry.New(policy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &setup{url: url, m: m, reg: reg, raw: raw, pub: reg.Guard(raw, amqp.Classify)}
+	pub, err := amqp.NewPublisher(m, reg, popts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	return &setup{url: url, m: m, reg: reg, raw: pub, pub: pub}
+}
+
+// newRegistry is a registry whose circuits open after 5 failures in a row for a
+// minute.
+func newRegistry(t testing.TB) *registry.Registry {
+	t.Helper()
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }
 
 var defaultPolicy = breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second}
