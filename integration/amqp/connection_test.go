@@ -40,7 +40,7 @@ func TestConfirmTimeoutIsFailure(t *testing.T) {
 	if snap := s.reg.Snapshots()[amqp.Destination(x)]; snap.State != breaker.Open {
 		t.Fatalf("circuit %v after a confirm timeout, want open", snap.State)
 	}
-	// The channel with the late confirm was retired; the next publish takes another.
+	// The connection still serves publishes.
 	if err := s.raw.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
 		t.Fatal(err)
 	}

@@ -196,7 +196,7 @@ func TestBrokerRefusalsAreNotFailures(t *testing.T) {
 	}
 
 	_, err = amqp091.Dial(strings.Replace(url, "guest:guest", "guest:wrong", 1))
-	if !errors.As(err, &ae) || ae.Code != amqp091.AccessRefused || amqp.Classify(err) != breaker.Neutral {
+	if !errors.As(err, &ae) || ae.Code != amqp091.AccessRefused || amqp.Classify(err) != breaker.Unusable {
 		t.Fatalf("bad credentials: %v (%v)", err, amqp.Classify(err))
 	}
 }
