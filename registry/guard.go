@@ -135,7 +135,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 	o := Outcome(ctx, start, err, n, classify)
 	completed = true
 	e.complete(permit, o)
-	e.note(o, err, r.now)
+	e.note(o, err, r)
 	return err
 }
 

@@ -23,7 +23,7 @@ type unusableNote struct {
 // seen); a Success or a Rejected message (the broker took the destination) clears
 // the mark. Other outcomes say nothing about the destination. A Success reads one
 // atomic pointer when nothing is marked.
-func (e *entry) note(o breaker.Outcome, err error, now func() time.Time) {
+func (e *entry) note(o breaker.Outcome, err error, r *Registry) {
 	switch o {
 	case breaker.Success, breaker.Rejected:
 		if e.unusable.Load() != nil {
@@ -31,7 +31,7 @@ func (e *entry) note(o breaker.Outcome, err error, now func() time.Time) {
 		}
 	case breaker.Unusable:
 		reason := unusableReason(err)
-		since := now()
+		since := r.now()
 		if cur := e.unusable.Load(); cur != nil {
 			if cur.reason == reason {
 				return
@@ -84,6 +84,6 @@ func (r *Registry) Snapshot(d transport.Destination) (breaker.Snapshot, bool) {
 // with err's text, a Success or Rejected clears the mark.
 func (r *Registry) NoteOutcome(d transport.Destination, o breaker.Outcome, err error) {
 	if e, ok := r.lookup(d); ok {
-		e.note(o, err, r.now)
+		e.note(o, err, r)
 	}
 }

@@ -3,13 +3,19 @@ package amqp_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	bgadmin "github.com/brokerguard/brokerguard/admin"
 	"github.com/brokerguard/brokerguard/amqp"
@@ -185,5 +191,112 @@ func TestMissingExchangeHoldsTheOutbox(t *testing.T) {
 	})
 	if !strings.Contains(reason, "does not exist") || !strings.Contains(reason, "404") {
 		t.Errorf("reason %q does not say the exchange is missing", reason)
+	}
+}
+
+// A wrong password: the broker refuses every login (403 at connection.open). The
+// connection circuit opens after DefaultDialPolicy's three refused dials and then
+// admits one dial per break (1 s, 2 s, 4 s, ... up to 30 s): at most 8 dials in
+// the first minute and 2 a minute after, however often the application publishes.
+// Every publish fails with an error that names the cause, Unusable to the exchange's
+// circuit, which stays closed.
+func TestWrongPasswordBacksOffTheDials(t *testing.T) {
+	tenant := harness.NewRabbitTenant(t)
+	var dials atomic.Int64
+	dial := amqp091.DefaultDial(2 * time.Second)
+	m, err := amqp.NewManager(tenant.WithPassword("wrong"), amqp.WithConfig(amqp091.Config{
+		Dial: func(network, addr string) (net.Conn, error) { dials.Add(1); return dial(network, addr) },
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := amqp.NewPublisher(m, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := amqp.Destination("orders")
+	publishes := 0
+	var last error
+	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); publishes++ {
+		last = pub.Publish(context.Background(), d, transport.Message{Value: []byte("x")})
+		if !errors.Is(last, amqp.ErrLoginRefused) || amqp.Classify(last) != breaker.Unusable {
+			t.Fatalf("publish %d: %v (%v), want a refused login, Unusable", publishes, last, amqp.Classify(last))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// 3 refused dials open the circuit (the broker takes its time to refuse a
+	// login), then probes 1 s, 2 s and 4 s apart: at most 6 in 8 s, however many
+	// publishes.
+	if n := dials.Load(); n > 6 || publishes < 100 {
+		t.Errorf("%d dials for %d publishes in 8 s, want at most 6 and at least 100 publishes", n, publishes)
+	}
+	if msg := last.Error(); !strings.Contains(msg, "refused the login") || !strings.Contains(msg, "ACCESS_REFUSED") && !strings.Contains(msg, "403") {
+		t.Errorf("the error does not name the cause: %v", last)
+	}
+	if s, _ := reg.Snapshot(d); s.State != breaker.Closed || !strings.Contains(s.Unusable, "refused the login") {
+		t.Errorf("exchange circuit %+v, want closed and unusable", s)
+	}
+	t.Logf("%d dials for %d publishes in 8 s; last error: %v", dials.Load(), publishes, last)
+}
+
+// 2,300 publishes at once on one Manager to a healthy broker (channel_max 2047):
+// the pool bounds the channels (WithMaxChannels, default 256), so none fails and no
+// circuit opens. With ChannelMax 16 and a pool of 16, 64 callers all succeed too.
+func TestManyConcurrentPublishesOpenNoCircuit(t *testing.T) {
+	url := harness.AMQPURL(t)
+	x := declareExchange(t, url, "fanout", false)
+	for _, tc := range []struct {
+		name    string
+		callers int
+		opts    []amqp.ManagerOption
+	}{
+		{"default pool", 2300, nil},
+		{"ChannelMax 16", 64, []amqp.ManagerOption{amqp.WithConfig(amqp091.Config{ChannelMax: 16}), amqp.WithMaxChannels(16)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opened atomic.Int64
+			reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute},
+				registry.WithObserver(func(_ transport.Destination, tr breaker.Transition) {
+					if tr.To == breaker.Open {
+						opened.Add(1)
+					}
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := amqp.NewManager(url, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			pub, err := amqp.NewPublisher(m, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			var failed atomic.Int64
+			var firstErr atomic.Value
+			for range tc.callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					if err := pub.Publish(ctx, amqp.Destination(x), transport.Message{Value: []byte("m")}); err != nil {
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err)
+					}
+				}()
+			}
+			wg.Wait()
+			if failed.Load() != 0 || opened.Load() != 0 {
+				t.Errorf("%d of %d publishes failed (first: %v), %d circuit openings; want none", failed.Load(), tc.callers, firstErr.Load(), opened.Load())
+			}
+		})
 	}
 }
