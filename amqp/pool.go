@@ -203,3 +203,7 @@ func (p *Publisher) Close() error {
 		}
 	}
 }
+
+// Channels returns how many confirm-mode channels the Manager's publishers hold
+// open or are opening, idle or in use: at most WithMaxChannels.
+func (m *Manager) Channels() int { return len(m.slots) }

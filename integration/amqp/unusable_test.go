@@ -300,3 +300,28 @@ func TestManyConcurrentPublishesOpenNoCircuit(t *testing.T) {
 		})
 	}
 }
+
+// Publishes whose confirms time out keep their channel: a slow broker is sent no
+// channel.open and channel.close per timed-out publish, and the channel serves the
+// next publish once the broker answers again.
+func TestTimedOutPublishesKeepTheirChannel(t *testing.T) {
+	p, url := newProxy(t, harness.AMQPURL(t))
+	x := declareExchange(t, harness.AMQPURL(t), "fanout", false)
+	s := newSetup(t, url, breaker.Policy{FailureThreshold: 1 << 30, BreakDuration: time.Second}, nil, amqp.WithConfirmTimeout(100*time.Millisecond))
+	if err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
+		t.Fatal(err)
+	}
+	p.Hold()
+	for i := range 5 {
+		if err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); !errors.Is(err, amqp.ErrConfirmTimeout) {
+			t.Fatalf("publish %d while the broker is held: %v", i, err)
+		}
+	}
+	p.Resume()
+	if err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.m.Channels(); n != 1 {
+		t.Errorf("%d channels after 5 timed-out publishes in a row, want the one they shared", n)
+	}
+}
