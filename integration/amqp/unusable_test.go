@@ -160,11 +160,20 @@ func declareIn(t *testing.T, tenant harness.RabbitTenant, exchange, queue string
 	}
 }
 
+// TestUnusableRabbitDestinations runs, on one vhost and user of its own (creating
+// them with rabbitmqctl takes seconds), the cases where the broker is healthy and the
+// destination is not usable.
+func TestUnusableRabbitDestinations(t *testing.T) {
+	tenant := harness.NewRabbitTenant(t)
+	t.Run("revoked permission", func(t *testing.T) { revokedPermission(t, tenant) })
+	t.Run("missing exchange", func(t *testing.T) { missingExchange(t, tenant) })
+	t.Run("wrong password", func(t *testing.T) { wrongPassword(t, tenant) })
+}
+
 // A write permission revoked for ten minutes (403 ACCESS_REFUSED on the exchange):
 // the outbox holds the exchange, charges no row, and publishes them all in order once
 // the permission is back.
-func TestRevokedPermissionHoldsTheOutbox(t *testing.T) {
-	tenant := harness.NewRabbitTenant(t)
+func revokedPermission(t *testing.T, tenant harness.RabbitTenant) {
 	x, q := "orders", "orders-q"
 	declareIn(t, tenant, x, q)
 	reason := unusableOutage(t, tenant, x, q,
@@ -176,8 +185,7 @@ func TestRevokedPermissionHoldsTheOutbox(t *testing.T) {
 }
 
 // An exchange missing for ten minutes (404 NOT_FOUND), then declared.
-func TestMissingExchangeHoldsTheOutbox(t *testing.T) {
-	tenant := harness.NewRabbitTenant(t)
+func missingExchange(t *testing.T, tenant harness.RabbitTenant) {
 	x, q := "late", "late-q"
 	declareIn(t, tenant, "", q)
 	reason := unusableOutage(t, tenant, x, q, func() {}, func() {
@@ -200,8 +208,7 @@ func TestMissingExchangeHoldsTheOutbox(t *testing.T) {
 // the first minute and 2 a minute after, however often the application publishes.
 // Every publish fails with an error that names the cause, Unusable to the exchange's
 // circuit, which stays closed.
-func TestWrongPasswordBacksOffTheDials(t *testing.T) {
-	tenant := harness.NewRabbitTenant(t)
+func wrongPassword(t *testing.T, tenant harness.RabbitTenant) {
 	var dials atomic.Int64
 	dial := amqp091.DefaultDial(2 * time.Second)
 	m, err := amqp.NewManager(tenant.WithPassword("wrong"), amqp.WithConfig(amqp091.Config{
