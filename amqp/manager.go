@@ -147,6 +147,9 @@ type Manager struct {
 	retired []retiree           // channels the watcher is to close
 	// lastDial is the error of the last dial that failed, nil after one succeeded.
 	lastDial error
+	// publishers are the Manager's open publishers, whose idle channels another
+	// publisher may close to take their slots (pool.go).
+	publishers []*Publisher
 }
 
 // dialCall is one dial whose result every caller that waited for it shares.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -64,6 +65,17 @@ func (p *Publisher) get(ctx context.Context) (*channel, error) {
 		select { // an idle channel first: it costs the broker nothing
 		case c = <-p.idle:
 		default:
+			select {
+			case p.m.slots <- struct{}{}:
+				if timer == nil {
+					timer = time.NewTimer(p.confirmTimeout)
+				}
+				return p.openIn(ctx, conn, block, timer)
+			default:
+			}
+			// Every slot is taken: close an idle channel of another publisher of the
+			// Manager, if there is one, whose slot then comes free.
+			p.m.reclaimIdle(p)
 			if timer == nil {
 				timer = time.NewTimer(p.confirmTimeout)
 			}
@@ -187,12 +199,47 @@ func (p *Publisher) drop(c *channel) {
 // release gives back a slot of the pool.
 func (p *Publisher) release() { <-p.m.slots }
 
+// reclaimIdle closes one idle channel of a publisher of m other than except, so that
+// its slot comes free once it is closed, and reports whether it found one.
+func (m *Manager) reclaimIdle(except *Publisher) bool {
+	m.mu.Lock()
+	pubs := slices.Clone(m.publishers)
+	m.mu.Unlock()
+	for _, q := range pubs {
+		if q == except {
+			continue
+		}
+		select {
+		case c := <-q.idle:
+			q.drop(c)
+			return true
+		default:
+		}
+	}
+	return false
+}
+
+// addPublisher makes p's idle channels reclaimable by the Manager's other publishers.
+func (m *Manager) addPublisher(p *Publisher) {
+	m.mu.Lock()
+	m.publishers = append(m.publishers, p)
+	m.mu.Unlock()
+}
+
+// removePublisher undoes addPublisher.
+func (m *Manager) removePublisher(p *Publisher) {
+	m.mu.Lock()
+	m.publishers = slices.DeleteFunc(m.publishers, func(q *Publisher) bool { return q == p })
+	m.mu.Unlock()
+}
+
 // Close closes the idle channels; later publishes fail with ErrPublisherClosed. The
 // manager's connection stays open.
 func (p *Publisher) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	p.m.removePublisher(p)
 	for {
 		select {
 		case c := <-p.idle:

@@ -155,6 +155,7 @@ func NewPublisher(m *Manager, reg *registry.Registry, opts ...PublisherOption) (
 		}
 	}
 	p.idle = make(chan *channel, p.maxIdle)
+	m.addPublisher(p)
 	return p, nil
 }
 

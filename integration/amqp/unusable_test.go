@@ -332,3 +332,37 @@ func TestTimedOutPublishesKeepTheirChannel(t *testing.T) {
 		t.Errorf("%d channels after 5 timed-out publishes in a row, want the one they shared", n)
 	}
 }
+
+// Two publishers share their Manager's pool: idle channels of one do not starve the
+// other, which closes one of them and takes its slot.
+func TestPublishersShareThePool(t *testing.T) {
+	url := harness.AMQPURL(t)
+	x := declareExchange(t, url, "fanout", false)
+	declareQueue(t, url, x, "", nil) // b publishes mandatory: a queue takes its message
+	m, err := amqp.NewManager(url, amqp.WithMaxChannels(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a := publisherOn(t, m, newRegistry(t), []amqp.PublisherOption{amqp.WithConfirmTimeout(2 * time.Second)})
+	b := publisherOn(t, m, newRegistry(t), []amqp.PublisherOption{amqp.WithConfirmTimeout(2 * time.Second), amqp.WithMandatory()})
+	var wg sync.WaitGroup
+	for range 2 { // two at once: a opens both channels and keeps them idle
+		wg.Go(func() {
+			if err := a.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	start := time.Now()
+	if err := b.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
+		t.Fatalf("b's publish with a's idle channels holding the pool: %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("b waited %v for a channel", took)
+	}
+	if n := m.Channels(); n > 2 {
+		t.Errorf("%d channels, over the bound of 2", n)
+	}
+}
