@@ -625,6 +625,14 @@ type Snapshot struct {
 	RampUntil   time.Time
 	RampShare   float64
 	RampRefused uint64
+	// Unusable, when not empty, says why the destination cannot take messages
+	// although its broker answers (the text of the last error classified
+	// Unusable), and UnusableSince since when; the circuit stays closed for it. A
+	// circuit leaves both empty: the registry that guards the calls fills them in
+	// (registry.Registry.Snapshots, Snapshot) and clears them at the next call
+	// that reaches the destination.
+	Unusable      string
+	UnusableSince time.Time
 }
 
 // Snapshot returns a consistent view of the circuit.

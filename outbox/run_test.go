@@ -131,7 +131,7 @@ func (failingStore) Claim(context.Context, outbox.ClaimRequest) ([]outbox.Record
 
 func TestRunErrors(t *testing.T) {
 	t.Run("without a handler Run returns the error", func(t *testing.T) {
-		proc, err := outbox.NewProcessor(failingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{})
+		proc, err := outbox.NewProcessor(failingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func TestRunErrors(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var seen []error
 			ctx, cancel := context.WithCancel(context.Background())
-			proc, err := outbox.NewProcessor(failingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{},
+			proc, err := outbox.NewProcessor(failingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 				outbox.WithPollInterval(time.Second),
 				outbox.WithErrorHandler(func(err error) {
 					seen = append(seen, err)

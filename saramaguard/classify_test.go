@@ -47,8 +47,8 @@ var faults = []fault{
 	{name: "request timed out", arm: answer(sarama.ErrRequestTimedOut), is: sarama.ErrRequestTimedOut, raw: breaker.Failure},
 	{name: "no leader", arm: answer(sarama.ErrLeaderNotAvailable), is: sarama.ErrLeaderNotAvailable, raw: breaker.Failure},
 	{name: "not enough replicas", arm: answer(sarama.ErrNotEnoughReplicas), is: sarama.ErrNotEnoughReplicas, raw: breaker.Failure},
-	{name: "message too large (broker)", arm: answer(sarama.ErrMessageSizeTooLarge), is: sarama.ErrMessageSizeTooLarge, raw: breaker.Neutral},
-	{name: "authorization", arm: answer(sarama.ErrTopicAuthorizationFailed), is: sarama.ErrTopicAuthorizationFailed, raw: breaker.Neutral},
+	{name: "message too large (broker)", arm: answer(sarama.ErrMessageSizeTooLarge), is: sarama.ErrMessageSizeTooLarge, raw: breaker.Rejected},
+	{name: "authorization", arm: answer(sarama.ErrTopicAuthorizationFailed), is: sarama.ErrTopicAuthorizationFailed, raw: breaker.Unusable},
 	// sarama refuses it before sending, as a configuration error.
 	{name: "message too large (client)", large: true, raw: breaker.Neutral, check: func(err error) bool {
 		var ce sarama.ConfigurationError

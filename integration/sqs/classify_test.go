@@ -116,37 +116,37 @@ func TestClassifyRows(t *testing.T) {
 			publish: withFault(sqsserver.RequestThrottled, one), check: as[*types.RequestThrottled]()},
 		{name: "KmsThrottled", faults: true, want: breaker.Failure,
 			publish: withFault(sqsserver.KmsThrottled, two...), check: both(as[*types.KmsThrottled](), code("KMS.ThrottlingException"))},
-		{name: "KmsAccessDenied", faults: true, want: breaker.Neutral,
+		{name: "KmsAccessDenied", faults: true, want: breaker.Unusable,
 			publish: withFault(sqsserver.KmsAccessDenied, one), check: as[*types.KmsAccessDenied]()},
-		{name: "KmsDisabled", faults: true, want: breaker.Neutral,
+		{name: "KmsDisabled", faults: true, want: breaker.Unusable,
 			publish: withFault(sqsserver.KmsDisabled, one), check: as[*types.KmsDisabled]()},
-		{name: "AccessDenied", faults: true, want: breaker.Neutral,
+		{name: "AccessDenied", faults: true, want: breaker.Unusable,
 			publish: withFault(sqsserver.AccessDenied, two...), check: code("AccessDenied")},
-		{name: "InvalidParameterValue", faults: true, want: breaker.Neutral,
+		{name: "InvalidParameterValue", faults: true, want: breaker.Rejected,
 			publish: withFault(sqsserver.InvalidParameterValue, one), check: code("InvalidParameterValue")},
-		{name: "QueueDoesNotExist fault", faults: true, want: breaker.Neutral,
+		{name: "QueueDoesNotExist fault", faults: true, want: breaker.Unusable,
 			publish: withFault(sqsserver.QueueDoesNotExist, two...), check: as[*types.QueueDoesNotExist]()},
-		{name: "InvalidMessageContents fault", faults: true, want: breaker.Neutral,
+		{name: "InvalidMessageContents fault", faults: true, want: breaker.Rejected,
 			publish: withFault(sqsserver.InvalidMessageContents, one), check: as[*types.InvalidMessageContents]()},
-		{name: "queue does not exist", want: breaker.Neutral,
+		{name: "queue does not exist", want: breaker.Unusable,
 			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				return publishTo(t, context.Background(), client(t, e.endpoint, nil), "absent"+e.suffix, one)
 			},
 			check: both(as[*types.QueueDoesNotExist](), code("AWS.SimpleQueueService.NonExistentQueue"))},
-		{name: "message too long", want: breaker.Neutral,
+		{name: "message too long", want: breaker.Rejected,
 			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil)
 				long := transport.Message{Value: []byte(strings.Repeat("x", 1<<20+1))}
 				return publishTo(t, context.Background(), c, e.queue(t, c, "long", nil), long)
 			},
 			check: code("InvalidParameterValue")},
-		{name: "invalid message contents", want: breaker.Neutral,
+		{name: "invalid message contents", want: breaker.Rejected,
 			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil)
 				return publishTo(t, context.Background(), c, e.queue(t, c, "contents", nil), transport.Message{Value: []byte("bell \a")})
 			},
 			check: as[*types.InvalidMessageContents]()},
-		{name: "invalid message refused locally", want: breaker.Neutral,
+		{name: "invalid message refused locally", want: breaker.Rejected,
 			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil)
 				empty := transport.Message{Value: []byte("x"), Headers: []transport.Header{{Key: "k"}}}
@@ -223,7 +223,7 @@ func TestClassifyRows(t *testing.T) {
 				return publishTo(t, ctx, c, e.srv.QueueURL(q), one)
 			},
 			check: is(context.Canceled)},
-		{name: "batch entry with SenderFault", faults: true, want: breaker.Neutral,
+		{name: "batch entry with SenderFault", faults: true, want: breaker.Rejected,
 			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil)
 				q := e.queue(t, c, "sender", nil)
