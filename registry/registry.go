@@ -44,7 +44,7 @@ func WithOverride(destination string, p breaker.Policy) Option {
 		if err != nil {
 			return fmt.Errorf("registry: override %q: %w", destination, err)
 		}
-		if err := p.Validate(); err != nil {
+		if err := usable(p); err != nil {
 			return fmt.Errorf("registry: override %q: %w", destination, err)
 		}
 		r.overrides[d] = p
@@ -159,9 +159,14 @@ type entry struct {
 }
 
 // New returns a registry whose destinations get the defaults policy unless an
-// override names them. Invalid policies and options fail here, naming what is wrong.
+// override names them. Invalid policies and options fail here, naming what is wrong;
+// so does a policy that would never open (FailureThreshold 0) unless it says
+// Disabled. Build one registry at start-up and share it: its circuits are what
+// remember a destination's failures from one call to the next.
+//
+//	reg, err := registry.New(breaker.DefaultPolicy())
 func New(defaults breaker.Policy, opts ...Option) (*Registry, error) {
-	if err := defaults.Validate(); err != nil {
+	if err := usable(defaults); err != nil {
 		return nil, fmt.Errorf("registry: default policy: %w", err)
 	}
 	r := &Registry{
