@@ -98,8 +98,10 @@ func WithClock(c breaker.Clock) Option {
 	}
 }
 
-// WithObserver is told every transition of the local circuits the registry creates,
-// with their destination. It runs outside the circuits' locks.
+// WithObserver is told every transition of the circuits the registry creates, with
+// their destination: local circuits, and shared ones whose factory's circuits accept
+// observers (Redis, DynamoDB and file circuits do; a shared transition is reported
+// by the replica that made it). It runs outside the circuits' locks.
 func WithObserver(f func(transport.Destination, breaker.Transition)) Option {
 	return func(r *Registry) error {
 		r.observers = append(r.observers, f)
