@@ -102,7 +102,8 @@ func TestOutagesMidStream(t *testing.T) {
 	defer kpub.Close(ctx)
 
 	// RabbitMQ: a durable exchange and queue, so stop_app keeps what was confirmed.
-	amqpURL := harness.AMQPURL(t) // the shared lock: no other process blocks or stops the broker meanwhile
+	rabbit := harness.NewRabbitNode(t) // the test stops it: never the machine's broker, whose other clients would see the outage
+	amqpURL := rabbit.URL()
 	declareRabbit(t, amqpURL, exchange)
 	mgr, err := amqp.NewManager(amqpURL, amqp.WithRedialDelay(100*time.Millisecond))
 	if err != nil {
@@ -190,12 +191,12 @@ func TestOutagesMidStream(t *testing.T) {
 	refuseB.Store(true)
 	srv.SetFault(queue, sqsserver.ThrottlingException)
 	at(1500 * time.Millisecond)
-	harness.StopRabbitApp(t)
+	rabbit.StopApp(t)
 	at(3500 * time.Millisecond)
 	refuseB.Store(false)
 	srv.ClearFault(queue)
 	at(4500 * time.Millisecond)
-	harness.StartRabbitApp(t)
+	rabbit.StartApp(t)
 	produced.Wait()
 
 	// Drain: every row settles.
