@@ -174,9 +174,18 @@ func (n *RabbitNode) StartApp(t testing.TB) {
 
 // Block raises the node's memory alarm, by setting its memory high watermark far below
 // what the node uses, and waits until the alarm is on: the node then blocks the
-// connections that publish (connection.blocked). Unblock clears it.
+// connections that publish (connection.blocked). Unblock clears it, and so does the
+// cleanup Block registers, which runs before the cleanups of clients created earlier
+// in the test: a blocked node would not answer their connection.close.
 func (n *RabbitNode) Block(t testing.TB) {
 	t.Helper()
+	t.Cleanup(func() {
+		if _, err := n.Ctl(t, "-q", "set_vm_memory_high_watermark", "0.4"); err != nil {
+			t.Errorf("harness: unblock: %v", err)
+		} else if err := n.waitAlarm(t, false); err != nil {
+			t.Error(err)
+		}
+	})
 	if _, err := n.Ctl(t, "-q", "set_vm_memory_high_watermark", "0.0000001"); err != nil {
 		t.Fatal(err)
 	}
