@@ -76,9 +76,9 @@ func startRabbitNode(dir string) (*RabbitNode, error) {
 		return fail(err)
 	}
 	files := map[string]string{
-		"rabbitmq.conf":   "listeners.tcp.1 = 127.0.0.1:" + strconv.Itoa(n.port) + "\n",
-		"enabled_plugins": "[].\n", // no management plugin: its port 15672 is the machine's broker's
-		"rabbitmq-env.conf": "",    // the machine's names the machine's node
+		"rabbitmq.conf":     "listeners.tcp.1 = 127.0.0.1:" + strconv.Itoa(n.port) + "\n",
+		"enabled_plugins":   "[].\n", // no management plugin: its port 15672 is the machine's broker's
+		"rabbitmq-env.conf": "",      // the machine's names the machine's node
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
