@@ -50,13 +50,13 @@ const idHeader = "outbox-id"
 
 // counts is what the dispatcher did for one destination; it implements outbox.Hooks.
 type counts struct {
-	mu    sync.Mutex
+	mu sync.Mutex
 	// published, holds, failed, dead. holds counts the batches the dispatcher gave back
 	// uncharged because the destination was unavailable, each time holding it: one per
 	// hold, however many rows wait behind it (held rows are not claimed, so they are not
 	// counted one by one).
 	by    map[transport.Destination]*[4]int64
-	inner outbox.Hooks                        // telemetry, when --metrics is set
+	inner outbox.Hooks // telemetry, when --metrics is set
 }
 
 func (c *counts) RecordDispatch(d transport.Destination, published, deferred, failed, dead int) {
