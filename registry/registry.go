@@ -1,13 +1,3 @@
-// Package registry gives every broker destination its own circuit and guards
-// publishers with them.
-//
-// A Registry resolves a policy per destination (an exact override, else the
-// defaults), creates the destination's circuit on first use and returns the same
-// circuit for as long as it lives. The number of live circuits is capped, and idle
-// closed circuits may be evicted. Guard wraps a transport.Publisher so that every
-// publish acquires a permit first and completes it exactly once.
-//
-// It imports only packages breaker and transport and the standard library.
 package registry
 
 import (
