@@ -2,7 +2,7 @@
 GO ?= go
 # The race detector is always on: the library is about concurrency.
 TESTFLAGS ?= -race -count=1 -timeout 20m
-# Modules of their own (see README, "Modules"): the benchmarks against other libraries,
+# Modules of their own (see docs/contributing.md): the benchmarks against other libraries,
 # the browser test, and the adapters whose clients users should not all download.
 MODULES := bench admin/browsertest kgoguard saramaguard watermillguard
 

@@ -603,7 +603,7 @@ func sqsDestination(ctx context.Context, endpoint string, reg *registry.Registry
 }
 
 // serveMetrics exports the registry's and the outbox's metrics on addr for Prometheus,
-// wired as the README's telemetry section says a service should be: the service named
+// wired as docs/telemetry.md says a service should be: the service named
 // in the resource (target_info), no per-scope labels, and a cardinality limit that
 // lets every live circuit through.
 func serveMetrics(web *webServers, addr string, reg *registry.Registry, rec *telemetry.Recorder, backlog telemetry.BacklogFunc, out io.Writer) (*telemetry.Metrics, func(), error) {
