@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"strconv"
-	"strings"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -60,13 +59,6 @@ func Expiration(d time.Duration) transport.Header {
 func withProperties(pub amqp091.Publishing, m transport.Message) amqp091.Publishing {
 	pub.Headers = nil
 	for _, h := range m.Headers {
-		if !strings.HasPrefix(h.Key, PropertyPrefix) {
-			if pub.Headers == nil {
-				pub.Headers = make(amqp091.Table, len(m.Headers))
-			}
-			pub.Headers[h.Key] = h.Value
-			continue
-		}
 		v := string(h.Value)
 		switch h.Key {
 		case propContentType:
@@ -81,7 +73,7 @@ func withProperties(pub amqp091.Publishing, m transport.Message) amqp091.Publish
 			pub.AppId = v
 		case propExpiration:
 			pub.Expiration = v
-		default: // a key of this prefix the Publisher does not know: an ordinary header
+		default: // an ordinary header, or a key of the prefix the Publisher does not know
 			if pub.Headers == nil {
 				pub.Headers = make(amqp091.Table, len(m.Headers))
 			}
