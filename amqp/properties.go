@@ -59,20 +59,19 @@ func Expiration(d time.Duration) transport.Header {
 func withProperties(pub amqp091.Publishing, m transport.Message) amqp091.Publishing {
 	pub.Headers = nil
 	for _, h := range m.Headers {
-		v := string(h.Value)
 		switch h.Key {
 		case propContentType:
-			pub.ContentType = v
+			pub.ContentType = string(h.Value)
 		case propMessageID:
-			pub.MessageId = v
+			pub.MessageId = string(h.Value)
 		case propCorrelationID:
-			pub.CorrelationId = v
+			pub.CorrelationId = string(h.Value)
 		case propType:
-			pub.Type = v
+			pub.Type = string(h.Value)
 		case propAppID:
-			pub.AppId = v
+			pub.AppId = string(h.Value)
 		case propExpiration:
-			pub.Expiration = v
+			pub.Expiration = string(h.Value)
 		default: // an ordinary header, or a key of the prefix the Publisher does not know
 			if pub.Headers == nil {
 				pub.Headers = make(amqp091.Table, len(m.Headers))
