@@ -2,7 +2,7 @@
 GO ?= go
 # The race detector is always on: the library is about concurrency.
 TESTFLAGS ?= -race -count=1 -timeout 20m
-# Modules of their own (see README, "Modules"): the benchmarks against other libraries,
+# Modules of their own (see docs/contributing.md): the benchmarks against other libraries,
 # the browser test, and the adapters whose clients users should not all download.
 MODULES := bench admin/browsertest kgoguard saramaguard watermillguard
 
@@ -34,6 +34,19 @@ vulncheck: ## govulncheck every module against an offline copy of the Go vulnera
 test: services lint vulncheck ## The test command: services, lint, vulncheck, then every test with -race.
 	$(GO) test $(TESTFLAGS) ./...
 	for m in $(MODULES); do (cd $$m && $(GO) test $(TESTFLAGS) ./...) || exit 1; done
+
+# test-unit leaves out integration/... and points every server address at a closed port
+# (outside CI), so that a test elsewhere that would need a server skips at once instead
+# of using, starting or installing one. -short skips the few long scenarios.
+UNIT_ENV := CI=false AMQP_URL=amqp://guest:guest@127.0.0.1:1/ \
+	DATABASE_URL='postgres://postgres@127.0.0.1:1/test?sslmode=disable' \
+	REDIS_ADDR=127.0.0.1:1 DYNAMODB_ENDPOINT=http://127.0.0.1:1 KAFKA_BROKERS= SQS_ENDPOINT=
+UNIT_MODULES := kgoguard saramaguard watermillguard
+
+.PHONY: test-unit
+test-unit: ## Tests that need no service (no PostgreSQL, RabbitMQ, Redis): -race -short; installs and starts nothing.
+	env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short $$($(GO) list ./... | grep -v '/integration')
+	for m in $(UNIT_MODULES); do (cd $$m && env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short ./...) || exit 1; done
 
 .PHONY: up
 up: ## Start docker-compose.yml's Kafka, RabbitMQ, LocalStack, PostgreSQL and Redis (needs a Docker engine).

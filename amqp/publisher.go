@@ -139,6 +139,12 @@ func (c *channel) blocked() <-chan struct{} {
 	return c.block.blocked
 }
 
+// GuardedBy returns the registry whose circuits guard the publisher, so that
+// registry.Guard hands it back rather than guard it twice (registry.Guarded).
+func (p *Publisher) GuardedBy() *registry.Registry { return p.reg }
+
+var _ registry.Guarded = (*Publisher)(nil)
+
 // NewPublisher returns a publisher over m's connection whose publishes go through
 // reg's circuits, one per exchange.
 func NewPublisher(m *Manager, reg *registry.Registry, opts ...PublisherOption) (*Publisher, error) {
@@ -375,13 +381,8 @@ func result(d transport.Destination, errs []error) error {
 	return failed[0].Err
 }
 
+// publishing is the AMQP message for m: persistent, with the properties its
+// PropertyPrefix headers set (properties.go) and its other headers as the table.
 func publishing(m transport.Message) amqp091.Publishing {
-	var headers amqp091.Table
-	if len(m.Headers) > 0 {
-		headers = make(amqp091.Table, len(m.Headers))
-		for _, h := range m.Headers {
-			headers[h.Key] = h.Value
-		}
-	}
-	return amqp091.Publishing{Headers: headers, Body: m.Value, DeliveryMode: amqp091.Persistent}
+	return withProperties(amqp091.Publishing{Body: m.Value, DeliveryMode: amqp091.Persistent}, m)
 }

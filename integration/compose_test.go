@@ -62,9 +62,9 @@ func portOf(t *testing.T, name, value string) string {
 	return u.Port()
 }
 
-// TestComposeMatchesTestsAndReadme keeps docker-compose.yml, compose.env, the README and
-// the harness's defaults telling the same story; there is no Docker engine in CI to
-// catch a mismatch any other way.
+// TestComposeMatchesTestsAndReadme keeps docker-compose.yml, compose.env, the table of
+// docs/contributing.md and the harness's defaults telling the same story; there is no
+// Docker engine in CI to catch a mismatch any other way.
 func TestComposeMatchesTestsAndReadme(t *testing.T) {
 	raw, err := os.ReadFile("../docker-compose.yml")
 	if err != nil {
@@ -101,7 +101,7 @@ func TestComposeMatchesTestsAndReadme(t *testing.T) {
 		"KAFKA_BROKERS": "kafka", "AMQP_URL": "rabbitmq", "SQS_ENDPOINT": "localstack",
 		"DYNAMODB_ENDPOINT": "localstack", "DATABASE_URL": "postgres", "REDIS_ADDR": "redis",
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/contributing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,12 +117,12 @@ func TestComposeMatchesTestsAndReadme(t *testing.T) {
 		row := "| `" + name + "` |"
 		i := strings.Index(string(readme), row)
 		if i < 0 {
-			t.Errorf("README's table lacks %s", name)
+			t.Errorf("docs/contributing.md's table lacks %s", name)
 			continue
 		}
 		line, _, _ := strings.Cut(string(readme[i:]), "\n")
 		if !strings.Contains(line, "`"+value+"`") {
-			t.Errorf("README's row for %s does not show compose.env's value %s:\n%s", name, value, line)
+			t.Errorf("docs/contributing.md's row for %s does not show compose.env's value %s:\n%s", name, value, line)
 		}
 	}
 	// The machine-local defaults are the compose values, so one set of tests fits both.

@@ -71,11 +71,14 @@
 //
 // # Writer settings
 //
-// kafka-go's defaults are made for throughput, not for failing fast. Recommended for a
-// guarded writer (see the NewPublisher example):
+// kafka-go's defaults are made for throughput, not for failing fast. [NewWriter]
+// returns a writer with the settings recommended for a guarded request path:
 //
 //   - RequiredAcks: RequireOne or RequireAll. With the default RequireNone the broker
-//     sends no answer, so its errors never reach the circuit.
+//     sends no answer, so its errors never reach the circuit: NewPublisher refuses
+//     such a writer unless [WithFireAndForget] says so. (Async is no such setting: the
+//     Publisher completes the permits of an asynchronous writer from its Completion,
+//     which reports the broker's errors.)
 //   - BatchTimeout: a few milliseconds (default 1s). A synchronous write of fewer than
 //     BatchSize messages waits for the batch timeout before anything is sent; or set
 //     BatchSize to the number of messages you write per call (1 for single writes).

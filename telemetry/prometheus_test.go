@@ -25,7 +25,7 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// promService is a service exporting its metrics the way the README says: the
+// promService is a service exporting its metrics the way docs/telemetry.md says: the
 // OpenTelemetry Prometheus exporter, a resource naming the service, no scope labels,
 // and the cardinality limit for the registry's cap.
 type promService struct {

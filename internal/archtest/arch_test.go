@@ -74,7 +74,7 @@ func TestLayering(t *testing.T) {
 	}
 }
 
-// The sarama and Watermill adapters are modules of their own (README, "Modules") so
+// The sarama and Watermill adapters are modules of their own (docs/contributing.md) so
 // that their clients never join the root module's graph.
 func TestRootModuleGraphLeavesOutTheAdapterModulesClients(t *testing.T) {
 	out, err := exec.Command("go", "list", "-m", "all").CombinedOutput()
