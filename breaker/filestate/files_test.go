@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,6 +172,43 @@ func TestStateFilesThatAreNotPrivateAreRefused(t *testing.T) {
 		}
 		unavailable(t, e.circuit(id, policy))
 	})
+	// A FIFO blocks an open for reading until a writer comes; nothing is ever written
+	// to it, so a read that waited would wait past every deadline (issue 32).
+	for _, which := range []string{".json", ".lock"} {
+		t.Run("FIFO in place of the "+which+" file", func(t *testing.T) {
+			e := newEnv(t)
+			c := e.circuit(id, policy)
+			call(t, c, breaker.Success)
+			path := strings.TrimSuffix(e.statePath(id), ".json") + which
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(path, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			fresh := e.circuit(id, policy)
+			go func() {
+				p, err := fresh.Acquire(context.Background())
+				if err == nil {
+					p.Complete(breaker.Failure) // a write takes the lock
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if which == ".json" && !errors.Is(err, filestate.ErrNotPrivate) {
+					t.Fatalf("Acquire over a FIFO: %v; want ErrNotPrivate", err)
+				}
+			case <-time.After(5 * time.Second):
+				// Unblock the goroutine so that the test ends.
+				if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					w.Close()
+				}
+				t.Fatal("Acquire blocked on a FIFO in the state directory")
+			}
+		})
+	}
 	t.Run("directory in its place", func(t *testing.T) {
 		e := newEnv(t)
 		c := e.circuit(id, policy)

@@ -313,8 +313,11 @@ func validateIdentity(id string) error {
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
-// noFollow refuses to open a symbolic link in place of a state or lock file.
-const noFollow = syscall.O_NOFOLLOW
+// noFollow refuses to open a symbolic link in place of a state or lock file, and
+// opens without blocking: a FIFO (or a device) in place of one would otherwise block
+// the open until a writer came, past every deadline. checkRegular then refuses
+// anything but a regular file; on a regular file O_NONBLOCK changes nothing.
+const noFollow = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 
 // lockFile takes an exclusive flock on path, creating the file with mode 0600, and
 // returns the function that releases it. It waits for another holder only as long as
