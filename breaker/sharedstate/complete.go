@@ -3,6 +3,7 @@ package sharedstate
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -59,7 +60,7 @@ func (c *Circuit) closedCond(r Record) Closed {
 func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
 	gen := v.rec.Generation
 	if c.counter == nil {
-		return c.updateClosed(ctx, v.rec, func(r *Record) bool { r.Failures++; return true })
+		return c.updateClosed(ctx, v.rec, func(r *Record) bool { r.Failures = addOne(r.Failures); return true })
 	}
 	at := c.mono() // the snapshot's age counts from the request, as write's does
 	r, err := c.counter.AddFailure(ctx, c.cfg.Identity, c.closedCond(v.rec))
@@ -213,13 +214,13 @@ func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome) bool
 		}
 		switch o {
 		case breaker.Success:
-			next.Successes++
+			next.Successes = addOne(next.Successes)
 			if next.Successes >= int64(c.policy.SuccessesToClose) {
 				next.FailedProbes = 0
 				toClosed(next, now, breaker.ReasonProbeSucceeded)
 			}
 		case breaker.Failure:
-			next.FailedProbes++
+			next.FailedProbes = addOne(next.FailedProbes)
 			toOpen(next, now, now+c.breakFor(next.FailedProbes), breaker.ReasonProbeFailed)
 		}
 		return true
@@ -307,4 +308,15 @@ func (c *Circuit) override(ctx context.Context, h hold) error {
 		return c.unavailable(err)
 	}
 	return nil
+}
+
+// addOne returns n+1, or n at the int64 maximum: a stored count that high (written by
+// hand or by someone with access to the store) must not wrap into a negative count,
+// which Record.Check refuses, so that every replica would refuse the record the engine
+// itself wrote.
+func addOne(n int64) int64 {
+	if n == math.MaxInt64 {
+		return n
+	}
+	return n + 1
 }
