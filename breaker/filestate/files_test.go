@@ -283,3 +283,20 @@ func TestListSkipsOtherFilesAndReportsUnreadableOnes(t *testing.T) {
 		t.Fatalf("List with a corrupt record = %v; want ErrCorrupt naming %s", err, corrupt)
 	}
 }
+
+// A state file larger than any record is refused after reading at most the bound, not
+// decoded (issue 32: a shared record's size is checked before it is decoded, on every
+// store).
+func TestOversizedStateFileIsRefusedUnread(t *testing.T) {
+	const id = "kafka:orders"
+	e := newEnv(t)
+	call(t, e.circuit(id, policy), breaker.Success)
+	big := append([]byte(`{"format":2,"identity":"kafka:orders","leases":[`), []byte(strings.Repeat(`{"id":1},`, 1<<20))...)
+	if err := os.WriteFile(e.statePath(id), big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := unavailable(t, e.circuit(id, policy), filestate.ErrCorrupt)
+	if !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("Acquire over a %d-byte state file: %v; want it refused by its size", len(big), err)
+	}
+}
