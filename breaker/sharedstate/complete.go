@@ -27,6 +27,9 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 	if o != breaker.Success && o != breaker.Failure {
 		o = breaker.Neutral
 	}
+	if info.Generation == localPermit {
+		return c.completeLocal(info, o) // admitted on local evidence (degraded.go)
+	}
 	if info.Probe {
 		return c.completeProbe(info, o)
 	}
@@ -37,8 +40,15 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 	if o == breaker.Success && c.policy.SlowCallDuration > 0 && c.mono()-int64(info.Lease) > int64(c.policy.SlowCallDuration) {
 		o = breaker.Failure
 	}
+	d := c.local.Load()
+	if d != nil && c.counting {
+		c.localOutcome(d, o, v.rec.Generation) // the store refuses: keep the evidence here too
+	}
 	if !c.counting || o == breaker.Neutral || o == breaker.Success && (v.rec.Failures == 0 || v.tripped) {
 		return true // healthy traffic reads no clock and writes nothing
+	}
+	if d != nil && d.writesRefused(c.mono()) {
+		return true // counted locally; the store is left alone until RetryDelay ends
 	}
 	if c.backoff() != nil {
 		return false
@@ -46,10 +56,19 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.IOTimeout)
 	defer cancel()
 	defer c.events.Flush()
+	var written bool
 	if o == breaker.Success {
-		return c.resetFailures(ctx, v)
+		written = c.resetFailures(ctx, v)
+	} else {
+		written = c.addFailure(ctx, v)
 	}
-	return c.addFailure(ctx, v)
+	if !written && d == nil && o == breaker.Failure {
+		if nd := c.local.Load(); nd != nil { // this write was the first the store refused
+			c.localOutcome(nd, o, v.rec.Generation)
+			return true
+		}
+	}
+	return written || d != nil
 }
 
 // closedCond is the condition of a Counter update of the closed record r.
@@ -69,12 +88,12 @@ func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
 		// record to tell which, and open it in the second case.
 		nv, err := c.load(ctx)
 		if err != nil {
-			c.reportError(c.storeFailed(err))
+			c.writeFailed(ctx, err)
 			return false
 		}
 		r = nv.rec
 	} else if err != nil {
-		c.reportError(c.storeFailed(err))
+		c.writeFailed(ctx, err)
 		return false
 	} else {
 		c.install(r, at, 0, false)
@@ -132,7 +151,7 @@ func (c *Circuit) resetFailures(ctx context.Context, v *view) bool {
 		return c.closedIn(nv.rec, gen)
 	}
 	giveBack()
-	c.reportError(c.storeFailed(err))
+	c.writeFailed(ctx, err)
 	return false
 }
 
@@ -178,7 +197,7 @@ func (c *Circuit) retryWrite(ctx context.Context, r Record, step func(Record) (n
 			return result
 		}
 		if !errors.Is(err, ErrConflict) {
-			c.reportError(c.storeFailed(err))
+			c.writeFailed(ctx, err)
 			return false
 		}
 		nv, err := c.load(ctx)
@@ -208,6 +227,14 @@ func (c *Circuit) openIfTripped(ctx context.Context, r Record) {
 }
 
 func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome) bool {
+	taken := c.applyProbe(info, o)
+	if !taken && o == breaker.Failure {
+		taken = c.probeFailedLocally(info) // the store refused the outcome (degraded.go)
+	}
+	return taken
+}
+
+func (c *Circuit) applyProbe(info breaker.PermitInfo, o breaker.Outcome) bool {
 	return c.updateProbe(info.Generation, info.Lease, func(next *Record, start, now int64) bool {
 		if o == breaker.Success && c.policy.SlowCallDuration > 0 && now-start > int64(c.policy.SlowCallDuration) {
 			o = breaker.Failure

@@ -10,7 +10,10 @@ import (
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
-var errDown = errors.New("store down")
+var (
+	errDown = errors.New("store down")
+	errOOM  = errors.New("OOM command not allowed when used memory > 'maxmemory'")
+)
 
 // replaceOnly hides the MemoryDriver's Counter, so the engine counts with conditional
 // replaces, as over a store without atomic updates.
@@ -34,6 +37,14 @@ func TestConformance(t *testing.T) {
 						store.Down(nil)
 					}
 				},
+				RefuseWrites: func(refuse bool) {
+					if refuse {
+						store.RefuseWrites(errOOM)
+					} else {
+						store.RefuseWrites(nil)
+					}
+				},
+				Forget: func() { store.Forget() },
 				NewState: func(t *testing.T) func(circuittest.Config) (circuittest.Circuit, error) {
 					store = &circuittest.MemoryDriver{}
 					return func(cfg circuittest.Config) (circuittest.Circuit, error) {
