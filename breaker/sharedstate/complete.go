@@ -41,6 +41,9 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 		o = breaker.Failure
 	}
 	d := c.local.Load()
+	if c.cfg.OnStoreFailure == FailClosed {
+		d = nil // the evidence refused is dropped; lastErr holds the writes back
+	}
 	if d != nil && c.counting {
 		c.localOutcome(d, o, v.rec.Generation) // the store refuses: keep the evidence here too
 	}
@@ -62,7 +65,7 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 	} else {
 		written = c.addFailure(ctx, v)
 	}
-	if !written && d == nil && o == breaker.Failure {
+	if !written && d == nil && o == breaker.Failure && c.cfg.OnStoreFailure == KeepLocal {
 		if nd := c.local.Load(); nd != nil { // this write was the first the store refused
 			c.localOutcome(nd, o, v.rec.Generation)
 			return true

@@ -25,11 +25,12 @@ const (
 	// probe per replica per break) reach a dead broker while the store refuses
 	// writes, where it lets one threshold through when the store is healthy.
 	KeepLocal StoreFailure = iota
-	// FailClosed refuses every call that needs the store while it refuses writes (for
-	// RetryDelay after each refused write), and every call once the snapshot is
-	// stale, with an error matching breaker.ErrUnavailable: nothing is decided on
-	// evidence the fleet does not share, at the price of refusing calls that a
-	// healthy broker would have served.
+	// FailClosed refuses every call (unless the shared record says open) for
+	// RetryDelay after each write the store refused, with an error matching
+	// breaker.ErrUnavailable, and, as under KeepLocal, every call once the snapshot is
+	// stale and the store cannot be read: nothing is decided on evidence the fleet
+	// does not share, at the price of refusing calls a healthy broker would serve.
+	// The evidence refused is dropped.
 	FailClosed
 )
 
@@ -65,7 +66,7 @@ const localPermit = 0
 // caller's cancellation is no refusal), and reports whether the evidence is kept
 // locally: under KeepLocal. Under FailClosed the caller goes on as before.
 func (c *Circuit) refused(ctx context.Context, err error) (*degraded, bool) {
-	if c.cfg.OnStoreFailure == FailClosed || !c.counting || errors.Is(err, ErrConflict) ||
+	if !c.counting || errors.Is(err, ErrConflict) ||
 		errors.Is(err, ErrCorrupt) || errors.Is(err, ErrPolicyMismatch) || ctx.Err() != nil {
 		return nil, false
 	}
@@ -79,10 +80,13 @@ func (c *Circuit) refused(ctx context.Context, err error) (*degraded, bool) {
 		}
 	}
 	d.mu.Lock()
-	d.cause = err
+	d.cause = c.unavailable(err)
 	d.writeAfter = c.mono() + max(int64(c.cfg.RetryDelay), 0)
 	d.mu.Unlock()
-	c.reportError(c.unavailable(err))
+	if c.cfg.OnStoreFailure == FailClosed {
+		return d, false // refuses calls until RetryDelay ends (acquireDegraded)
+	}
+	c.reportError(d.cause)
 	return d, true
 }
 
@@ -139,6 +143,16 @@ func (c *Circuit) localTransition(from, to breaker.State, gen uint64, reason str
 // ends the degraded state.
 func (c *Circuit) acquireDegraded(ctx context.Context, d *degraded, v *view, m int64) (p breaker.Permit, err error, decided bool) {
 	d.mu.Lock()
+	if c.cfg.OnStoreFailure == FailClosed {
+		defer d.mu.Unlock()
+		if m < d.writeAfter && (v == nil || m >= v.rejectUntil) {
+			return breaker.Permit{}, d.cause, true // nothing is decided on evidence the store refused
+		}
+		if m >= d.writeAfter {
+			c.local.CompareAndSwap(d, nil) // try the store again
+		}
+		return breaker.Permit{}, nil, false
+	}
 	if d.openUntil != 0 && m < d.openUntil {
 		defer d.mu.Unlock()
 		return breaker.Permit{}, d.reject, true // open here: no I/O
@@ -306,7 +320,7 @@ func (c *Circuit) probeLocally(d *degraded, failedProbes int64) (breaker.Permit,
 // this replica opens locally with the backoff of one more failed probe.
 func (c *Circuit) probeFailedLocally(info breaker.PermitInfo) bool {
 	d := c.local.Load()
-	if d == nil {
+	if d == nil || c.cfg.OnStoreFailure == FailClosed {
 		return false
 	}
 	d.mu.Lock()
