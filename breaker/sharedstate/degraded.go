@@ -250,13 +250,13 @@ func (c *Circuit) degradedSnapshot(s *breaker.Snapshot) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s.DegradedSince = time.Unix(0, d.since)
-	if s.State == breaker.Open {
-		return // the shared record says open: it says more than the local evidence
-	}
+	// A shared break still running says more than the local evidence; one that is over
+	// (the store refused the HALF-OPEN) says less.
+	sharedOpen := s.State == breaker.Open && s.NotBefore.UnixNano() > c.wall()
 	switch {
-	case d.probing:
+	case d.probing && !sharedOpen:
 		s.State, s.Probes, s.NotBefore = breaker.HalfOpen, 1, time.Time{}
-	case d.openUntil != 0:
+	case d.openUntil != 0 && (!sharedOpen || d.openWall > s.NotBefore.UnixNano()):
 		s.State, s.NotBefore = breaker.Open, time.Unix(0, d.openWall)
 	}
 	s.Failures = max(s.Failures, int(min(d.failures, int64(int(^uint(0)>>1)))))

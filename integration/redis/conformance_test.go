@@ -113,14 +113,22 @@ func runConformance(t *testing.T, prefixFor func(*testing.T) string, connect fun
 	made func(*redisstate.Circuit)) {
 	path := &cuttable{}
 	var tests atomic.Int64
+	var forget func() // deletes the running test's key, as a Redis that forgot it
 	circuittest.Run(t, circuittest.Backend{
 		Scope:        breaker.SharedDependency,
 		Shared:       true,
 		MaxStaleness: redisstate.DefaultMaxStateStaleness,
 		Break:        func(broken bool) { path.broken.Store(broken) },
+		Forget:       func() { forget() },
 		NewState: func(t *testing.T) func(circuittest.Config) (circuittest.Circuit, error) {
 			prefix := prefixFor(t)
 			id := identity + "-" + strconv.FormatInt(tests.Add(1), 10)
+			admin := connect(t)
+			forget = func() {
+				if err := admin.Del(context.Background(), prefix+"{"+id+"}").Err(); err != nil {
+					t.Error(err)
+				}
+			}
 			return func(cfg circuittest.Config) (circuittest.Circuit, error) {
 				client := connect(t)
 				client.AddHook(path)
