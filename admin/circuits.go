@@ -35,6 +35,9 @@ type Circuit struct {
 	OverrideUntil *time.Time `json:"override_until,omitempty"`
 	Mode          string     `json:"mode"`
 	Bypassed      uint64     `json:"bypassed"`
+	// DegradedSince is set on a shared circuit whose store refuses its evidence: since
+	// then the replica also decides on evidence of its own (sharedstate.KeepLocal).
+	DegradedSince *time.Time `json:"degraded_since,omitempty"`
 }
 
 // Circuits is the body of GET /api/circuits.
@@ -61,6 +64,7 @@ func View(d transport.Destination, s breaker.Snapshot, now time.Time) Circuit {
 		Failures: s.Failures, Calls: s.Calls, InFlight: s.InFlight, Probes: s.Probes,
 		NotBefore: timePtr(s.NotBefore), Override: s.Override.String(),
 		OverrideUntil: timePtr(s.OverrideUntil), Mode: s.Mode.String(), Bypassed: s.Bypassed,
+		DegradedSince: timePtr(s.DegradedSince),
 	}
 	end := s.NotBefore
 	if s.Override != breaker.NoOverride {
