@@ -261,9 +261,11 @@ func (s *Store) Factory() func(transport.Destination, breaker.Policy) (breaker.C
 	}
 }
 
-// Clear removes the state of the circuit named identity, corrupt or not, under its
-// lock: the next Acquire in any process starts a closed circuit with no failures and
-// a new generation. Use it to recover from a corrupt record or to change a circuit's
+// Clear discards the state of the circuit named identity, corrupt or not, under its
+// lock, by writing a tombstone (sharedstate.Tombstone) in its place: the next Acquire
+// in any process starts a closed circuit with no failures and a new generation. (A
+// state file deleted by hand is written back by any process that knows the circuit
+// open: the engine's amnesia repair.) Use it to recover from a corrupt record or to change a circuit's
 // policy on purpose; drain the calls in flight first, since their outcomes are
 // otherwise lost. A circuit this store has handed out forgets its snapshot at once;
 // other processes notice within their staleness bound.
