@@ -22,8 +22,8 @@ var rulesT0 = time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
 // counting wraps a MemoryDriver, counts its requests by method, and can hold loads.
 type counting struct {
 	*circuittest.MemoryDriver
-	mu     sync.Mutex
-	calls  map[string]int
+	mu      sync.Mutex
+	calls   map[string]int
 	onLoad  func() // when set, runs at the start of every Load (outside the lock)
 	onReset func() // when set, runs at the start of every ResetFailures (outside the lock)
 }
@@ -75,7 +75,6 @@ func (d *counting) ResetFailures(ctx context.Context, id string, c sharedstate.C
 	}
 	return d.MemoryDriver.ResetFailures(ctx, id, c)
 }
-
 
 func ruleCircuit(t *testing.T, d sharedstate.Driver, clock *fakeclock.Clock, edit func(*sharedstate.Config)) *sharedstate.Circuit {
 	t.Helper()
