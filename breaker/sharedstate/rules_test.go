@@ -6,6 +6,8 @@ package sharedstate_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,15 +123,28 @@ func TestSharedReadOutlivesItsFirstCaller(t *testing.T) {
 	<-started
 	waiter := make(chan error, 1)
 	go func() { waiter <- c.Refresh(context.Background()) }()
+	waitForJoin(t)
 	cancel()
-	// Let the waiter join the read in flight before it ends (it joins or reads itself;
-	// either way it must succeed).
-	time.Sleep(10 * time.Millisecond)
 	close(release)
 	<-leader
 	if err := <-waiter; err != nil {
 		t.Fatalf("a caller waiting on a read whose first caller cancelled: %v; want the read's result", err)
 	}
+}
+
+// waitForJoin returns once a goroutine waits in refresh for the read in flight (its
+// stack shows it parked in refresh's select), so that the test is about a waiter.
+func waitForJoin(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); runtime.Gosched() {
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "[select") && strings.Contains(g, "sharedstate.(*Circuit).refresh(") {
+				return
+			}
+		}
+	}
+	t.Fatal("no caller joined the read in flight")
 }
 
 // A soft refresh that took longer than MaxStaleness must not admit on the clock
