@@ -40,6 +40,9 @@ type Circuit struct {
 	// when; the circuit stays closed for it.
 	Unusable      string     `json:"unusable,omitempty"`
 	UnusableSince *time.Time `json:"unusable_since,omitempty"`
+	// DegradedSince is set on a shared circuit whose store refuses its evidence: since
+	// then the replica also decides on evidence of its own (sharedstate.KeepLocal).
+	DegradedSince *time.Time `json:"degraded_since,omitempty"`
 }
 
 // Circuits is the body of GET /api/circuits.
@@ -67,6 +70,7 @@ func View(d transport.Destination, s breaker.Snapshot, now time.Time) Circuit {
 		NotBefore: timePtr(s.NotBefore), Override: s.Override.String(),
 		OverrideUntil: timePtr(s.OverrideUntil), Mode: s.Mode.String(), Bypassed: s.Bypassed,
 		Unusable: s.Unusable, UnusableSince: timePtr(s.UnusableSince),
+		DegradedSince: timePtr(s.DegradedSince),
 	}
 	end := s.NotBefore
 	if s.Override != breaker.NoOverride {

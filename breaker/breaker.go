@@ -633,6 +633,10 @@ type Snapshot struct {
 	// that reaches the destination.
 	Unusable      string
 	UnusableSince time.Time
+	// DegradedSince is set on a shared circuit whose store refused to record its
+	// evidence: since then this replica also decides on evidence of its own, and State
+	// may be a local break (see sharedstate.KeepLocal). Zero otherwise.
+	DegradedSince time.Time
 }
 
 // Snapshot returns a consistent view of the circuit.

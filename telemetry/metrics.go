@@ -127,6 +127,7 @@ type Metrics struct {
 	unhealthy                                     metric.Float64ObservableGauge
 	calls, probes, transitions, bypassed          metric.Int64ObservableCounter
 	rampRefused                                   metric.Int64ObservableCounter
+	degraded                                      metric.Int64ObservableUpDownCounter // shared store refusing evidence
 	outPublished, outDeferred, outFailed, outDead metric.Int64ObservableCounter
 	unusable                                      metric.Float64ObservableGauge // unusable.go
 	outUnusable                                   metric.Int64ObservableCounter // unusable.go
@@ -230,6 +231,8 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 		"Calls a Shadow or FailOpen circuit admitted although Enforce would have refused them.")
 	m.rampRefused = counter("brokerguard.circuit.ramp.refused", "{call}",
 		"Calls the destination's circuit turned away while ramping up after recovery; they are rejected calls too.")
+	m.degraded = upDown("brokerguard.circuit.shared.degraded", "1",
+		"1 while the destination's shared store refuses its evidence and this replica also decides on its own; absent otherwise.")
 	m.outPublished = counter("brokerguard.outbox.published", "{message}", "Outbox messages published.")
 	m.outDeferred = counter("brokerguard.outbox.deferred", "{message}",
 		"Outbox messages deferred because the destination's circuit was not closed.")
@@ -241,7 +244,7 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 		return fmt.Errorf("telemetry: creating instruments: %w", err)
 	}
 	r, err := meter.RegisterCallback(m.observeCircuits, m.open, m.failures, m.state, m.override, m.unhealthy,
-		m.calls, m.probes, m.transitions, m.bypassed, m.rampRefused, m.outPublished, m.outDeferred, m.outFailed, m.outDead, m.unusable, m.outUnusable)
+		m.calls, m.probes, m.transitions, m.bypassed, m.rampRefused, m.degraded, m.outPublished, m.outDeferred, m.outFailed, m.outDead, m.unusable, m.outUnusable)
 	if err != nil {
 		return fmt.Errorf("telemetry: registering the circuit callback: %w", err)
 	}
@@ -287,6 +290,9 @@ func (m *Metrics) observeCircuits(_ context.Context, o metric.Observer) error {
 		}
 		if s.RampRefused > 0 { // only destinations whose policy ramps, once it has refused
 			o.ObserveInt64(m.rampRefused, int64(s.RampRefused), a.dest)
+		}
+		if !s.DegradedSince.IsZero() {
+			o.ObserveInt64(m.degraded, 1, a.dest)
 		}
 		if n := c.Calls; n.Total() > 0 { // every outcome at once, zeros included, so rates start from a known value
 			for i, v := range [...]uint64{n.Published, n.Failed, n.Rejected, n.Neutral} {

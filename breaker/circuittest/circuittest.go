@@ -55,6 +55,13 @@ type Backend struct {
 	Shared       bool
 	MaxStaleness time.Duration
 	Break        func(broken bool)
+	// RefuseWrites, when set, makes the shared state refuse every write while it still
+	// answers reads (true), as a Redis at maxmemory under noeviction does, or take
+	// writes again (false). Forget, when set, makes it forget every record, as a store
+	// restarted without persistence or an evicted key. The rules for those faults
+	// (storefaults.go) are skipped for a backend that cannot inject them.
+	RefuseWrites func(refuse bool)
+	Forget       func()
 }
 
 var t0 = time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)

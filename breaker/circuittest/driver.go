@@ -231,6 +231,33 @@ type MemoryDriver struct {
 	mu      sync.Mutex
 	records map[string]sharedstate.Record
 	down    error
+	refuse  error // writes only
+}
+
+// RefuseWrites makes every later write fail with err while reads still answer, as a
+// store that is full or read-only (nil: take writes again).
+func (m *MemoryDriver) RefuseWrites(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refuse = err
+}
+
+// Forget removes every record, as a store restarted without persistence.
+func (m *MemoryDriver) Forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.records = nil
+}
+
+// Set stores r as the record of id unconditionally, as a backup restored or a hand
+// edit would.
+func (m *MemoryDriver) Set(id string, r sharedstate.Record) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.records == nil {
+		m.records = map[string]sharedstate.Record{}
+	}
+	m.records[id] = clone(r)
 }
 
 var (
@@ -266,6 +293,9 @@ func (m *MemoryDriver) Replace(ctx context.Context, id string, expect uint64, ne
 	defer m.mu.Unlock()
 	if err := m.begin(ctx); err != nil {
 		return err
+	}
+	if m.refuse != nil {
+		return m.refuse
 	}
 	cur, ok := m.records[id]
 	if ok != (expect != 0) || ok && cur.Version != expect {
@@ -318,6 +348,9 @@ func (m *MemoryDriver) update(ctx context.Context, id string, c sharedstate.Clos
 	defer m.mu.Unlock()
 	if err := m.begin(ctx); err != nil {
 		return sharedstate.Record{}, err
+	}
+	if m.refuse != nil {
+		return sharedstate.Record{}, m.refuse
 	}
 	r, ok := m.records[id]
 	if !ok || !c.Matches(r) || r.Failures >= c.Limit || !f(&r) {

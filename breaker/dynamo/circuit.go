@@ -41,6 +41,14 @@ func WithMaxStateStaleness(d time.Duration) Option {
 // need the table are refused at once.
 func WithBackendRetryDelay(d time.Duration) Option { return func(o *options) { o.retryDelay = d } }
 
+// WithStoreFailure says what the circuit does with evidence the store refuses to
+// record (a write refused or lost): sharedstate.KeepLocal (the default) counts it in
+// this replica, which opens for itself at the threshold and reports itself degraded;
+// sharedstate.FailClosed refuses the calls that need the store, as before.
+func WithStoreFailure(mode sharedstate.StoreFailure) Option {
+	return func(o *options) { o.cfg.OnStoreFailure = mode }
+}
+
 // WithIOTimeout bounds each DynamoDB request the circuit makes (default two seconds).
 // Writes made for an Acquire are also bounded by the caller's context. A read of the
 // item serves every caller waiting for it, so it is bounded by this timeout alone:

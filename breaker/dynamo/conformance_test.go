@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -24,6 +25,19 @@ func TestConformance(t *testing.T) {
 				st.setDown(nil)
 			}
 		},
+		RefuseWrites: func(refuse bool) {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			st.refuse = nil
+			if refuse {
+				st.refuse = errThrottled
+			}
+		},
+		Forget: func() {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			clear(st.items)
+		},
 		NewState: func(t *testing.T) func(circuittest.Config) (circuittest.Circuit, error) {
 			st = newMemStore()
 			return func(cfg circuittest.Config) (circuittest.Circuit, error) {
@@ -36,6 +50,9 @@ func TestConformance(t *testing.T) {
 		},
 	})
 }
+
+// errThrottled stands for a write DynamoDB refused (a throttle).
+var errThrottled = errors.New("ProvisionedThroughputExceededException: the level of configured provisioned throughput for the table was exceeded")
 
 func TestDriverContract(t *testing.T) {
 	circuittest.TestDriver(t, func(*testing.T) sharedstate.Driver { return newMemStore() })

@@ -32,6 +32,8 @@ type memStore struct {
 	afterUpdate func()
 	// onRequest, when set, runs at the start of every request (under the lock).
 	onRequest func(method string)
+	// refuse, when set, fails every write (not a load), as a throttled table.
+	refuse error
 }
 
 var errDown = errors.New("memstore: table unreachable")
@@ -108,6 +110,9 @@ func (m *memStore) begin(ctx context.Context, method string) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if m.refuse != nil && method != "load" && m.down == nil {
+		return m.refuse
 	}
 	return m.down
 }

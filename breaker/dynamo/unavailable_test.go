@@ -66,7 +66,8 @@ func TestOutcomesAreDroppedWhileTheTableIsUnreachable(t *testing.T) {
 		{"timed out", func(m *memStore) { m.setHang(true) }},
 	} {
 		t.Run(fault.name, func(t *testing.T) {
-			f := newFleet(t, 1, sharedPolicy(), WithIOTimeout(50*time.Millisecond))
+			// Under FailClosed; KeepLocal keeps them (TestRefusedWritesKeepLocalEvidence).
+			f := newFleet(t, 1, sharedPolicy(), WithIOTimeout(50*time.Millisecond), WithStoreFailure(sharedstate.FailClosed))
 			c := f.r[0]
 			p1, p2 := mustAcquire(t, c), mustAcquire(t, c)
 			fault.apply(f.st)
@@ -220,7 +221,7 @@ func TestDeletedItemStartsClosedAgain(t *testing.T) {
 func TestNoWriteIsTriedWithinBackendRetryDelay(t *testing.T) {
 	// A snapshot that stays fresh past the open deadline: the next Acquire must write
 	// HALF-OPEN, and the table is down.
-	f := newFleet(t, 1, sharedPolicy(), WithMaxStateStaleness(time.Minute))
+	f := newFleet(t, 1, sharedPolicy(), WithMaxStateStaleness(time.Minute), WithStoreFailure(sharedstate.FailClosed))
 	c := f.r[0]
 	f.clk.Set(f.open())
 	f.st.setDown(errDown)

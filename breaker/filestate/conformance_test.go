@@ -38,6 +38,30 @@ func TestConformance(t *testing.T) {
 				}
 			}
 		},
+		// A directory in place of each lock file: every write fails to take its lock,
+		// while reads (which take none) go on, as on a disk that refuses writes.
+		RefuseWrites: func(refuse bool) {
+			if refuse {
+				locks, _ := filepath.Glob(filepath.Join(root, "*.lock"))
+				for _, l := range locks {
+					_ = os.Rename(l, l+".away")
+					_ = os.Mkdir(l, 0o700)
+				}
+				return
+			}
+			away, _ := filepath.Glob(filepath.Join(root, "*.lock.away"))
+			for _, a := range away {
+				l := a[:len(a)-len(".away")]
+				_ = os.Remove(l)
+				_ = os.Rename(a, l)
+			}
+		},
+		Forget: func() {
+			matches, _ := filepath.Glob(filepath.Join(root, "*.json"))
+			for _, m := range matches {
+				_ = os.Remove(m)
+			}
+		},
 		NewState: func(t *testing.T) func(circuittest.Config) (circuittest.Circuit, error) {
 			root = filepath.Join(t.TempDir(), "circuits")
 			return func(cfg circuittest.Config) (circuittest.Circuit, error) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,7 +150,7 @@ func TestStateFilesThatAreNotPrivateAreRefused(t *testing.T) {
 	})
 	t.Run("lock file writable by others", func(t *testing.T) {
 		e := newEnv(t)
-		c := e.circuit(id, policy)
+		c := e.circuit(id, policy, filestate.WithStoreFailure(sharedstate.FailClosed))
 		call(t, c, breaker.Success)
 		if err := os.Chmod(strings.TrimSuffix(e.statePath(id), ".json")+".lock", 0o666); err != nil {
 			t.Fatal(err)
@@ -171,6 +172,43 @@ func TestStateFilesThatAreNotPrivateAreRefused(t *testing.T) {
 		}
 		unavailable(t, e.circuit(id, policy))
 	})
+	// A FIFO blocks an open for reading until a writer comes; nothing is ever written
+	// to it, so a read that waited would wait past every deadline (issue 32).
+	for _, which := range []string{".json", ".lock"} {
+		t.Run("FIFO in place of the "+which+" file", func(t *testing.T) {
+			e := newEnv(t)
+			c := e.circuit(id, policy)
+			call(t, c, breaker.Success)
+			path := strings.TrimSuffix(e.statePath(id), ".json") + which
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(path, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			fresh := e.circuit(id, policy)
+			go func() {
+				p, err := fresh.Acquire(context.Background())
+				if err == nil {
+					p.Complete(breaker.Failure) // a write takes the lock
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if which == ".json" && !errors.Is(err, filestate.ErrNotPrivate) {
+					t.Fatalf("Acquire over a FIFO: %v; want ErrNotPrivate", err)
+				}
+			case <-time.After(5 * time.Second):
+				// Unblock the goroutine so that the test ends.
+				if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					w.Close()
+				}
+				t.Fatal("Acquire blocked on a FIFO in the state directory")
+			}
+		})
+	}
 	t.Run("directory in its place", func(t *testing.T) {
 		e := newEnv(t)
 		c := e.circuit(id, policy)
@@ -243,5 +281,22 @@ func TestListSkipsOtherFilesAndReportsUnreadableOnes(t *testing.T) {
 	}
 	if !errors.Is(err, filestate.ErrCorrupt) || !strings.Contains(err.Error(), corrupt) {
 		t.Fatalf("List with a corrupt record = %v; want ErrCorrupt naming %s", err, corrupt)
+	}
+}
+
+// A state file larger than any record is refused after reading at most the bound, not
+// decoded (issue 32: a shared record's size is checked before it is decoded, on every
+// store).
+func TestOversizedStateFileIsRefusedUnread(t *testing.T) {
+	const id = "kafka:orders"
+	e := newEnv(t)
+	call(t, e.circuit(id, policy), breaker.Success)
+	big := append([]byte(`{"format":2,"identity":"kafka:orders","leases":[`), []byte(strings.Repeat(`{"id":1},`, 1<<20))...)
+	if err := os.WriteFile(e.statePath(id), big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := unavailable(t, e.circuit(id, policy), filestate.ErrCorrupt)
+	if !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("Acquire over a %d-byte state file: %v; want it refused by its size", len(big), err)
 	}
 }

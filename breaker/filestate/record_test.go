@@ -62,10 +62,21 @@ func FuzzDecodeRecord(f *testing.F) {
 			return
 		}
 		again, err := decodeRecord(r.encode())
-		if err != nil || !reflect.DeepEqual(again, r) {
+		if err != nil || !reflect.DeepEqual(sameLists(again), sameLists(r)) {
 			t.Fatalf("re-encoding a decoded record: %+v, %v; want %+v", again, err, r)
 		}
 	})
+}
+
+// sameLists returns r with an empty lease list made absent: the encoding leaves out
+// an empty list, so `"leases":[]` and no "leases" are the same record.
+func sameLists(r *fileRecord) *fileRecord {
+	if r == nil || len(r.Leases) > 0 {
+		return r
+	}
+	c := *r
+	c.Leases = nil
+	return &c
 }
 
 // A record of the layout before the shared engine is read, not refused: an upgrade

@@ -68,6 +68,15 @@ func WithRandom(f func() float64) Option {
 	}
 }
 
+// WithStoreFailure says what the store's circuits do with evidence a state file
+// cannot record (the disk full or read-only, a lock that cannot be taken):
+// sharedstate.KeepLocal (the default) counts it in this process, which opens for
+// itself at the threshold and reports itself degraded; sharedstate.FailClosed refuses
+// the calls that need the file, as before.
+func WithStoreFailure(mode sharedstate.StoreFailure) Option {
+	return func(s *Store) error { s.onStoreFail = mode; return nil }
+}
+
 // WithErrorHandler is told the errors that Permit.Complete cannot return: a failure or
 // transition that could not be written. It is called outside any lock. After such an
 // error the circuit forgets its snapshot, so the next Acquire reads the file again and
@@ -116,6 +125,7 @@ type Store struct {
 	staleness   int64
 	random      func() float64
 	onError     func(error)
+	onStoreFail sharedstate.StoreFailure
 	observers   []func(breaker.Transition)
 	lockTimeout time.Duration
 
@@ -215,7 +225,7 @@ func (s *Store) Circuit(identity string, p breaker.Policy) (*Circuit, error) {
 	statePath := s.statePath(identity)
 	sc, err := sharedstate.New(sharedstate.Config{
 		Identity: identity, Policy: p, Scope: breaker.SingleHost, Driver: files{s},
-		Clock: s.clock, Random: s.random, Observers: s.observers, OnError: s.onError,
+		Clock: s.clock, Random: s.random, Observers: s.observers, OnError: s.onError, OnStoreFailure: s.onStoreFail,
 		// No staleness: no snapshot. A failed read is retried at once.
 		MaxStaleness: time.Duration(cmp.Or(s.staleness, -1)), RetryDelay: -1, IOTimeout: s.lockTimeout,
 		Unavailable: func(err error) error {
@@ -251,9 +261,11 @@ func (s *Store) Factory() func(transport.Destination, breaker.Policy) (breaker.C
 	}
 }
 
-// Clear removes the state of the circuit named identity, corrupt or not, under its
-// lock: the next Acquire in any process starts a closed circuit with no failures and
-// a new generation. Use it to recover from a corrupt record or to change a circuit's
+// Clear discards the state of the circuit named identity, corrupt or not, under its
+// lock, by writing a tombstone (sharedstate.Tombstone) in its place: the next Acquire
+// in any process starts a closed circuit with no failures and a new generation. (A
+// state file deleted by hand is written back by any process that knows the circuit
+// open: the engine's amnesia repair.) Use it to recover from a corrupt record or to change a circuit's
 // policy on purpose; drain the calls in flight first, since their outcomes are
 // otherwise lost. A circuit this store has handed out forgets its snapshot at once;
 // other processes notice within their staleness bound.
@@ -276,13 +288,20 @@ func (s *Store) Clear(identity string) error {
 		return err
 	}
 	defer unlock()
-	if err := os.Remove(statePath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return &StateError{Identity: identity, Path: statePath, Op: "remove", Err: err}
+	// A tombstone, not a removal: a process that knows the circuit open would write a
+	// removed record back (the engine's amnesia repair), while a tombstone tells every
+	// process to start afresh. A record that cannot be read is replaced all the same.
+	var prev uint64
+	if cur, err := readState(identity, statePath); err == nil && cur != nil {
+		prev = cur.Version
+	} else if err != nil {
+		// A corrupt, foreign or non-regular file (a FIFO, a directory) is removed first.
+		if err := os.Remove(statePath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return &StateError{Identity: identity, Path: statePath, Op: "remove", Err: err}
+		}
 	}
-	if err := syncDir(s.root); err != nil {
-		return &StateError{Identity: identity, Path: s.root, Op: "remove", Err: err}
-	}
-	return nil
+	tomb := &fileRecord{Format: recordFormat, Identity: identity, Record: sharedstate.Tombstone(prev, s.wallNow())}
+	return writeState(identity, s.root, name, statePath, tomb)
 }
 
 // validateIdentity enforces the naming rule of Store.Circuit.
@@ -313,8 +332,11 @@ func validateIdentity(id string) error {
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
-// noFollow refuses to open a symbolic link in place of a state or lock file.
-const noFollow = syscall.O_NOFOLLOW
+// noFollow refuses to open a symbolic link in place of a state or lock file, and
+// opens without blocking: a FIFO (or a device) in place of one would otherwise block
+// the open until a writer came, past every deadline. checkRegular then refuses
+// anything but a regular file; on a regular file O_NONBLOCK changes nothing.
+const noFollow = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 
 // lockFile takes an exclusive flock on path, creating the file with mode 0600, and
 // returns the function that releases it. It waits for another holder only as long as
@@ -384,4 +406,12 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// wallNow is the store's wall time in Unix nanoseconds.
+func (s *Store) wallNow() int64 {
+	if s.clock == nil {
+		return time.Now().UnixNano()
+	}
+	return s.clock.Now().UnixNano()
 }

@@ -56,6 +56,14 @@ func WithMaxStateStaleness(d time.Duration) Option { return func(o *options) { o
 // are refused at once.
 func WithBackendRetryDelay(d time.Duration) Option { return func(o *options) { o.retryDelay = d } }
 
+// WithStoreFailure says what the circuit does with evidence the store refuses to
+// record (a write refused or lost): sharedstate.KeepLocal (the default) counts it in
+// this replica, which opens for itself at the threshold and reports itself degraded;
+// sharedstate.FailClosed refuses the calls that need the store, as before.
+func WithStoreFailure(mode sharedstate.StoreFailure) Option {
+	return func(o *options) { o.cfg.OnStoreFailure = mode }
+}
+
 // WithIOTimeout bounds each script the circuit runs (default two seconds), together
 // with the caller's context for writes made for an Acquire. Set the client's own
 // timeouts no longer than this.

@@ -61,6 +61,9 @@ type Config struct {
 	// OnError is told the errors Permit.Complete cannot return: an outcome or
 	// transition that could not be written.
 	OnError func(error)
+	// OnStoreFailure says what happens to evidence the store refuses to record
+	// (degraded.go): KeepLocal (the default) or FailClosed.
+	OnStoreFailure StoreFailure
 }
 
 // Circuit is a circuit breaker whose state is one Record in a Driver's store, shared
@@ -97,6 +100,9 @@ type Circuit struct {
 	retryAt int64      // mono
 
 	events eventq.Queue[breaker.Transition]
+
+	// local is the evidence the store refused, while it refuses (degraded.go).
+	local atomic.Pointer[degraded]
 }
 
 // view is an immutable local copy of the record and what it decides.
@@ -281,7 +287,7 @@ func (c *Circuit) Acquire(ctx context.Context) (breaker.Permit, error) {
 	m := c.mono()
 	if v := c.view.Load(); v != nil {
 		// One comparison on the healthy path: admitUntil bounds the ForceClose hold.
-		if m < v.admitUntil && m-v.at < c.refreshAfter {
+		if m < v.admitUntil && m-v.at < c.refreshAfter && c.local.Load() == nil {
 			return c.admitClosed(v, m)
 		}
 		if m < v.rejectUntil && m-v.at < c.refreshAfter {
@@ -293,6 +299,12 @@ func (c *Circuit) Acquire(ctx context.Context) (breaker.Permit, error) {
 }
 
 func (c *Circuit) acquireSlow(ctx context.Context, v *view, m int64) (breaker.Permit, error) {
+	if d := c.local.Load(); d != nil {
+		if p, err, decided := c.acquireDegraded(ctx, d, v, m); decided {
+			return p, err
+		}
+		v, m = c.view.Load(), c.mono()
+	}
 	if v != nil && m-v.at >= 0 && (m-v.at < c.staleness && m < v.admitUntil || m < v.rejectUntil) {
 		// Soft refresh: one caller reads the record while the others keep deciding on
 		// the snapshot, which is still good enough. A failure is not theirs yet.
@@ -356,6 +368,10 @@ func (c *Circuit) decide(ctx context.Context, v *view, m int64) (p breaker.Permi
 		case errors.Is(err, ErrConflict):
 			return breaker.Permit{}, nil, true
 		case err != nil:
+			if d, ok := c.refused(ctx, err); ok {
+				p, err = c.openRefused(d, v) // degraded.go
+				return p, err, false
+			}
 			return breaker.Permit{}, c.ioFailed(ctx, err), false
 		case nv.reject != nil:
 			return breaker.Permit{}, nv.reject, false
@@ -436,6 +452,10 @@ func (c *Circuit) takeLease(ctx context.Context, prev, next Record, now int64) (
 	}
 	if err != nil {
 		c.release()
+		if d, ok := c.refused(ctx, err); ok {
+			p, err := c.probeLocally(d, prev.FailedProbes) // degraded.go
+			return p, err, false
+		}
 		return breaker.Permit{}, c.ioFailed(ctx, err), false
 	}
 	return breaker.NewPermit(c, breaker.PermitInfo{Generation: next.Generation, Probe: true, Lease: id}), nil, false
@@ -657,6 +677,9 @@ func (c *Circuit) load(ctx context.Context) (*view, error) {
 			// before the removal.
 			start := uint64(max(c.wall(), 1))
 			r = Record{Version: start, Fingerprint: c.fingerprint, Policy: c.description, State: breaker.Closed, Generation: start}
+			if known, ok := c.remembered(nil, at, c.wall()); ok {
+				r = known // the store forgot an open circuit: write it back (amnesia.go)
+			}
 			if err = c.cfg.Driver.Replace(ctx, c.cfg.Identity, 0, r); errors.Is(err, ErrConflict) {
 				continue // another replica created it first
 			}
@@ -667,8 +690,28 @@ func (c *Circuit) load(ctx context.Context) (*view, error) {
 		if err := r.Check(c.cfg.Identity); err != nil {
 			return nil, c.unavailable(err)
 		}
+		if isTombstone(r) { // removed on purpose: start afresh (amnesia.go)
+			start := max(uint64(max(c.wall(), 1)), r.Version+1, r.Generation+1)
+			fresh := Record{Version: start, Fingerprint: c.fingerprint, Policy: c.description, State: breaker.Closed,
+				Generation: start, Reason: ReasonCleared, Since: c.wall()}
+			if err := c.cfg.Driver.Replace(ctx, c.cfg.Identity, r.Version, fresh); errors.Is(err, ErrConflict) {
+				continue
+			} else if err != nil {
+				return nil, c.unavailable(err)
+			}
+			r = fresh
+		}
 		if r.Fingerprint != c.fingerprint && r.Fingerprint != c.legacyFingerprint {
 			return nil, c.unavailable(mismatch(c.cfg.Identity, r.Fingerprint, r.Policy, c.fingerprint, c.description))
+		}
+		if known, ok := c.remembered(&r, at, c.wall()); ok {
+			// The store holds an older state than this replica knows (amnesia.go).
+			if err := c.cfg.Driver.Replace(ctx, c.cfg.Identity, r.Version, known); errors.Is(err, ErrConflict) {
+				continue
+			} else if err != nil {
+				return nil, c.unavailable(err)
+			}
+			r = known
 		}
 		return c.install(r, at, installs, true), nil
 	}
@@ -728,7 +771,10 @@ func (c *Circuit) install(r Record, at int64, installs uint64, read bool) *view 
 	c.installs.Add(1)
 	v := c.newView(r, at)
 	c.view.Store(v)
-	if cur != nil && cur.rec.Generation != r.Generation {
+	// A record written back after the store forgot it (amnesia.go) may carry a new
+	// generation for the same transition: that is no transition.
+	if cur != nil && cur.rec.Generation != r.Generation &&
+		(cur.rec.State != r.State || cur.rec.Since != r.Since || cur.rec.Reason != r.Reason) {
 		reason := r.Reason
 		if reason == "" {
 			reason = "unknown"
@@ -755,14 +801,17 @@ func (c *Circuit) reportError(err error) {
 func (c *Circuit) Snapshot() breaker.Snapshot {
 	v := c.view.Load()
 	if v == nil {
-		return breaker.Snapshot{Identity: c.cfg.Identity, Scope: c.cfg.Scope, InFlight: int(c.inFlight.Load()),
+		s := breaker.Snapshot{Identity: c.cfg.Identity, Scope: c.cfg.Scope, InFlight: int(c.inFlight.Load()),
 			RampShare: 1, RampRefused: c.rampRefused.Load()}
+		c.degradedSnapshot(&s)
+		return s
 	}
 	s := snapshotOf(c.cfg.Identity, c.cfg.Scope, v.rec, c.wall())
 	s.InFlight, s.RampRefused = int(c.inFlight.Load()), c.rampRefused.Load()
 	if m := c.mono(); v.ramp != nil && m < v.rampEnd {
 		s.RampUntil, s.RampShare = v.ramp.Until(), c.policy.RampShare(time.Duration(m-v.rampStart))
 	}
+	c.degradedSnapshot(&s)
 	return s
 }
 

@@ -3,6 +3,7 @@ package sharedstate
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -26,6 +27,9 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 	if o != breaker.Success && o != breaker.Failure {
 		o = breaker.Neutral
 	}
+	if info.Generation == localPermit {
+		return c.completeLocal(info, o) // admitted on local evidence (degraded.go)
+	}
 	if info.Probe {
 		return c.completeProbe(info, o)
 	}
@@ -36,8 +40,18 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 	if o == breaker.Success && c.policy.SlowCallDuration > 0 && c.mono()-int64(info.Lease) > int64(c.policy.SlowCallDuration) {
 		o = breaker.Failure
 	}
+	d := c.local.Load()
+	if c.cfg.OnStoreFailure == FailClosed {
+		d = nil // the evidence refused is dropped; lastErr holds the writes back
+	}
+	if d != nil && c.counting {
+		c.localOutcome(d, o, v.rec.Generation) // the store refuses: keep the evidence here too
+	}
 	if !c.counting || o == breaker.Neutral || o == breaker.Success && (v.rec.Failures == 0 || v.tripped) {
 		return true // healthy traffic reads no clock and writes nothing
+	}
+	if d != nil && d.writesRefused(c.mono()) {
+		return true // counted locally; the store is left alone until RetryDelay ends
 	}
 	if c.backoff() != nil {
 		return false
@@ -45,10 +59,19 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.IOTimeout)
 	defer cancel()
 	defer c.events.Flush()
+	var written bool
 	if o == breaker.Success {
-		return c.resetFailures(ctx, v)
+		written = c.resetFailures(ctx, v)
+	} else {
+		written = c.addFailure(ctx, v)
 	}
-	return c.addFailure(ctx, v)
+	if !written && d == nil && o == breaker.Failure && c.cfg.OnStoreFailure == KeepLocal {
+		if nd := c.local.Load(); nd != nil { // this write was the first the store refused
+			c.localOutcome(nd, o, v.rec.Generation)
+			return true
+		}
+	}
+	return written || d != nil
 }
 
 // closedCond is the condition of a Counter update of the closed record r.
@@ -59,7 +82,7 @@ func (c *Circuit) closedCond(r Record) Closed {
 func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
 	gen := v.rec.Generation
 	if c.counter == nil {
-		return c.updateClosed(ctx, v.rec, func(r *Record) bool { r.Failures++; return true })
+		return c.updateClosed(ctx, v.rec, func(r *Record) bool { r.Failures = addOne(r.Failures); return true })
 	}
 	at := c.mono() // the snapshot's age counts from the request, as write's does
 	r, err := c.counter.AddFailure(ctx, c.cfg.Identity, c.closedCond(v.rec))
@@ -68,12 +91,12 @@ func (c *Circuit) addFailure(ctx context.Context, v *view) bool {
 		// record to tell which, and open it in the second case.
 		nv, err := c.load(ctx)
 		if err != nil {
-			c.reportError(c.storeFailed(err))
+			c.writeFailed(ctx, err)
 			return false
 		}
 		r = nv.rec
 	} else if err != nil {
-		c.reportError(c.storeFailed(err))
+		c.writeFailed(ctx, err)
 		return false
 	} else {
 		c.install(r, at, 0, false)
@@ -131,7 +154,7 @@ func (c *Circuit) resetFailures(ctx context.Context, v *view) bool {
 		return c.closedIn(nv.rec, gen)
 	}
 	giveBack()
-	c.reportError(c.storeFailed(err))
+	c.writeFailed(ctx, err)
 	return false
 }
 
@@ -177,7 +200,7 @@ func (c *Circuit) retryWrite(ctx context.Context, r Record, step func(Record) (n
 			return result
 		}
 		if !errors.Is(err, ErrConflict) {
-			c.reportError(c.storeFailed(err))
+			c.writeFailed(ctx, err)
 			return false
 		}
 		nv, err := c.load(ctx)
@@ -207,19 +230,27 @@ func (c *Circuit) openIfTripped(ctx context.Context, r Record) {
 }
 
 func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome) bool {
+	taken := c.applyProbe(info, o)
+	if !taken && o == breaker.Failure {
+		taken = c.probeFailedLocally(info) // the store refused the outcome (degraded.go)
+	}
+	return taken
+}
+
+func (c *Circuit) applyProbe(info breaker.PermitInfo, o breaker.Outcome) bool {
 	return c.updateProbe(info.Generation, info.Lease, func(next *Record, start, now int64) bool {
 		if o == breaker.Success && c.policy.SlowCallDuration > 0 && now-start > int64(c.policy.SlowCallDuration) {
 			o = breaker.Failure
 		}
 		switch o {
 		case breaker.Success:
-			next.Successes++
+			next.Successes = addOne(next.Successes)
 			if next.Successes >= int64(c.policy.SuccessesToClose) {
 				next.FailedProbes = 0
 				toClosed(next, now, breaker.ReasonProbeSucceeded)
 			}
 		case breaker.Failure:
-			next.FailedProbes++
+			next.FailedProbes = addOne(next.FailedProbes)
 			toOpen(next, now, now+c.breakFor(next.FailedProbes), breaker.ReasonProbeFailed)
 		}
 		return true
@@ -307,4 +338,15 @@ func (c *Circuit) override(ctx context.Context, h hold) error {
 		return c.unavailable(err)
 	}
 	return nil
+}
+
+// addOne returns n+1, or n at the int64 maximum: a stored count that high (written by
+// hand or by someone with access to the store) must not wrap into a negative count,
+// which Record.Check refuses, so that every replica would refuse the record the engine
+// itself wrote.
+func addOne(n int64) int64 {
+	if n == math.MaxInt64 {
+		return n
+	}
+	return n + 1
 }

@@ -1,6 +1,7 @@
 package sharedstate_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -10,11 +11,30 @@ import (
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
-var errDown = errors.New("store down")
+var (
+	errDown = errors.New("store down")
+	errOOM  = errors.New("OOM command not allowed when used memory > 'maxmemory'")
+)
 
 // replaceOnly hides the MemoryDriver's Counter, so the engine counts with conditional
 // replaces, as over a store without atomic updates.
-type replaceOnly struct{ *circuittest.MemoryDriver }
+// (Embedding the MemoryDriver would promote its Counter methods: the wrapper names
+// only the Driver's.)
+type replaceOnly struct{ m *circuittest.MemoryDriver }
+
+func (r replaceOnly) Load(ctx context.Context, id string) (sharedstate.Record, error) {
+	return r.m.Load(ctx, id)
+}
+
+func (r replaceOnly) Replace(ctx context.Context, id string, expect uint64, next sharedstate.Record) error {
+	return r.m.Replace(ctx, id, expect, next)
+}
+
+func TestReplaceOnlyHidesTheCounter(t *testing.T) {
+	if _, counts := any(replaceOnly{}).(sharedstate.Counter); counts {
+		t.Fatal("replaceOnly is a Counter: the replace-path tests would run the counter path")
+	}
+}
 
 func TestConformance(t *testing.T) {
 	for name, wrap := range map[string]func(*circuittest.MemoryDriver) sharedstate.Driver{
@@ -34,6 +54,14 @@ func TestConformance(t *testing.T) {
 						store.Down(nil)
 					}
 				},
+				RefuseWrites: func(refuse bool) {
+					if refuse {
+						store.RefuseWrites(errOOM)
+					} else {
+						store.RefuseWrites(nil)
+					}
+				},
+				Forget: func() { store.Forget() },
 				NewState: func(t *testing.T) func(circuittest.Config) (circuittest.Circuit, error) {
 					store = &circuittest.MemoryDriver{}
 					return func(cfg circuittest.Config) (circuittest.Circuit, error) {

@@ -12,6 +12,16 @@ import (
 // make a replica walk a huge list on every probe decision.
 const MaxLeases = 1024
 
+// MaxRecordSize bounds the encoded size of one record that a driver decodes: a record
+// of MaxLeases leases with long owner names is well under it. A driver checks it before
+// it decodes anything, so that a record inflated by someone with write access to the
+// store costs a replica no more than this to refuse (issue 32). The file store's
+// bound is smaller (64 KiB); DynamoDB bounds items at 400 KB itself.
+const MaxRecordSize = 256 << 10
+
+// maxCounter bounds Version and Generation (see Record.Check).
+const maxCounter = 1 << 63
+
 // RecordError reports a stored record that the engine refuses: a value out of range
 // or fields that contradict each other. A circuit whose record is corrupt admits
 // nothing until the record is repaired or removed. errors.Is(err, ErrCorrupt) holds.
@@ -38,6 +48,11 @@ func (r *Record) Check(identity string) error {
 	switch {
 	case r.Version == 0:
 		return bad("Version", "must be at least 1")
+	case r.Version >= maxCounter || r.Generation >= maxCounter:
+		// Both start at a Unix time in nanoseconds (below 2^63 until 2262) and advance
+		// by one per write, so a value this high was not written by an engine, and
+		// advancing it would wrap to 0: a record the engine would then refuse.
+		return bad("Version", "and Generation must be below 2^63, got %d and %d", r.Version, r.Generation)
 	case r.Fingerprint == "":
 		return bad("Fingerprint", "must not be empty")
 	case r.Generation == 0:

@@ -185,7 +185,11 @@ func printCircuits(w io.Writer, asJSON bool, v any, rows []circuitRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DESTINATION\tSTATE\tFAILURES\tNOT BEFORE\tOVERRIDE\tUNTIL\tMODE\tSCOPE")
 	for _, c := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", c.Destination, c.State, c.Failures,
+		state := c.State
+		if c.DegradedSince != nil { // the shared store refuses its evidence (sharedstate.KeepLocal)
+			state += " (degraded since " + fmtTime(c.DegradedSince) + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", c.Destination, state, c.Failures,
 			fmtTime(c.NotBefore), c.Override, fmtTime(c.OverrideUntil), c.Mode, c.Scope)
 	}
 	if err := tw.Flush(); err != nil {

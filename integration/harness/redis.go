@@ -223,3 +223,18 @@ func NewRedisCluster(t testing.TB, masters int) []string {
 	}
 	return addrs
 }
+
+// RestartEmpty stops the server, removes the data it keeps (its append-only files and
+// any snapshot), and starts it again on the same address: a Redis restarted without
+// persistence, which has forgotten every key.
+func (s *RedisServer) RestartEmpty() error {
+	if err := s.Stop(); err != nil {
+		return err
+	}
+	for _, name := range []string{"appendonlydir", "appendonly.aof", "dump.rdb"} {
+		if err := os.RemoveAll(filepath.Join(s.dir, name)); err != nil {
+			return err
+		}
+	}
+	return s.Start()
+}

@@ -59,6 +59,31 @@ func TestConformance(t *testing.T) {
 		}, nil)
 }
 
+// The conformance suite on a private redis-server, which the suite may also fill
+// (maxmemory 1 under noeviction: reads answer, every write is refused with OOM).
+func TestConformanceOnFullRedis(t *testing.T) {
+	server := harness.NewRedis(t)
+	admin := redis.NewClient(&redis.Options{Addr: server.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { admin.Close() })
+	full := func(refuse bool) {
+		limit := "0"
+		if refuse {
+			limit = "1"
+		}
+		for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", limit}} {
+			if err := admin.ConfigSet(context.Background(), kv[0], kv[1]).Err(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	runConformance(t, func(*testing.T) string { return "full:" },
+		func(t *testing.T) redis.UniversalClient {
+			client := redis.NewClient(&redis.Options{Addr: server.Addr(), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { client.Close() })
+			return client
+		}, nil, full)
+}
+
 // The conformance suite on a Redis Cluster of three masters, through cluster clients:
 // each circuit is one key, so every script runs on the node that owns its slot.
 func TestConformanceOnRedisCluster(t *testing.T) {
@@ -110,17 +135,31 @@ func TestDriverOnRedisCluster(t *testing.T) {
 // the key prefix of the test. Each test of the suite has an identity of its own; made
 // (when not nil) is told of every circuit.
 func runConformance(t *testing.T, prefixFor func(*testing.T) string, connect func(*testing.T) redis.UniversalClient,
-	made func(*redisstate.Circuit)) {
+	made func(*redisstate.Circuit), refuseWrites ...func(bool)) {
 	path := &cuttable{}
 	var tests atomic.Int64
+	var forget func() // deletes the running test's key, as a Redis that forgot it
 	circuittest.Run(t, circuittest.Backend{
 		Scope:        breaker.SharedDependency,
 		Shared:       true,
 		MaxStaleness: redisstate.DefaultMaxStateStaleness,
 		Break:        func(broken bool) { path.broken.Store(broken) },
+		Forget:       func() { forget() },
+		RefuseWrites: func() func(bool) {
+			if len(refuseWrites) == 0 {
+				return nil // a shared server is never filled
+			}
+			return refuseWrites[0]
+		}(),
 		NewState: func(t *testing.T) func(circuittest.Config) (circuittest.Circuit, error) {
 			prefix := prefixFor(t)
 			id := identity + "-" + strconv.FormatInt(tests.Add(1), 10)
+			admin := connect(t)
+			forget = func() {
+				if err := admin.Del(context.Background(), prefix+"{"+id+"}").Err(); err != nil {
+					t.Error(err)
+				}
+			}
 			return func(cfg circuittest.Config) (circuittest.Circuit, error) {
 				client := connect(t)
 				client.AddHook(path)
