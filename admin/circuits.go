@@ -35,11 +35,15 @@ type Circuit struct {
 	OverrideUntil *time.Time `json:"override_until,omitempty"`
 	Mode          string     `json:"mode"`
 	Bypassed      uint64     `json:"bypassed"`
+	Health
 }
 
 // Circuits is the body of GET /api/circuits.
 type Circuits struct {
-	Now       time.Time `json:"now"`
+	Now time.Time `json:"now"`
+	// Started is when the process began (WithProcessStart; by default when the
+	// handler was made): the dashboard's timeline starts there.
+	Started   time.Time `json:"started"`
 	Mutations bool      `json:"mutations"` // whether this handler accepts mutations
 	Circuits  []Circuit `json:"circuits"`
 }
@@ -61,6 +65,7 @@ func View(d transport.Destination, s breaker.Snapshot, now time.Time) Circuit {
 		Failures: s.Failures, Calls: s.Calls, InFlight: s.InFlight, Probes: s.Probes,
 		NotBefore: timePtr(s.NotBefore), Override: s.Override.String(),
 		OverrideUntil: timePtr(s.OverrideUntil), Mode: s.Mode.String(), Bypassed: s.Bypassed,
+		Health: healthView(s),
 	}
 	end := s.NotBefore
 	if s.Override != breaker.NoOverride {
@@ -75,7 +80,7 @@ func View(d transport.Destination, s breaker.Snapshot, now time.Time) Circuit {
 func (h *Handler) listCircuits(w http.ResponseWriter, _ *http.Request) {
 	now := h.now()
 	snaps := h.reg.Snapshots()
-	out := Circuits{Now: now, Mutations: h.token != nil, Circuits: make([]Circuit, 0, len(snaps))}
+	out := Circuits{Now: now, Started: h.started, Mutations: h.token != nil, Circuits: make([]Circuit, 0, len(snaps))}
 	for d, s := range snaps {
 		out.Circuits = append(out.Circuits, View(d, s, now))
 	}
@@ -256,6 +261,11 @@ type Transition struct {
 	Generation  uint64    `json:"generation"`
 	At          time.Time `json:"at"`
 	Reason      string    `json:"reason"`
+	// For an event that collapses probe cycles (see Event): when the latest cycle
+	// happened, the probes admitted and the probes that failed.
+	LastAt       *time.Time `json:"last_at,omitempty"`
+	Cycles       int        `json:"cycles,omitempty"`
+	FailedProbes int        `json:"failed_probes,omitempty"`
 }
 
 func (h *Handler) transitions(w http.ResponseWriter, r *http.Request) {
@@ -268,7 +278,8 @@ func (h *Handler) transitions(w http.ResponseWriter, r *http.Request) {
 	if h.journal != nil {
 		for _, e := range h.journal.Recent(limit) {
 			out = append(out, Transition{Destination: e.Destination.String(), From: e.From.String(),
-				To: e.To.String(), Generation: e.Generation, At: e.At, Reason: e.Reason})
+				To: e.To.String(), Generation: e.Generation, At: e.At, Reason: e.Reason,
+				LastAt: timePtr(e.LastAt), Cycles: e.Cycles, FailedProbes: e.FailedProbes})
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"transitions": out})

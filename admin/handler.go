@@ -130,6 +130,7 @@ type Handler struct {
 	clock   breaker.Clock
 	maxHold time.Duration
 	origin  *http.CrossOriginProtection
+	started time.Time // WithProcessStart
 }
 
 // New returns the handler for reg.
@@ -153,6 +154,9 @@ func New(reg *registry.Registry, opts ...Option) (*Handler, error) {
 	mux.HandleFunc("GET /api/outbox/dead", h.deadRows)
 	mux.HandleFunc("POST /api/outbox/requeue", h.requeue)
 	h.mux = mux
+	if h.started.IsZero() {
+		h.started = h.now()
+	}
 	return h, nil
 }
 
