@@ -163,9 +163,9 @@ func parseHold(body io.Reader, now time.Time, maxHold time.Duration) (time.Time,
 	default:
 		return until, "", badField("for", `give "for" (a duration) or "until" (an RFC 3339 time)`)
 	}
-	if until.Sub(now) > maxHold {
-		return until, "", badField(map[bool]string{true: "for", false: "until"}[req.For != ""],
-			"holds at most "+maxHold.String())
+	var he *breaker.HoldError
+	if errors.As(breaker.CheckHold(now, until, maxHold), &he) {
+		return until, "", badField(map[bool]string{true: "for", false: "until"}[req.For != ""], he.Reason)
 	}
 	return until, req.Reason, nil
 }
@@ -224,9 +224,7 @@ func (h *Handler) mutate(w http.ResponseWriter, r *http.Request) {
 	} else {
 		writeJSON(w, http.StatusOK, View(d, c.Snapshot(), h.now()))
 	}
-	if h.audit != nil {
-		h.audit(r.Context(), ev)
-	}
+	h.report(r.Context(), ev)
 }
 
 func (h *Handler) mutation(r *http.Request, now time.Time, ev *AuditEvent) (transport.Destination, breaker.Circuit, error) {

@@ -298,9 +298,7 @@ func (h *Handler) requeue(w http.ResponseWriter, r *http.Request) {
 	} else {
 		writeJSON(w, http.StatusOK, Requeued{Requeued: ev.Requeued})
 	}
-	if h.audit != nil {
-		h.audit(r.Context(), ev)
-	}
+	h.report(r.Context(), ev)
 }
 
 func (h *Handler) requeueRequest(r *http.Request, now time.Time, ev *AuditEvent) error {

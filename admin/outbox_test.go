@@ -279,7 +279,7 @@ func FuzzDeadQuery(f *testing.F) {
 	f.Add("destination=%zz")
 	f.Fuzz(func(t *testing.T, query string) {
 		fx := newFixture(t, admin.WithOutbox(deadStore(t, fakeclock.New(t0))))
-		hr := httptest.NewRequest("GET", "/api/outbox/dead", nil)
+		hr := localRequest("GET", "/api/outbox/dead", nil)
 		hr.URL.RawQuery = query
 		w := httptest.NewRecorder()
 		fx.h.ServeHTTP(w, hr)

@@ -76,3 +76,10 @@ func unixOrZero(n int64) time.Time {
 	}
 	return time.Unix(0, n)
 }
+
+// checkHold refuses a hold whose end the record cannot keep (see breaker.CheckHold);
+// the engine sets no bound of its own on how long a hold lasts: the caller (the
+// admin handler, an Operator) does.
+func (c *Circuit) checkHold(until time.Time) error {
+	return breaker.CheckHold(time.Unix(0, c.wall()), until, 0)
+}

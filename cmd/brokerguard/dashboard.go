@@ -92,9 +92,9 @@ func serveDashboard(web *webServers, addr string, reg *registry.Registry, journa
 	}
 	mux.Handle("/admin/", http.StripPrefix("/admin", h))
 	mux.Handle("GET /{$}", http.RedirectHandler("/admin/", http.StatusFound))
-	// The token rides in the fragment, which the browser never sends: the page keeps it
-	// for its tab and takes it out of the address bar. rand.Text is URL-safe.
-	fmt.Fprintf(out, "dashboard: %s/admin/#token=%s (the link carries the token to force circuits open or closed)\n", base, token)
+	// The token is not put in the link: a visited URL, fragment included, stays in the
+	// browser's history. The page takes it in a password field and keeps it nowhere else.
+	fmt.Fprintf(out, "dashboard: %s/admin/ token %s (paste the token into the page to force circuits open or closed)\n", base, token)
 	return nil
 }
 

@@ -210,6 +210,9 @@ func (s *sharedSource) hold(ctx context.Context, action, dest string, h holdSpec
 	default:
 		st, err = s.op.ClearOverride(ctx, id)
 	}
+	if he, ok := errors.AsType[*breaker.HoldError](err); ok {
+		return refuse("%s: %s", map[bool]string{true: "--for", false: "--until"}[h.holdFor > 0], he.Reason)
+	}
 	if err != nil {
 		return circuitRow{}, s.fail(id, err)
 	}
