@@ -315,7 +315,7 @@ func statsTable(w io.Writer, st admin.OutboxStats) {
 			until, remaining = fmtTime(&h.Until), ms(h.RemainingMS)
 			delete(held, dest)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", dest, pending, oldest, until, remaining)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", esc(dest), pending, oldest, until, remaining)
 	}
 	for _, d := range st.Destinations {
 		line(d.Destination, d.Pending, ms(d.OldestMS))
@@ -327,7 +327,7 @@ func statsTable(w io.Writer, st admin.OutboxStats) {
 	}
 	fmt.Fprintln(w, "\nDEAD REASON\tROWS")
 	for _, d := range st.Dead {
-		fmt.Fprintf(w, "%s\t%d\n", d.Reason, d.Rows)
+		fmt.Fprintf(w, "%s\t%d\n", esc(d.Reason), d.Rows)
 	}
 }
 
@@ -335,7 +335,7 @@ func statsTable(w io.Writer, st admin.OutboxStats) {
 func deadTable(w io.Writer, page admin.DeadPage) {
 	fmt.Fprintln(w, "ID\tDESTINATION\tREASON\tATTEMPTS\tDEFERRALS\tDEAD SINCE\tLAST ERROR")
 	for _, r := range page.Rows {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.Destination, r.Reason, r.Attempts, r.Deferrals,
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, esc(r.Destination), esc(r.Reason), r.Attempts, r.Deferrals,
 			fmtTime(r.SettledAt), strconv.Quote(r.LastError))
 	}
 	if page.NextAfter != 0 {

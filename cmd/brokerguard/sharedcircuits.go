@@ -224,7 +224,7 @@ func (s *sharedSource) hold(ctx context.Context, action, dest string, h holdSpec
 	if h.reason != "" {
 		audit += ": " + h.reason
 	}
-	fmt.Fprintln(s.stderr, audit)
+	fmt.Fprintln(s.stderr, esc(audit))
 	return s.row(st, time.Now()), nil
 }
 
