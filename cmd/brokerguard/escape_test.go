@@ -28,8 +28,8 @@ func TestCLIOutputEscapesStoreText(t *testing.T) {
 	rec := sharedstate.Record{
 		Version: 1, Fingerprint: "f", Policy: "FailureThreshold=3\x1b[2J", State: breaker.HalfOpen, Generation: 2,
 		Failures: 3, FailedProbes: 4,
-		Leases:    []sharedstate.Lease{{ID: 7, Owner: "host\r\nbrokerguard: force-close kafka:payments", Expires: now.Add(time.Minute).UnixNano()}},
-		Reason:    "break_elapsed\x1b]0;pwned\x07", Since: now.UnixNano(),
+		Leases: []sharedstate.Lease{{ID: 7, Owner: "host\r\nbrokerguard: force-close kafka:payments", Expires: now.Add(time.Minute).UnixNano()}},
+		Reason: "break_elapsed\x1b]0;pwned\x07", Since: now.UnixNano(),
 		LastError: "LEADER_NOT_AVAILABLE\x1b[31m", LastErrorAt: now.UnixNano(), UnhealthySince: now.Add(-time.Minute).UnixNano(),
 	}
 	if err := store.Driver().Replace(context.Background(), "kafka:orders", 0, rec); err != nil {
