@@ -103,6 +103,9 @@ var errDown = errors.New("database down")
 func (failingStore) DeadRows(context.Context, outbox.DeadFilter, outbox.Page) ([]outbox.Record, error) {
 	return nil, errDown
 }
+func (failingStore) DeadSummaries(context.Context, outbox.DeadFilter, outbox.Page) ([]outbox.DeadSummary, error) {
+	return nil, errDown
+}
 func (failingStore) Requeue(context.Context, outbox.DeadFilter, time.Time) (int, error) {
 	return 1, errDown // one batch went through
 }

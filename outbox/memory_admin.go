@@ -67,15 +67,47 @@ func (s *MemoryStore) DeadRows(ctx context.Context, f DeadFilter, p Page) ([]Rec
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Record
+	s.eachDead(f, p, func(r *Record) { out = append(out, copyRecord(r)) })
+	return out, nil
+}
+
+// DeadSummaries implements DeadSummaries: the page DeadRows returns, without copying
+// the payloads.
+func (s *MemoryStore) DeadSummaries(ctx context.Context, f DeadFilter, p Page) ([]DeadSummary, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []DeadSummary
+	s.eachDead(f, p, func(r *Record) {
+		bare := *r
+		bare.Message.Value = nil
+		c := copyRecord(&bare)
+		out = append(out, DeadSummary{Record: c, ValueBytes: len(r.Message.Value)})
+	})
+	return out, nil
+}
+
+// eachDead calls yield with each dead row of the page p that f matches, by id.
+// Requires s.mu held.
+func (s *MemoryStore) eachDead(f DeadFilter, p Page, yield func(*Record)) {
+	n := 0
 	for _, r := range s.rows[min(max(p.After, 0), int64(len(s.rows))):] {
-		if len(out) == p.Size() {
-			break
+		if n == p.Size() {
+			return
 		}
 		if matchDead(r, f) {
-			out = append(out, copyRecord(r))
+			yield(r)
+			n++
 		}
 	}
-	return out, nil
 }
 
 // Requeue implements DeadLetters.

@@ -216,8 +216,7 @@ func (s outboxDB) stats(ctx context.Context) (admin.OutboxStats, error) {
 }
 
 func (s outboxDB) dead(ctx context.Context, f outbox.DeadFilter, p outbox.Page) (admin.DeadPage, error) {
-	recs, err := s.store.DeadRows(ctx, f, p)
-	return admin.NewDeadPage(recs, p.Limit), err
+	return admin.ReadDeadPage(ctx, s.store, f, p)
 }
 
 func (s outboxDB) requeue(ctx context.Context, f outbox.DeadFilter) (int, error) {
