@@ -142,7 +142,9 @@ type DeadPage struct {
 }
 
 // DeadRowView is the JSON view of r.
-func DeadRowView(r outbox.Record) DeadRow { return DeadSummaryView(outbox.Summarize([]outbox.Record{r})[0]) }
+func DeadRowView(r outbox.Record) DeadRow {
+	return DeadSummaryView(outbox.Summarize([]outbox.Record{r})[0])
+}
 
 // DeadSummaryView is the JSON view of the dead row d.
 func DeadSummaryView(d outbox.DeadSummary) DeadRow {
