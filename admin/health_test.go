@@ -2,7 +2,9 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -95,4 +97,33 @@ func TestJournalKeepsTheOpeningThroughProbeCycles(t *testing.T) {
 		got[1].FailedProbes != 200 || got[1].To != breaker.HalfOpen || got[0].Reason != breaker.ReasonProbeSucceeded {
 		t.Fatalf("journal: %+v", got)
 	}
+}
+
+// FuzzTransitionsQuery throws arbitrary query strings at /api/transitions: a 200 with
+// at most the limit asked for, or a 400 naming limit.
+func FuzzTransitionsQuery(f *testing.F) {
+	for _, s := range []string{"limit=1", "limit=1000", "limit=0", "limit=1001", "limit=-1", "limit=1e3", "limit=%00", "", "limit=1&limit=2", "limit=99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		fx := newFixture(t)
+		fx.fail(t, orders, 2)
+		r := localRequest("GET", "/api/transitions", nil)
+		r.URL.RawQuery = query
+		w := httptest.NewRecorder()
+		fx.h.ServeHTTP(w, r)
+		var body struct {
+			Field       string             `json:"field"`
+			Transitions []admin.Transition `json:"transitions"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+			t.Fatalf("query %q: status %d, body not JSON: %s", query, w.Code, w.Body)
+		}
+		switch {
+		case w.Code == 200 && len(body.Transitions) <= 1:
+		case w.Code == 400 && body.Field == "limit":
+		default:
+			t.Fatalf("query %q: status %d %s", query, w.Code, w.Body)
+		}
+	})
 }

@@ -53,12 +53,13 @@ func (h *Handler) hostAllowed(r *http.Request) bool {
 	if hh, _, err := net.SplitHostPort(host); err == nil {
 		host = hh
 	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
-	if host == "" {
-		return false
-	}
+	host = strings.ToLower(strings.Trim(host, "[]"))
 	if net.ParseIP(host) != nil {
 		return true
+	}
+	// A name may end with the root's dot; an address may not ("::0." is no address).
+	if host = strings.TrimSuffix(host, "."); host == "" {
+		return false
 	}
 	for _, n := range h.hosts {
 		switch {

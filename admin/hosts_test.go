@@ -2,8 +2,11 @@ package admin_test
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/brokerguard/brokerguard/admin"
@@ -47,4 +50,38 @@ func TestHostAllowList(t *testing.T) {
 	if _, err := admin.New(f.reg, admin.WithAllowedHosts("http://x:80")); err == nil {
 		t.Error("WithAllowedHosts accepted a URL")
 	}
+}
+
+// FuzzHostHeader throws arbitrary Host headers at a read route: the handler answers
+// 200 or a 421 naming Host, and it answers only hosts that are IP addresses or contain
+// a name it was given (localhost, admin.internal, this machine's name).
+func FuzzHostHeader(f *testing.F) {
+	for _, s := range []string{"localhost:8080", "127.0.0.1", "[::1]:1", "evil.example", "app.localhost", "", ":", "[",
+		"a.localhost.evil", "LOCALHOST.", "[fe80::1%25eth0]:80", "admin.internal:1", "x.admin.internal"} {
+		f.Add(s)
+	}
+	machine, _ := os.Hostname()
+	f.Fuzz(func(t *testing.T, host string) {
+		fx := newFixture(t, admin.WithAllowedHosts("admin.internal"))
+		r := localRequest("GET", "/api/circuits", nil)
+		r.Host = host
+		w := httptest.NewRecorder()
+		fx.h.ServeHTTP(w, r)
+		if w.Code != 200 && w.Code != http.StatusMisdirectedRequest {
+			t.Fatalf("Host %q: status %d", host, w.Code)
+		}
+		if w.Code != 200 {
+			return
+		}
+		name := host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			name = h
+		}
+		name = strings.ToLower(strings.Trim(name, "[]"))
+		known := net.ParseIP(name) != nil || strings.Contains(name, "localhost") || strings.Contains(name, "admin.internal") ||
+			machine != "" && strings.Contains(name, strings.ToLower(strings.SplitN(machine, ".", 2)[0]))
+		if !known {
+			t.Fatalf("Host %q (name %q) was answered", host, name)
+		}
+	})
 }

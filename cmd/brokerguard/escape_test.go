@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -53,5 +56,42 @@ func TestCLIOutputEscapesStoreText(t *testing.T) {
 			!strings.Contains(out, `host\r\nbrokerguard: force-close`)) {
 			t.Errorf("show does not say since when, how many probes failed, or who holds the lease:\n%s", out)
 		}
+	}
+}
+
+// TestDemoServerTimeouts: a connection that holds back its body, or stays idle
+// after an answer, is closed by the demo's server once its timeout passes (the
+// server used to set only a header timeout, so both stayed open for ever).
+func TestDemoServerTimeouts(t *testing.T) {
+	saved := serverTimeouts
+	t.Cleanup(func() { serverTimeouts = saved })
+	serverTimeouts.header, serverTimeouts.read, serverTimeouts.write, serverTimeouts.idle = time.Second, 300*time.Millisecond, time.Second, 300*time.Millisecond
+	var servers webServers
+	defer servers.close()
+	mux, base, err := servers.mux("--http", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+	addr := strings.TrimPrefix(base, "http://")
+	for name, send := range map[string]string{
+		"body held back": "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc",
+		"idle":           "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write([]byte(send)); err != nil {
+			t.Fatal(err)
+		}
+		// The server must close the connection: reading ends (EOF or reset) well
+		// before this deadline, which only keeps a failing test from hanging.
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = io.Copy(io.Discard, conn)
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Errorf("%s: the connection was still open after 10 s", name)
+		}
+		conn.Close()
 	}
 }
