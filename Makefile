@@ -27,6 +27,19 @@ test: services lint ## The test command: services, lint, then every test with -r
 	$(GO) test $(TESTFLAGS) ./...
 	for m in $(MODULES); do (cd $$m && $(GO) test $(TESTFLAGS) ./...) || exit 1; done
 
+# test-unit leaves out integration/... and points every server address at a closed port
+# (outside CI), so that a test elsewhere that would need a server skips at once instead
+# of using, starting or installing one. -short skips the few long scenarios.
+UNIT_ENV := CI=false AMQP_URL=amqp://guest:guest@127.0.0.1:1/ \
+	DATABASE_URL='postgres://postgres@127.0.0.1:1/test?sslmode=disable' \
+	REDIS_ADDR=127.0.0.1:1 DYNAMODB_ENDPOINT=http://127.0.0.1:1 KAFKA_BROKERS= SQS_ENDPOINT=
+UNIT_MODULES := kgoguard saramaguard watermillguard
+
+.PHONY: test-unit
+test-unit: ## Tests that need no service (no PostgreSQL, RabbitMQ, Redis): -race -short; installs and starts nothing.
+	env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short $$($(GO) list ./... | grep -v '/integration')
+	for m in $(UNIT_MODULES); do (cd $$m && env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short ./...) || exit 1; done
+
 .PHONY: up
 up: ## Start docker-compose.yml's Kafka, RabbitMQ, LocalStack, PostgreSQL and Redis (needs a Docker engine).
 	docker compose up -d --wait

@@ -273,7 +273,7 @@ func TestSharedOverrideFailureIs502(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(breaker.Policy{Scope: breaker.SharedDependency},
+	reg, err := registry.New(breaker.Policy{Disabled: true, Scope: breaker.SharedDependency},
 		registry.WithCircuitFactory(breaker.SharedDependency, func(transport.Destination, breaker.Policy) (breaker.Circuit, error) {
 			return &sharedCircuit{Circuit: local, err: errors.New("table unreachable")}, nil
 		}))
@@ -317,7 +317,7 @@ func TestOutboxStats(t *testing.T) {
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
-	reg, err := registry.New(breaker.Policy{})
+	reg, err := registry.New(breaker.DisabledPolicy())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -337,15 +337,10 @@ func result(d transport.Destination, errs []error) error {
 	return failed[0].Err
 }
 
+// publishing is the AMQP message for m: persistent, with the properties its
+// PropertyPrefix headers set (properties.go) and its other headers as the table.
 func publishing(m transport.Message) amqp091.Publishing {
-	var headers amqp091.Table
-	if len(m.Headers) > 0 {
-		headers = make(amqp091.Table, len(m.Headers))
-		for _, h := range m.Headers {
-			headers[h.Key] = h.Value
-		}
-	}
-	return amqp091.Publishing{Headers: headers, Body: m.Value, DeliveryMode: amqp091.Persistent}
+	return withProperties(amqp091.Publishing{Body: m.Value, DeliveryMode: amqp091.Persistent}, m)
 }
 
 // get takes an idle channel on the current connection, or opens one.

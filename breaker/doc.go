@@ -26,4 +26,30 @@
 // overrides each add the work they need, and nothing more.
 //
 // The package imports only the standard library.
+//
+// # What a user needs
+//
+// Most services never call this package directly: they build a registry
+// (registry.New) from a [Policy] and publish through an adapter. What they read here:
+//
+//   - [DefaultPolicy], the starting point, and [Policy], its fields; [DisabledPolicy]
+//     for a circuit turned off on purpose. [Policy.Validate] and [*PolicyError] name a
+//     wrong field.
+//   - [*OpenError] (matched by [ErrOpen], with its NotBefore), [ErrSaturated] and
+//     [ErrUnavailable]: what a refused call returns.
+//   - [Snapshot], [State], [Transition], [Mode] and [Override]: what a circuit reports,
+//     and how an operator holds it ([Breaker.ForceOpen], [Breaker.ForceClose]).
+//   - [New], [Breaker.Acquire], [Permit.Complete] and [Outcome], to guard a call of
+//     your own in two steps, without a registry.
+//
+// # For authors of circuits and shared backends
+//
+// The rest is for code that implements a circuit rather than uses one: the [Circuit]
+// interface the registry takes from a factory; [NewPermit], [PermitInfo] and
+// [Completer], with which a backend hands out permits of its own; [NewRamp] and
+// [Ramp], [Policy.BreakAfter], [Policy.RampShare], [Policy.Normalized] and
+// [Policy.Fingerprint], so that every backend opens, ramps and compares policies
+// alike; [NewOpenError]; [Clock], [WithClock] and [WithRandom] for tests; and the
+// transition reasons (ReasonFailureThreshold, ...). Package breaker/circuittest
+// checks an implementation against the local breaker's behaviour.
 package breaker

@@ -10,8 +10,11 @@ import (
 	"time"
 )
 
-// Policy configures a circuit. The zero Policy is valid and describes a disabled
-// circuit: it never opens and counts nothing.
+// Policy configures a circuit. Start from DefaultPolicy and change what you need.
+//
+// A Policy with FailureThreshold 0 describes a circuit that never opens. The breaker
+// accepts it, but registry.New and registry.WithOverride refuse it unless Disabled
+// says so on purpose: a zero Policy left by mistake would protect nothing, silently.
 type Policy struct {
 	// FailureThreshold is the number of failures that opens the circuit. 0 disables the
 	// circuit (MaxInFlight still applies, which makes it a pure bulkhead).
@@ -79,6 +82,12 @@ type Policy struct {
 	// first and values below 1 hold back longer. 0 means 1 (linear). Applies only
 	// with RampDuration.
 	RampAggression float64
+
+	// Disabled says that a circuit which never opens is meant: FailureThreshold must
+	// then be 0 (MaxInFlight still applies, which makes the circuit a pure bulkhead).
+	// Behaviour is the same as without it; the registry asks for it so that a
+	// forgotten FailureThreshold is an error, not a circuit that protects nothing.
+	Disabled bool
 }
 
 // DefaultMinCallBudget is the MinCallBudget of a policy that leaves it 0: short enough
@@ -156,6 +165,8 @@ func (p Policy) Validate() error {
 		return bad("Scope", "is not a known scope (got %d)", p.Scope)
 	case p.Mode > FailOpen:
 		return bad("Mode", "is not a known mode (got %d)", p.Mode)
+	case p.Disabled && p.FailureThreshold > 0:
+		return bad("Disabled", "contradicts FailureThreshold %d; set one of them", p.FailureThreshold)
 	}
 	return p.validateRamp(bad)
 }

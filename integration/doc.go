@@ -1,4 +1,5 @@
-// Package integration holds the tests that run brokerguard against real servers, the
-// harness that finds or starts them (integration/harness), and the SQS test server
-// (integration/sqsserver). Nothing outside this folder imports it.
+// Package integration holds the tests that run brokerguard against real servers and
+// the harness that finds or starts them (integration/harness). The SQS test server
+// they use is a supported package of its own, sqs/sqstest. Nothing outside this
+// folder imports it.
 package integration

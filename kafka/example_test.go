@@ -68,7 +68,7 @@ func ExamplePublisher_Publish() {
 
 	tr := &kafkago.Transport{}
 	defer tr.CloseIdleConnections()
-	w := &kafkago.Writer{Addr: kafkago.TCP(addr), Transport: tr, MaxAttempts: 1}
+	w := &kafkago.Writer{Addr: kafkago.TCP(addr), Transport: tr, RequiredAcks: kafkago.RequireAll, MaxAttempts: 1}
 	reg, _ := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute})
 	pub, _ := kafka.NewPublisher(w, reg)
 	defer pub.Close(context.Background())

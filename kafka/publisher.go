@@ -71,6 +71,8 @@ type Publisher struct {
 	classify     transport.Classifier
 	closeTimeout time.Duration
 	async        *tracker // nil unless the writer is asynchronous
+	// fireAndForget accepts RequiredAcks RequireNone (WithFireAndForget).
+	fireAndForget bool
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -81,7 +83,10 @@ var _ transport.Publisher = (*Publisher)(nil)
 
 // NewPublisher returns a Publisher that writes through w, with the circuits of reg.
 // For an asynchronous writer (w.Async) it sets w.Completion to its own function,
-// which calls the Completion set before.
+// which calls the Completion set before. It refuses a writer whose RequiredAcks is
+// RequireNone, kafka-go's default, unless WithFireAndForget says so: the broker would
+// answer nothing and its errors would never reach the circuit. NewWriter makes a
+// writer with the recommended settings.
 func NewPublisher(w *kafkago.Writer, reg *registry.Registry, opts ...Option) (*Publisher, error) {
 	switch {
 	case w == nil:
@@ -96,6 +101,11 @@ func NewPublisher(w *kafkago.Writer, reg *registry.Registry, opts ...Option) (*P
 		if err := o(p); err != nil {
 			return nil, err
 		}
+	}
+	if w.RequiredAcks == kafkago.RequireNone && !p.fireAndForget {
+		return nil, errors.New("kafka: NewPublisher: the writer's RequiredAcks is RequireNone (kafka-go's default), " +
+			"so the broker's errors would never reach the circuit: set RequiredAcks to kafkago.RequireAll " +
+			"(kafka.NewWriter does), or pass kafka.WithFireAndForget() to accept it")
 	}
 	if w.Topic != "" {
 		if err := (transport.Destination{Broker: Broker, Name: w.Topic}).Validate(); err != nil {

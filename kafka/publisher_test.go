@@ -39,7 +39,7 @@ func countingWriter(t testing.TB) (*kafkago.Writer, *atomic.Int64) {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &kafkago.Writer{Addr: kafkago.TCP(refusedAddr(t)), Transport: tr, MaxAttempts: 1, BatchTimeout: time.Millisecond}, dials
+	return &kafkago.Writer{Addr: kafkago.TCP(refusedAddr(t)), Transport: tr, RequiredAcks: kafkago.RequireAll, MaxAttempts: 1, BatchTimeout: time.Millisecond}, dials
 }
 
 func newRegistry(t testing.TB) *registry.Registry {
@@ -52,7 +52,7 @@ func newRegistry(t testing.TB) *registry.Registry {
 
 func TestNewPublisherRefusesBadInput(t *testing.T) {
 	reg := newRegistry(t)
-	w := &kafkago.Writer{Addr: kafkago.TCP("127.0.0.1:9092")}
+	w := &kafkago.Writer{Addr: kafkago.TCP("127.0.0.1:9092"), RequiredAcks: kafkago.RequireOne}
 	for _, tc := range []struct {
 		w    *kafkago.Writer
 		reg  *registry.Registry
@@ -64,7 +64,8 @@ func TestNewPublisherRefusesBadInput(t *testing.T) {
 		{w, nil, nil, "kafka: NewPublisher: nil registry"},
 		{w, reg, []kafka.Option{kafka.WithCloseTimeout(0)}, "kafka: WithCloseTimeout(0s)"},
 		{w, reg, []kafka.Option{kafka.WithClassifier(nil)}, "kafka: WithClassifier(nil)"},
-		{&kafkago.Writer{Addr: w.Addr, Topic: "a\nb"}, reg, nil, "kafka: NewPublisher: the writer's topic"},
+		{&kafkago.Writer{Addr: w.Addr, RequiredAcks: kafkago.RequireAll, Topic: "a\nb"}, reg, nil, "kafka: NewPublisher: the writer's topic"},
+		{&kafkago.Writer{Addr: w.Addr}, reg, nil, "kafka: NewPublisher: the writer's RequiredAcks is RequireNone"},
 	} {
 		if _, err := kafka.NewPublisher(tc.w, tc.reg, tc.opts...); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%v, want %q", err, tc.want)

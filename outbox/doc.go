@@ -7,6 +7,27 @@
 // lease so that several dispatchers can share a table, and publishes each
 // destination's rows in one call through the guarded publisher.
 //
+// # What a user needs
+//
+// Enqueue an [Entry] in your transaction with the store's Enqueue (outbox/postgres),
+// build one [Processor] at start-up with [NewProcessor] (the store, the registry, the
+// adapter's publisher) and call [Processor.Run]. The options that matter first:
+// [WithClassifier] (the adapter's Classify, so that message errors spend attempts and
+// outages do not), [WithMaxAttempts], [WithMaxCircuitDeferral], [WithRetention],
+// [WithWaker] and [WithHooks] (telemetry). [MemoryStore] is the store for tests and
+// demos. On call: dead rows are paged and requeued with [DeadFilter] and [Page]
+// through the store ([DeadLetters]), [Purge] deletes old rows from a cron job, and
+// [OnCall] reports holds and dead counts.
+//
+// # For store authors
+//
+// A store implements [Store] (claims with [ClaimRequest], write-backs with [Report],
+// [Failure], [Deferral] and [Hold], each fenced by its claim's token, and [Record],
+// [Status] and [ParseStatus] for rows), and optionally [DeadLetters], [OnCall],
+// [Purger] and [Waker]; [CheckRequeue], [CheckDeleteLimit] and [DeadReason] keep its
+// validation and reasons the same as the others'. The memory and PostgreSQL stores
+// pass the same tests (integration/outbox).
+//
 // # Holding a destination, not its rows
 //
 // When a destination is unavailable (its circuit is open, the guarded publisher

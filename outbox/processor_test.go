@@ -192,7 +192,7 @@ func neutral(error) breaker.Outcome { return breaker.Neutral }
 
 func TestMessageFailureConsumesAnAttemptAndBacksOff(t *testing.T) {
 	hooks := &recordingHooks{}
-	f := newFixture(t, breaker.Policy{}, outbox.WithHooks(hooks), outbox.WithClassifier(neutral))
+	f := newFixture(t, breaker.DisabledPolicy(), outbox.WithHooks(hooks), outbox.WithClassifier(neutral))
 	ids := f.enqueue(t, orders, 2)
 	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
 
@@ -228,7 +228,7 @@ func TestMessageFailureConsumesAnAttemptAndBacksOff(t *testing.T) {
 }
 
 func TestAttemptsExhaustionMakesRowsDead(t *testing.T) {
-	f := newFixture(t, breaker.Policy{}, outbox.WithMaxAttempts(3), outbox.WithClassifier(neutral))
+	f := newFixture(t, breaker.DisabledPolicy(), outbox.WithMaxAttempts(3), outbox.WithClassifier(neutral))
 	id := f.enqueue(t, orders, 1)[0]
 	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
 
@@ -272,7 +272,7 @@ func TestBatchErrorFailsOnlyTheListedMessages(t *testing.T) {
 }
 
 func TestBatchErrorWithBadIndexFailsEveryRow(t *testing.T) {
-	f := newFixture(t, breaker.Policy{}, outbox.WithClassifier(neutral))
+	f := newFixture(t, breaker.DisabledPolicy(), outbox.WithClassifier(neutral))
 	f.enqueue(t, orders, 2)
 	f.inner.fn = func(_ context.Context, d transport.Destination, _ []transport.Message) error {
 		return &transport.BatchError{Destination: d, Failed: []transport.MessageError{{Index: 7, Err: errBroker}}}
@@ -318,7 +318,7 @@ func TestRejectionByGuardedPublisherIsADeferral(t *testing.T) {
 }
 
 func TestSaturatedCircuitDefersByTheRejectedDelay(t *testing.T) {
-	f := newFixture(t, breaker.Policy{MaxInFlight: 1}, outbox.WithRejectedDelay(3*time.Second), outbox.WithDeferralJitter(0))
+	f := newFixture(t, breaker.Policy{Disabled: true, MaxInFlight: 1}, outbox.WithRejectedDelay(3*time.Second), outbox.WithDeferralJitter(0))
 	id := f.enqueue(t, orders, 1)[0]
 	c, _ := f.reg.Circuit(orders)
 	held, err := c.Acquire(context.Background())

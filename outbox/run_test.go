@@ -19,7 +19,7 @@ import (
 func runFixture(t *testing.T, pub *fakePublisher, opts ...outbox.ProcessorOption) (*outbox.MemoryStore, *outbox.Processor) {
 	t.Helper()
 	store := outbox.NewMemoryStore(nil)
-	reg, err := registry.New(breaker.Policy{})
+	reg, err := registry.New(breaker.DisabledPolicy())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func (f publisherFunc) Publish(ctx context.Context, d transport.Destination, msg
 
 func ExampleRegistry_Guard() {
 	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second},
-		registry.WithOverride("kafka:audit", breaker.Policy{})) // never trip the audit topic
+		registry.WithOverride("kafka:audit", breaker.DisabledPolicy())) // never trip the audit topic
 	if err != nil {
 		panic(err)
 	}

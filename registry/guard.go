@@ -42,7 +42,18 @@ func NoMessagesError(d transport.Destination) error {
 // a *RejectedError, both without calling pub. Otherwise the permit is completed
 // exactly once, with Outcome for what pub returned, or Neutral when pub or classify
 // panics (the panic goes on). A nil classify treats every error as a Failure.
+//
+// A publisher that is already guarded (it implements Guarded: what Guard returns,
+// and what the adapters' NewPublisher return) is not guarded twice, which would make
+// one call take two permits from one circuit and, after a break, wedge it half-open
+// (the outer call holds the only probe slot, so the inner one is always refused).
+// Guarded by r, it is returned as it is, judged by its own classifier. Guarded by
+// another registry, Guard panics, naming the fix: a call is judged by one circuit,
+// so build the publisher with the registry that should guard it.
 func (r *Registry) Guard(pub transport.Publisher, classify transport.Classifier) transport.Publisher {
+	if g, ok := pub.(Guarded); ok {
+		return r.alreadyGuarded(g)
+	}
 	if classify == nil {
 		classify = failAll
 	}
@@ -54,6 +65,9 @@ type guarded struct {
 	pub      transport.Publisher
 	classify transport.Classifier
 }
+
+// GuardedBy returns the registry whose circuits guard the publisher.
+func (g *guarded) GuardedBy() *Registry { return g.r }
 
 func (g *guarded) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
 	return g.r.Call(ctx, d, len(msgs), g.classify, func(ctx context.Context) error {

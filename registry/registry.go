@@ -1,13 +1,3 @@
-// Package registry gives every broker destination its own circuit and guards
-// publishers with them.
-//
-// A Registry resolves a policy per destination (an exact override, else the
-// defaults), creates the destination's circuit on first use and returns the same
-// circuit for as long as it lives. The number of live circuits is capped, and idle
-// closed circuits may be evicted. Guard wraps a transport.Publisher so that every
-// publish acquires a permit first and completes it exactly once.
-//
-// It imports only packages breaker and transport and the standard library.
 package registry
 
 import (
@@ -44,7 +34,7 @@ func WithOverride(destination string, p breaker.Policy) Option {
 		if err != nil {
 			return fmt.Errorf("registry: override %q: %w", destination, err)
 		}
-		if err := p.Validate(); err != nil {
+		if err := usable(p); err != nil {
 			return fmt.Errorf("registry: override %q: %w", destination, err)
 		}
 		r.overrides[d] = p
@@ -98,8 +88,10 @@ func WithClock(c breaker.Clock) Option {
 	}
 }
 
-// WithObserver is told every transition of the local circuits the registry creates,
-// with their destination. It runs outside the circuits' locks.
+// WithObserver is told every transition of the circuits the registry creates, with
+// their destination: local circuits, and shared ones whose factory's circuits accept
+// observers (Redis, DynamoDB and file circuits do; a shared transition is reported
+// by the replica that made it). It runs outside the circuits' locks.
 func WithObserver(f func(transport.Destination, breaker.Transition)) Option {
 	return func(r *Registry) error {
 		r.observers = append(r.observers, f)
@@ -159,9 +151,14 @@ type entry struct {
 }
 
 // New returns a registry whose destinations get the defaults policy unless an
-// override names them. Invalid policies and options fail here, naming what is wrong.
+// override names them. Invalid policies and options fail here, naming what is wrong;
+// so does a policy that would never open (FailureThreshold 0) unless it says
+// Disabled. Build one registry at start-up and share it: its circuits are what
+// remember a destination's failures from one call to the next.
+//
+//	reg, err := registry.New(breaker.DefaultPolicy())
 func New(defaults breaker.Policy, opts ...Option) (*Registry, error) {
-	if err := defaults.Validate(); err != nil {
+	if err := usable(defaults); err != nil {
 		return nil, fmt.Errorf("registry: default policy: %w", err)
 	}
 	r := &Registry{

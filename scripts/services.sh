@@ -51,9 +51,8 @@ if [[ -z "${DATABASE_URL:-}" ]] && ! port_open 5432; then
 fi
 [[ -n "${DATABASE_URL:-}" ]] || wait_port PostgreSQL 5432 60
 
-# A test that stopped the broker on purpose holds this lock (see integration/harness).
-exec 8>>"${TMPDIR:-/tmp}/brokerguard-rabbitmq.lock"
-flock -s -w 300 8
+# No test stops or alarms this broker: the tests that need a broker outage start a
+# RabbitMQ node of their own (integration/harness, NewRabbitNode).
 if [[ -z "${AMQP_URL:-}" ]] && ! port_open 5672; then
 	if rabbitmqctl -q ping >/dev/null 2>&1; then
 		echo "services: starting the RabbitMQ application (node already running)"
@@ -64,7 +63,6 @@ if [[ -z "${AMQP_URL:-}" ]] && ! port_open 5672; then
 	fi
 fi
 [[ -n "${AMQP_URL:-}" ]] || wait_port RabbitMQ 5672 120
-exec 8>&-
 
 apt_install redis-server redis-server
 if [[ -z "${REDIS_ADDR:-}" ]] && ! port_open 6379; then

@@ -3,7 +3,8 @@
 //
 // A [Publisher] is already guarded: create it with [NewPublisher] from an SDK
 // client (or anything with the three methods of [API]) and a registry, and
-// call Publish. Do not wrap it in registry.Guard as well.
+// call Publish. There is nothing to wrap: registry.Guard hands a Publisher of its own
+// registry back as it is, and refuses one of another registry.
 //
 // # Destinations
 //

@@ -20,6 +20,9 @@ import (
 // instrument) a scrape of 1,000 destinations already loses some to the overflow
 // series: the limit is what keeps the cap's promise.
 func TestEveryLiveCircuitExported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scrapes 10,000 circuits, a minute or more under the race detector; run without -short (make test does)")
+	}
 	for _, tc := range []struct {
 		name  string
 		n     int // live circuits

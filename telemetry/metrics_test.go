@@ -331,7 +331,7 @@ func backlogOf(rows ...outbox.DestinationBacklog) telemetry.BacklogFunc {
 // TestOutbox checks the outbox counters and the per-destination backlog gauges.
 func TestOutbox(t *testing.T) {
 	events := transport.Destination{Broker: "amqp", Name: "events"}
-	e := newEnv(t, breaker.Policy{}, nil, telemetry.WithOutboxBacklog(backlogOf(
+	e := newEnv(t, breaker.DisabledPolicy(), nil, telemetry.WithOutboxBacklog(backlogOf(
 		outbox.DestinationBacklog{Destination: orders, Pending: 12, Oldest: 90 * time.Second},
 		outbox.DestinationBacklog{Destination: events, Pending: 1, Oldest: time.Second},
 	), 0))
@@ -386,7 +386,7 @@ func TestBacklogThroughAnOutage(t *testing.T) {
 		}
 		return []outbox.DestinationBacklog{{Destination: orders, Pending: 3, Oldest: 100 * time.Second}}, nil
 	}
-	e := newEnv(t, breaker.Policy{}, nil, telemetry.WithOutboxBacklog(read, 10*time.Second))
+	e := newEnv(t, breaker.DisabledPolicy(), nil, telemetry.WithOutboxBacklog(read, 10*time.Second))
 	o := "{messaging.destination.name=orders,messaging.system=kafka}"
 	backlog := func(step string, pending, age, errs float64) {
 		t.Helper()
@@ -417,11 +417,11 @@ func TestBacklogThroughAnOutage(t *testing.T) {
 // TestNewErrors checks the arguments New refuses.
 func TestNewErrors(t *testing.T) {
 	rec := telemetry.NewRecorder()
-	reg, err := registry.New(breaker.Policy{}, rec.RegistryOptions()...)
+	reg, err := registry.New(breaker.DisabledPolicy(), rec.RegistryOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	uncounted, err := registry.New(breaker.Policy{})
+	uncounted, err := registry.New(breaker.DisabledPolicy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ var _ outbox.Hooks = (*telemetry.Metrics)(nil)
 // The meter carries this module's version (from the binary's build information), so
 // that a backend can tell which brokerguard produced the series.
 func TestMeterVersion(t *testing.T) {
-	e := newEnv(t, breaker.Policy{}, nil)
+	e := newEnv(t, breaker.DisabledPolicy(), nil)
 	if err := e.publish(orders); err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/integration/sqsserver"
 	"github.com/brokerguard/brokerguard/sqs"
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -20,7 +20,7 @@ import (
 // are counted under the queue's name, with its circuit, and no series is filed under
 // the URL. The SQS server is the in-process test server, driven by the real SDK.
 func TestSQSQueueByURLOrName(t *testing.T) {
-	srv, err := sqsserver.New()
+	srv, err := sqstest.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestSQSQueueByURLOrName(t *testing.T) {
 			t.Fatalf("publish to %s: %v", d, err)
 		}
 	}
-	srv.SetFault("invoices", sqsserver.ServiceUnavailable)
+	srv.SetFault("invoices", sqstest.ServiceUnavailable)
 	for _, d := range []transport.Destination{byURL, byName, byURL} { // two failures open the circuit; the third is rejected
 		if err := pub.Publish(ctx, d, msg); err == nil {
 			t.Fatalf("publish to %s succeeded during the fault", d)

@@ -108,7 +108,7 @@ func TestMessageContextAndClassifier(t *testing.T) {
 }
 
 func TestNewRefusesBadInput(t *testing.T) {
-	reg, _ := registry.New(breaker.Policy{})
+	reg, _ := registry.New(breaker.DisabledPolicy())
 	pub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
 	for _, tc := range []struct {
 		name   string

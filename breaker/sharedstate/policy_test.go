@@ -32,6 +32,8 @@ func TestFingerprintNamesEveryBehaviouralFieldAndOnlyThose(t *testing.T) {
 			f.SetFloat(0.25)
 		case reflect.Uint8:
 			f.SetUint(f.Uint() + 1)
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
 		}
 		fp, desc := Fingerprint(q)
 		if perProcess[name] {

@@ -50,9 +50,13 @@ const idHeader = "outbox-id"
 
 // counts is what the dispatcher did for one destination; it implements outbox.Hooks.
 type counts struct {
-	mu    sync.Mutex
-	by    map[transport.Destination]*[4]int64 // published, deferred, failed, dead
-	inner outbox.Hooks                        // telemetry, when --metrics is set
+	mu sync.Mutex
+	// published, holds, failed, dead. holds counts the batches the dispatcher gave back
+	// uncharged because the destination was unavailable, each time holding it: one per
+	// hold, however many rows wait behind it (held rows are not claimed, so they are not
+	// counted one by one).
+	by    map[transport.Destination]*[4]int64
+	inner outbox.Hooks // telemetry, when --metrics is set
 }
 
 func (c *counts) RecordDispatch(d transport.Destination, published, deferred, failed, dead int) {
@@ -63,7 +67,9 @@ func (c *counts) RecordDispatch(d transport.Destination, published, deferred, fa
 		c.by[d] = n
 	}
 	n[0] += int64(published)
-	n[1] += int64(deferred)
+	if deferred > 0 {
+		n[1]++
+	}
 	n[2] += int64(failed)
 	n[3] += int64(dead)
 	c.mu.Unlock()
@@ -324,7 +330,7 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 		var table strings.Builder
 		fmt.Fprintf(&table, "[%5.1fs]\n", at.Seconds())
 		tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "destination\tstate\tpublished\tdeferrals\tfailed\tpending\t")
+		fmt.Fprintln(tw, "destination\tstate\tpublished\tholds\tfailed\tpending\t")
 		for _, d := range dests {
 			n := hooks.get(d)
 			mu.Lock()
@@ -503,7 +509,7 @@ func total(m map[string]int64) (n int64) {
 func summary(ctx context.Context, out io.Writer, st store, dests []transport.Destination, enqueued map[transport.Destination][]int64, hooks *counts, onBroker map[string]map[string]int, held *holds) (int, error) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "destination\tenqueued\tpublished\tdead\tdeferrals\tlost\ton broker\tduplicates\t")
+	fmt.Fprintln(tw, "destination\tenqueued\tpublished\tdead\tholds\tlost\ton broker\tduplicates\t")
 	lostAll, enqAll, pubAll := 0, 0, 0
 	var heldLines []string
 	for _, d := range dests {

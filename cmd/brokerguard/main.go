@@ -66,6 +66,15 @@ func main() {
 
 var errUsage = errors.New("usage")
 
+// isHelp reports whether arg asks for the usage.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
 // config is what the flags say.
 type config struct {
 	duration, outageStart, outageLength, breakDuration time.Duration
@@ -145,6 +154,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "outbox" {
 		return outboxCmd(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && isHelp(args[0]) { // asked for: the usage on stdout, exit 0
+		fmt.Fprint(stdout, usage)
+		return nil
 	}
 	if len(args) == 0 || args[0] != "demo" {
 		fmt.Fprint(stderr, usage)

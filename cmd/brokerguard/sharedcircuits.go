@@ -156,6 +156,12 @@ func (s *sharedSource) list(ctx context.Context) (circuitList, error) {
 	if err := s.op.List(ctx, s.prefix, func(id string) error { ids = append(ids, id); return nil }); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", s.where, err))
 	}
+	if len(ids) == 0 && len(errs) == 0 {
+		// Most often a prefix that is not the service's: say so rather than print an
+		// empty table and exit 0.
+		return out, &exitError{code: exitNotFound, err: fmt.Errorf("no circuits found in %s under identity prefix %q "+
+			"(a circuit has a record once a replica has used it; are --identity-prefix and, for Redis, --redis-prefix the service's?)", s.where, s.prefix)}
+	}
 	slices.Sort(ids)
 	for _, id := range ids {
 		st, err := s.op.Status(ctx, id)

@@ -133,6 +133,10 @@ func testSharedState(t *testing.T, clk *fakeclock.Clock, st sharedStore, lastTra
 	if code != 0 || !strings.Contains(out, "kafka:orders ") || !strings.Contains(out, " open ") || !strings.Contains(out, notBefore) {
 		t.Fatalf("list: exit %d, want the open circuit until %s:\n%s%s", code, notBefore, out, errOut)
 	}
+	_, errOut, code = cli(append(append([]string{"list"}, st.flags...), "--identity-prefix", "no-such-service/")...)
+	if code != exitNotFound || !strings.Contains(errOut, "no circuits found") || !strings.Contains(errOut, `"no-such-service/"`) {
+		t.Fatalf("list under a prefix nobody uses: exit %d %q; want %d, saying nothing was found", code, errOut, exitNotFound)
+	}
 	out, errOut, code = circuits("show", "kafka:orders")
 	if code != 0 || !strings.Contains(out, "(failure_threshold)") || !strings.Contains(out, "policy FailureThreshold=3") {
 		t.Fatalf("show: exit %d, want the record's reason and policy:\n%s%s", code, out, errOut)

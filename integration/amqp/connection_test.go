@@ -99,9 +99,10 @@ func (c *countingPublisher) Publish(ctx context.Context, d transport.Destination
 
 func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 	if testing.Short() {
-		t.Skip("stops the machine's RabbitMQ application for a few seconds; not run with -short")
+		t.Skip("starts a RabbitMQ node of its own and stops it for a few seconds; not run with -short")
 	}
-	url := harness.AMQPURL(t)
+	node := harness.NewRabbitNode(t) // never the machine's broker: its other clients would see the outage
+	url := node.URL()
 	exchanges := []string{declareExchange(t, url, "fanout", false), declareExchange(t, url, "fanout", false)}
 	before := runtime.NumGoroutine()
 
@@ -132,7 +133,7 @@ func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 		}
 	}
 
-	harness.StopRabbitApp(t)
+	node.StopApp(t)
 
 	// Every exchange circuit opens on the failures the outage causes.
 	var seenRefused, seenDialOpen bool
@@ -184,7 +185,7 @@ func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 		t.Fatal("no publish error came from the dead connection")
 	}
 
-	harness.StartRabbitApp(t)
+	node.StartApp(t)
 
 	// The watcher's probe reconnects and closes the connection circuit.
 	waitFor(t, 30*time.Second, "manager reconnected", func() bool {

@@ -16,12 +16,12 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
-	"github.com/brokerguard/brokerguard/integration/sqsserver"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/sqs"
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -109,7 +109,7 @@ func TestBadInput(t *testing.T) {
 	})
 
 	t.Run("an oversized message fails alone and never opens the circuit", func(t *testing.T) {
-		srv, err := sqsserver.New()
+		srv, err := sqstest.New()
 		if err != nil {
 			t.Fatal(err)
 		}

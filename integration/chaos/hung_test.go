@@ -19,10 +19,10 @@ import (
 	"github.com/brokerguard/brokerguard/amqp"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/integration/harness"
-	"github.com/brokerguard/brokerguard/integration/sqsserver"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/sqs"
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -164,7 +164,7 @@ func hungRabbit(t *testing.T, reg *registry.Registry) (transport.Publisher, tran
 // hungSQS is the AWS SDK's client with its defaults (no overall HTTP timeout, three
 // attempts) talking to the SQS test server through the proxy.
 func hungSQS(t *testing.T, reg *registry.Registry) (transport.Publisher, transport.Destination, *harness.Proxy) {
-	srv, err := sqsserver.New()
+	srv, err := sqstest.New()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,13 +23,13 @@ import (
 	"github.com/brokerguard/brokerguard/amqp"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/integration/harness"
-	"github.com/brokerguard/brokerguard/integration/sqsserver"
 	"github.com/brokerguard/brokerguard/internal/kfakeproduce"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/sqs"
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -102,7 +102,8 @@ func TestOutagesMidStream(t *testing.T) {
 	defer kpub.Close(ctx)
 
 	// RabbitMQ: a durable exchange and queue, so stop_app keeps what was confirmed.
-	amqpURL := harness.AMQPURL(t) // the shared lock: no other process blocks or stops the broker meanwhile
+	rabbit := harness.NewRabbitNode(t) // the test stops it: never the machine's broker, whose other clients would see the outage
+	amqpURL := rabbit.URL()
 	declareRabbit(t, amqpURL, exchange)
 	mgr, err := amqp.NewManager(amqpURL, amqp.WithRedialDelay(100*time.Millisecond))
 	if err != nil {
@@ -119,7 +120,7 @@ func TestOutagesMidStream(t *testing.T) {
 	})
 
 	// SQS: the in-process server, with throttling switched on and off.
-	srv, err := sqsserver.New()
+	srv, err := sqstest.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +131,11 @@ func TestOutagesMidStream(t *testing.T) {
 	if _, err := sqsClient.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String(queue)}); err != nil {
 		t.Fatal(err)
 	}
-	srv.SetBatchEntryFault(queue, func(index int, _ string) (sqsserver.Fault, bool) {
+	srv.SetBatchEntryFault(queue, func(index int, _ string) (sqstest.Fault, bool) {
 		if index == 0 {
 			watch.arrived(transport.Destination{Broker: "sqs", Name: queue})
 		}
-		return sqsserver.Fault{}, false
+		return sqstest.Fault{}, false
 	})
 	spub, err := sqs.NewPublisher(sqsClient, reg)
 	if err != nil {
@@ -188,14 +189,14 @@ func TestOutagesMidStream(t *testing.T) {
 	at := func(d time.Duration) { time.Sleep(time.Until(start.Add(d))) }
 	at(1 * time.Second)
 	refuseB.Store(true)
-	srv.SetFault(queue, sqsserver.ThrottlingException)
+	srv.SetFault(queue, sqstest.ThrottlingException)
 	at(1500 * time.Millisecond)
-	harness.StopRabbitApp(t)
+	rabbit.StopApp(t)
 	at(3500 * time.Millisecond)
 	refuseB.Store(false)
 	srv.ClearFault(queue)
 	at(4500 * time.Millisecond)
-	harness.StartRabbitApp(t)
+	rabbit.StartApp(t)
 	produced.Wait()
 
 	// Drain: every row settles.
@@ -373,7 +374,7 @@ func kafkaIDs(t *testing.T, cluster *kfake.Cluster, topic string) map[string]int
 	return ids
 }
 
-func sqsIDs(srv *sqsserver.Server, queue string) map[string]int {
+func sqsIDs(srv *sqstest.Server, queue string) map[string]int {
 	ids := map[string]int{}
 	for _, m := range srv.Messages(queue) {
 		if a, ok := m.Attributes[idHeader]; ok {

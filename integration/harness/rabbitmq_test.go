@@ -1,9 +1,9 @@
 package harness
 
 import (
+	"context"
 	"errors"
-	"os"
-	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,25 +25,10 @@ func openChannel(url string) error {
 	return ch.Close()
 }
 
-// assertLocked checks that another open file description (as another test process
-// would have) cannot take the broker lock in the given mode.
-func assertLocked(t *testing.T, how int) {
-	t.Helper()
-	f, err := os.Open(rabbitLockPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) {
-		t.Fatalf("flock(%d) by another process: %v; want EWOULDBLOCK", how, err)
-	}
-}
-
 func TestRabbitMQReachable(t *testing.T) {
 	if err := openChannel(AMQPURL(t)); err != nil {
 		t.Fatal(err)
 	}
-	assertLocked(t, syscall.LOCK_EX) // StopRabbitApp elsewhere must wait for this test
 	out, err := RabbitCtl(t, "-q", "list_vhosts")
 	if err != nil {
 		t.Fatal(err)
@@ -53,37 +38,83 @@ func TestRabbitMQReachable(t *testing.T) {
 	}
 }
 
-func TestRabbitStopStart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("stops the machine's RabbitMQ for about a second; not run with -short")
-	}
-	url := AMQPURL(t)
-	StopRabbitApp(t)
-	assertLocked(t, syscall.LOCK_SH) // other processes' RabbitMQ tests wait for this one
-	if err := openChannel(url); !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Fatalf("dial with the app stopped: %v; want connection refused", err)
-	}
-	start := time.Now()
-	StartRabbitApp(t)
-	t.Logf("start_app until AMQP answered: %v", time.Since(start).Round(time.Millisecond))
-	if err := openChannel(url); err != nil {
+// confirmedPublisher publishes to the default exchange of url with confirms, once
+// every 20ms until stop is closed, and counts the publishes that were not confirmed.
+func confirmedPublisher(t *testing.T, url string, stop <-chan struct{}) (sent, failed func() int) {
+	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(dialTimeout)})
+	if err != nil {
 		t.Fatal(err)
 	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var n, bad int
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", "brokerguard-harness-nobody", false, false, amqp.Publishing{Body: []byte("x")})
+			ok := err == nil
+			if ok {
+				ok, err = dc.WaitContext(ctx)
+			}
+			cancel()
+			mu.Lock()
+			n++
+			if !ok || err != nil {
+				bad++
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { wg.Wait(); conn.Close() })
+	read := func(p *int) func() int {
+		return func() int { mu.Lock(); defer mu.Unlock(); return *p }
+	}
+	return read(&n), read(&bad)
 }
 
-func TestWatermarkArgs(t *testing.T) {
-	for in, want := range map[string]string{
-		"0.4":                   "0.4",
-		"{absolute,1073741824}": "absolute 1073741824",
-	} {
-		got, err := watermarkArgs(in)
-		if err != nil || strings.Join(got, " ") != want {
-			t.Errorf("watermarkArgs(%q) = %v, %v; want %s", in, got, err, want)
-		}
+// A private node is stopped, started and blocked while a client of the machine's
+// broker publishes with confirms: that client sees no outage.
+func TestRabbitNodeFaultsLeaveTheMachinesBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a RabbitMQ node of its own (tens of seconds); not run with -short")
 	}
-	for _, bad := range []string{"", "{relative,0.4}", "[]"} {
-		if _, err := watermarkArgs(bad); err == nil {
-			t.Errorf("watermarkArgs(%q) accepted", bad)
-		}
+	shared := AMQPURL(t)
+	node := NewRabbitNode(t)
+	if node.URL() == shared {
+		t.Fatalf("the private node has the machine's URL %s", shared)
 	}
+	stop := make(chan struct{})
+	sent, failed := confirmedPublisher(t, shared, stop)
+	defer close(stop)
+
+	node.StopApp(t)
+	if err := openChannel(node.URL()); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial with the node's app stopped: %v; want connection refused", err)
+	}
+	start := time.Now()
+	node.StartApp(t)
+	t.Logf("start_app until AMQP answered: %v", time.Since(start).Round(time.Millisecond))
+	if err := openChannel(node.URL()); err != nil {
+		t.Fatal(err)
+	}
+	node.Block(t)
+	node.Unblock(t)
+	if sent() == 0 || failed() != 0 {
+		t.Fatalf("the machine's broker during the private node's faults: %d publishes, %d not confirmed", sent(), failed())
+	}
+	t.Logf("the machine's broker confirmed all %d publishes made meanwhile", sent())
 }

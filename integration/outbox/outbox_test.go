@@ -249,7 +249,7 @@ func TestDeferralNeverConsumesAttemptsAndExhausts(t *testing.T) {
 func TestAttemptsExhaustionMakesTheRowDead(t *testing.T) {
 	clock := fakeclock.New(start())
 	e := newEnv(t, clock)
-	reg, _, pub := e.guarded(t, breaker.Policy{}, []string{deadAddress(t)}) // a circuit that never opens
+	reg, _, pub := e.guarded(t, breaker.DisabledPolicy(), []string{deadAddress(t)}) // a circuit that never opens
 	// As if every error were the message's own (too large, say): attempts are spent.
 	neutral := func(error) breaker.Outcome { return breaker.Neutral }
 	proc := e.processor(t, reg, pub, outbox.WithMaxAttempts(3), outbox.WithClassifier(neutral))
@@ -298,7 +298,7 @@ func TestUnknownStatusIsAnErrorNamingTheRow(t *testing.T) {
 func TestInvalidDestinationInTheTableMakesTheRowDead(t *testing.T) {
 	clock := fakeclock.New(start())
 	e := newEnv(t, clock)
-	reg, counted, pub := e.guarded(t, breaker.Policy{}, e.brokers)
+	reg, counted, pub := e.guarded(t, breaker.DisabledPolicy(), e.brokers)
 	proc := e.processor(t, reg, pub)
 	var id int64
 	err := e.pool.QueryRow(context.Background(), "INSERT INTO "+postgres.Table+
@@ -362,7 +362,7 @@ func TestMigrateTwiceIsHarmless(t *testing.T) {
 
 func TestRunStopLeavesNoRowLeased(t *testing.T) {
 	e := newEnv(t, breaker.Clock(nil))
-	reg, _, pub := e.guarded(t, breaker.Policy{}, e.brokers)
+	reg, _, pub := e.guarded(t, breaker.DisabledPolicy(), e.brokers)
 	started := make(chan struct{})
 	blocking := publisherFunc(func(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
 		if d == emails {

@@ -23,8 +23,8 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/integration/sqsserver"
 	brokersqs "github.com/brokerguard/brokerguard/sqs"
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -54,7 +54,7 @@ func publishTo(t *testing.T, ctx context.Context, c *awssqs.Client, target strin
 }
 
 // withFault publishes msgs to a new queue that answers every request with f.
-func withFault(f sqsserver.Fault, ms ...transport.Message) func(*testing.T, *env) (error, breaker.Snapshot) {
+func withFault(f sqstest.Fault, ms ...transport.Message) func(*testing.T, *env) (error, breaker.Snapshot) {
 	return func(t *testing.T, e *env) (error, breaker.Snapshot) {
 		c := client(t, e.endpoint, nil)
 		q := e.queue(t, c, "fault", nil)
@@ -107,27 +107,27 @@ func TestClassifyRows(t *testing.T) {
 	two := []transport.Message{{Value: []byte("a")}, {Value: []byte("b")}}
 	rows := []classifyRow{
 		{name: "InternalError", faults: true, want: breaker.Failure,
-			publish: withFault(sqsserver.InternalError, one), check: code("InternalError")},
+			publish: withFault(sqstest.InternalError, one), check: code("InternalError")},
 		{name: "ServiceUnavailable", faults: true, want: breaker.Failure,
-			publish: withFault(sqsserver.ServiceUnavailable, two...), check: code("ServiceUnavailable")},
+			publish: withFault(sqstest.ServiceUnavailable, two...), check: code("ServiceUnavailable")},
 		{name: "ThrottlingException", faults: true, want: breaker.Failure,
-			publish: withFault(sqsserver.ThrottlingException, one), check: code("ThrottlingException")},
+			publish: withFault(sqstest.ThrottlingException, one), check: code("ThrottlingException")},
 		{name: "RequestThrottled", faults: true, want: breaker.Failure,
-			publish: withFault(sqsserver.RequestThrottled, one), check: as[*types.RequestThrottled]()},
+			publish: withFault(sqstest.RequestThrottled, one), check: as[*types.RequestThrottled]()},
 		{name: "KmsThrottled", faults: true, want: breaker.Failure,
-			publish: withFault(sqsserver.KmsThrottled, two...), check: both(as[*types.KmsThrottled](), code("KMS.ThrottlingException"))},
+			publish: withFault(sqstest.KmsThrottled, two...), check: both(as[*types.KmsThrottled](), code("KMS.ThrottlingException"))},
 		{name: "KmsAccessDenied", faults: true, want: breaker.Neutral,
-			publish: withFault(sqsserver.KmsAccessDenied, one), check: as[*types.KmsAccessDenied]()},
+			publish: withFault(sqstest.KmsAccessDenied, one), check: as[*types.KmsAccessDenied]()},
 		{name: "KmsDisabled", faults: true, want: breaker.Neutral,
-			publish: withFault(sqsserver.KmsDisabled, one), check: as[*types.KmsDisabled]()},
+			publish: withFault(sqstest.KmsDisabled, one), check: as[*types.KmsDisabled]()},
 		{name: "AccessDenied", faults: true, want: breaker.Neutral,
-			publish: withFault(sqsserver.AccessDenied, two...), check: code("AccessDenied")},
+			publish: withFault(sqstest.AccessDenied, two...), check: code("AccessDenied")},
 		{name: "InvalidParameterValue", faults: true, want: breaker.Neutral,
-			publish: withFault(sqsserver.InvalidParameterValue, one), check: code("InvalidParameterValue")},
+			publish: withFault(sqstest.InvalidParameterValue, one), check: code("InvalidParameterValue")},
 		{name: "QueueDoesNotExist fault", faults: true, want: breaker.Neutral,
-			publish: withFault(sqsserver.QueueDoesNotExist, two...), check: as[*types.QueueDoesNotExist]()},
+			publish: withFault(sqstest.QueueDoesNotExist, two...), check: as[*types.QueueDoesNotExist]()},
 		{name: "InvalidMessageContents fault", faults: true, want: breaker.Neutral,
-			publish: withFault(sqsserver.InvalidMessageContents, one), check: as[*types.InvalidMessageContents]()},
+			publish: withFault(sqstest.InvalidMessageContents, one), check: as[*types.InvalidMessageContents]()},
 		{name: "queue does not exist", want: breaker.Neutral,
 			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
 				return publishTo(t, context.Background(), client(t, e.endpoint, nil), "absent"+e.suffix, one)
@@ -179,7 +179,7 @@ func TestClassifyRows(t *testing.T) {
 			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
 				c := client(t, e.endpoint, nil)
 				q := e.queue(t, c, "closed", nil)
-				e.srv.SetFault(q, sqsserver.Hang)
+				e.srv.SetFault(q, sqstest.Hang)
 				t.Cleanup(func() { _ = e.srv.AcceptConnections() })
 				go whenHeld(t, e.srv, q, e.srv.RefuseConnections)
 				return publishTo(t, context.Background(), c, e.srv.QueueURL(q), one)
@@ -189,7 +189,7 @@ func TestClassifyRows(t *testing.T) {
 			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
 				c := client(t, e.endpoint, &http.Client{Transport: &http.Transport{}, Timeout: 200 * time.Millisecond})
 				q := e.queue(t, c, "timeout", nil)
-				e.srv.SetFault(q, sqsserver.Hang)
+				e.srv.SetFault(q, sqstest.Hang)
 				return publishTo(t, context.Background(), c, e.srv.QueueURL(q), two...)
 			},
 			check: is(context.DeadlineExceeded)},
@@ -197,7 +197,7 @@ func TestClassifyRows(t *testing.T) {
 			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
 				c := client(t, e.endpoint, nil, retries(3, 1))
 				q := e.queue(t, c, "quota", nil)
-				e.srv.SetFault(q, sqsserver.InternalError)
+				e.srv.SetFault(q, sqstest.InternalError)
 				return publishTo(t, context.Background(), c, e.srv.QueueURL(q), one)
 			},
 			check: as[ratelimit.QuotaExceededError]()},
@@ -205,7 +205,7 @@ func TestClassifyRows(t *testing.T) {
 			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
 				c := client(t, e.endpoint, nil, retries(2, 0))
 				q := e.queue(t, c, "attempts", nil)
-				e.srv.SetFault(q, sqsserver.ServiceUnavailable)
+				e.srv.SetFault(q, sqstest.ServiceUnavailable)
 				err, snap := publishTo(t, context.Background(), c, e.srv.QueueURL(q), two...)
 				if n := e.srv.Requests(q, "SendMessageBatch"); n != 2 {
 					t.Errorf("server saw %d attempts, want 2", n)
@@ -217,7 +217,7 @@ func TestClassifyRows(t *testing.T) {
 			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
 				c := client(t, e.endpoint, nil)
 				q := e.queue(t, c, "cancel", nil)
-				e.srv.SetFault(q, sqsserver.Hang)
+				e.srv.SetFault(q, sqstest.Hang)
 				ctx, cancel := context.WithCancel(context.Background())
 				go whenHeld(t, e.srv, q, cancel)
 				return publishTo(t, ctx, c, e.srv.QueueURL(q), one)
@@ -227,7 +227,7 @@ func TestClassifyRows(t *testing.T) {
 			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
 				c := client(t, e.endpoint, nil)
 				q := e.queue(t, c, "sender", nil)
-				e.srv.SetBatchEntryFault(q, failEntries(map[int]sqsserver.Fault{1: sqsserver.InvalidParameterValue}))
+				e.srv.SetBatchEntryFault(q, failEntries(map[int]sqstest.Fault{1: sqstest.InvalidParameterValue}))
 				return publishTo(t, context.Background(), c, e.srv.QueueURL(q), two...)
 			},
 			check: entry("InvalidParameterValue", true)},
@@ -235,7 +235,7 @@ func TestClassifyRows(t *testing.T) {
 			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
 				c := client(t, e.endpoint, nil)
 				q := e.queue(t, c, "receiver", nil)
-				e.srv.SetBatchEntryFault(q, failEntries(map[int]sqsserver.Fault{0: sqsserver.InternalError}))
+				e.srv.SetBatchEntryFault(q, failEntries(map[int]sqstest.Fault{0: sqstest.InternalError}))
 				return publishTo(t, context.Background(), c, e.srv.QueueURL(q), two...)
 			},
 			check: entry("InternalError", false)},
@@ -286,7 +286,7 @@ func TestCallerDeadlineRule(t *testing.T) {
 			srv := e.faults(t)
 			c := client(t, e.endpoint, nil)
 			q := e.queue(t, c, "deadline", nil)
-			srv.SetFault(q, sqsserver.Hang)
+			srv.SetFault(q, sqstest.Hang)
 			ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
 			defer cancel()
 			err, snap := publishTo(t, ctx, c, q, transport.Message{Value: []byte("late")})
@@ -301,8 +301,8 @@ func TestCallerDeadlineRule(t *testing.T) {
 }
 
 // whenHeld calls release once a SendMessage request to queue has reached srv,
-// which holds it (sqsserver.Hang). It runs on its own goroutine.
-func whenHeld(t *testing.T, srv *sqsserver.Server, queue string, release func()) {
+// which holds it (sqstest.Hang). It runs on its own goroutine.
+func whenHeld(t *testing.T, srv *sqstest.Server, queue string, release func()) {
 	deadline := time.Now().Add(10 * time.Second)
 	for srv.Requests(queue, "SendMessage") == 0 {
 		if time.Now().After(deadline) {
@@ -330,8 +330,8 @@ func entry(code string, sender bool) func(*testing.T, error) {
 }
 
 // failEntries fails the batch entries at the given positions of every request.
-func failEntries(faults map[int]sqsserver.Fault) sqsserver.EntryFaultFunc {
-	return func(i int, _ string) (sqsserver.Fault, bool) {
+func failEntries(faults map[int]sqstest.Fault) sqstest.EntryFaultFunc {
+	return func(i int, _ string) (sqstest.Fault, bool) {
 		f, ok := faults[i]
 		return f, ok
 	}

@@ -1,5 +1,5 @@
 // Package sqs_test runs the SQS adapter against a real SQS endpoint through the
-// real aws-sdk-go-v2: the in-process sqsserver, or SQS_ENDPOINT when it is set
+// real aws-sdk-go-v2: the in-process sqstest, or SQS_ENDPOINT when it is set
 // (LocalStack, AWS). Fault injection exists only in-process; tests that need
 // it skip against SQS_ENDPOINT.
 package sqs_test
@@ -23,18 +23,18 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/integration/harness"
-	"github.com/brokerguard/brokerguard/integration/sqsserver"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/registry"
 	brokersqs "github.com/brokerguard/brokerguard/sqs"
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
 // env is the SQS endpoint of one test.
 type env struct {
 	endpoint string
-	srv      *sqsserver.Server // nil when the test runs against SQS_ENDPOINT
-	suffix   string            // makes queue names unique on a shared endpoint
+	srv      *sqstest.Server // nil when the test runs against SQS_ENDPOINT
+	suffix   string          // makes queue names unique on a shared endpoint
 }
 
 // newEnv starts an in-process server, or uses SQS_ENDPOINT when it is set.
@@ -47,7 +47,7 @@ func newEnv(t testing.TB) *env {
 		e.suffix = "-" + hex.EncodeToString(b)
 		return e
 	}
-	srv, err := sqsserver.New()
+	srv, err := sqstest.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func newEnv(t testing.TB) *env {
 }
 
 // faults returns the in-process server, skipping the test when there is none.
-func (e *env) faults(t testing.TB) *sqsserver.Server {
+func (e *env) faults(t testing.TB) *sqstest.Server {
 	t.Helper()
 	if e.srv == nil {
 		t.Skip("needs fault injection, which only the in-process server has; unset SQS_ENDPOINT to run it")

@@ -15,9 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/integration/sqsserver"
 	"github.com/brokerguard/brokerguard/registry"
 	brokersqs "github.com/brokerguard/brokerguard/sqs"
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -192,7 +192,7 @@ func TestBatchReportsEntryFailuresByIndex(t *testing.T) {
 	q := e.queue(t, c, "mixed", nil)
 	// Window mode counts every failure, so the count shows one per request.
 	g := newGuard(t, c, breaker.Policy{FailureThreshold: 100, BreakDuration: time.Minute, FailureWindow: time.Minute, MinimumCalls: 1})
-	srv.SetBatchEntryFault(q, failEntries(map[int]sqsserver.Fault{3: sqsserver.InvalidParameterValue, 7: sqsserver.InternalError}))
+	srv.SetBatchEntryFault(q, failEntries(map[int]sqstest.Fault{3: sqstest.InvalidParameterValue, 7: sqstest.InternalError}))
 
 	ms := msgs("m", 25) // three requests: 10, 10 and 5 entries
 	err := g.pub.Publish(context.Background(), dest(q), ms...)
@@ -282,7 +282,7 @@ func TestOutageOpensAndOneProbeRecovers(t *testing.T) {
 	}
 
 	// After the break one probe goes; while it is in flight the others are refused.
-	srv.SetFault(q, sqsserver.Hang)
+	srv.SetFault(q, sqstest.Hang)
 	g.clock.Advance(breakFor)
 	probeCtx, cancelProbe := context.WithCancel(ctx)
 	probeErr := make(chan error, 1)
@@ -332,8 +332,8 @@ func TestThrottledQueueNeverBlocksAnother(t *testing.T) {
 	healthy := e.queue(t, c, "healthy", nil)
 	g := newGuard(t, c, breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute})
 	ctx := context.Background()
-	srv.SetFault(throttled, sqsserver.RequestThrottled)
-	srv.SetFault(held, sqsserver.Hang)
+	srv.SetFault(throttled, sqstest.RequestThrottled)
+	srv.SetFault(held, sqstest.Hang)
 
 	heldCtx, release := context.WithCancel(ctx)
 	heldErr := make(chan error, 1)

@@ -1,4 +1,4 @@
-package sqsserver_test
+package sqstest_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/brokerguard/brokerguard/integration/sqsserver"
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
 )
 
 func str(dataType, v string) types.MessageAttributeValue {
@@ -25,7 +25,7 @@ func bin(v []byte) types.MessageAttributeValue {
 
 func TestRoundTripKeepsBodyAndAttributes(t *testing.T) {
 	clk := newClock()
-	srv, c, url := setup(t, "orders", nil, sqsserver.WithClock(clk.Now))
+	srv, c, url := setup(t, "orders", nil, sqstest.WithClock(clk.Now))
 	ctx := context.Background()
 	if url != srv.QueueURL("orders") {
 		t.Fatalf("queue URL %q, want %q", url, srv.QueueURL("orders"))
@@ -143,7 +143,7 @@ func TestAttributeDigestMatchesKnownValues(t *testing.T) {
 
 func TestVisibilityTimeoutRedelivers(t *testing.T) {
 	clk := newClock()
-	srv, c, url := setup(t, "vis", map[string]string{"VisibilityTimeout": "60"}, sqsserver.WithClock(clk.Now))
+	srv, c, url := setup(t, "vis", map[string]string{"VisibilityTimeout": "60"}, sqstest.WithClock(clk.Now))
 	ctx := context.Background()
 	if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")}); err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestLongPollReturnsWhenAMessageArrives(t *testing.T) {
 
 func TestFIFODeduplicatesWithinWindowAndOrdersGroups(t *testing.T) {
 	clk := newClock()
-	srv, c, url := setup(t, "jobs.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"}, sqsserver.WithClock(clk.Now))
+	srv, c, url := setup(t, "jobs.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"}, sqstest.WithClock(clk.Now))
 	ctx := context.Background()
 	send := func(group, body, dedup string) *sqs.SendMessageOutput {
 		t.Helper()
@@ -290,8 +290,8 @@ func TestFIFORequiresGroupAndDeduplication(t *testing.T) {
 
 func TestSendMessageBatchReportsMixedEntryFailures(t *testing.T) {
 	srv, c, url := setup(t, "batch", nil)
-	srv.SetBatchEntryFault("batch", func(i int, id string) (sqsserver.Fault, bool) {
-		return sqsserver.InternalError, i%2 == 1
+	srv.SetBatchEntryFault("batch", func(i int, id string) (sqstest.Fault, bool) {
+		return sqstest.InternalError, i%2 == 1
 	})
 	var entries []types.SendMessageBatchRequestEntry
 	for i := range 5 {

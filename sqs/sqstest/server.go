@@ -1,4 +1,4 @@
-package sqsserver
+package sqstest
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 )
 
 // ErrClosed is returned by [Server.AcceptConnections] after [Server.Close].
-var ErrClosed = errors.New("sqsserver: server closed")
+var ErrClosed = errors.New("sqstest: server closed")
 
 // maxRequestBytes bounds a request body: ten 1 MiB entries plus JSON overhead.
 const maxRequestBytes = 12 << 20
@@ -76,7 +76,7 @@ func New(opts ...Option) (*Server, error) {
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, errors.Join(errors.New("sqsserver: listen"), err)
+		return nil, errors.Join(errors.New("sqstest: listen"), err)
 	}
 	s.addr = ln.Addr().String()
 	s.live = s.serve(ln)
@@ -130,7 +130,7 @@ func (s *Server) AcceptConnections() error {
 	}
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
-		return errors.Join(errors.New("sqsserver: listen again on "+s.addr), err)
+		return errors.Join(errors.New("sqstest: listen again on "+s.addr), err)
 	}
 	s.live = s.serve(ln)
 	return nil

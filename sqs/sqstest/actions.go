@@ -1,4 +1,4 @@
-package sqsserver
+package sqstest
 
 import (
 	"context"

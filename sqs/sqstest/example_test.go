@@ -1,4 +1,4 @@
-package sqsserver_test
+package sqstest_test
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/brokerguard/brokerguard/integration/sqsserver"
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
 )
 
 // Example sends a message with the real SDK, then makes the queue fail.
 func Example() {
-	srv, err := sqsserver.New()
+	srv, err := sqstest.New()
 	if err != nil {
 		panic(err)
 	}
@@ -35,7 +35,7 @@ func Example() {
 	_, err = client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("order 1")})
 	fmt.Println(err, len(srv.Messages("orders")))
 
-	srv.SetFault("orders", sqsserver.KmsThrottled)
+	srv.SetFault("orders", sqstest.KmsThrottled)
 	_, err = client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("order 2")})
 	var throttled *types.KmsThrottled
 	fmt.Println(errors.As(err, &throttled), throttled.ErrorCode(), srv.Requests("orders", "SendMessage"))
@@ -45,7 +45,7 @@ func Example() {
 }
 
 func BenchmarkSendMessage(b *testing.B) {
-	srv, err := sqsserver.New()
+	srv, err := sqstest.New()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package sqsserver
+package sqstest
 
 import (
 	"encoding/json"
@@ -29,7 +29,7 @@ type Fault struct {
 }
 
 // Error describes the fault.
-func (f Fault) Error() string { return "sqsserver: " + f.Code + ": " + f.Message }
+func (f Fault) Error() string { return "sqstest: " + f.Code + ": " + f.Message }
 
 // with returns a copy of f carrying message.
 func (f Fault) with(message string) Fault { f.Message = message; return f }
@@ -40,7 +40,7 @@ const (
 	sqsNS     = "com.amazonaws.sqs#"
 	coralNS   = "com.amazon.coral.service#"
 	availNS   = "com.amazon.coral.availability#"
-	defaultMs = "injected by sqsserver"
+	defaultMs = "injected by sqstest"
 )
 
 // Faults that tests commonly inject. Their Type, Code and Status follow the

@@ -1,4 +1,4 @@
-package sqsserver_test
+package sqstest_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/brokerguard/brokerguard/integration/sqsserver"
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
 )
 
 // apiCode returns the SDK's error code for err, failing the test when err
@@ -41,23 +41,23 @@ func is[E any, P interface {
 func TestErrorsDecodeIntoSDKTypes(t *testing.T) {
 	srv, c, url := setup(t, "faulty", nil)
 	for _, tc := range []struct {
-		fault  sqsserver.Fault
+		fault  sqstest.Fault
 		code   string
 		status int
 		side   smithy.ErrorFault
 		typed  func(error) bool // nil: a generic API error
 	}{
-		{sqsserver.QueueDoesNotExist, "AWS.SimpleQueueService.NonExistentQueue", 400, smithy.FaultClient, is[types.QueueDoesNotExist]},
-		{sqsserver.InvalidMessageContents, "InvalidMessageContents", 400, smithy.FaultClient, is[types.InvalidMessageContents]},
-		{sqsserver.RequestThrottled, "RequestThrottled", 403, smithy.FaultClient, is[types.RequestThrottled]},
-		{sqsserver.KmsThrottled, "KMS.ThrottlingException", 400, smithy.FaultClient, is[types.KmsThrottled]},
-		{sqsserver.KmsAccessDenied, "KMS.AccessDeniedException", 400, smithy.FaultClient, is[types.KmsAccessDenied]},
-		{sqsserver.KmsDisabled, "KMS.DisabledException", 400, smithy.FaultClient, is[types.KmsDisabled]},
-		{sqsserver.InvalidParameterValue, "InvalidParameterValue", 400, smithy.FaultClient, nil},
-		{sqsserver.AccessDenied, "AccessDenied", 403, smithy.FaultClient, nil},
-		{sqsserver.ThrottlingException, "ThrottlingException", 400, smithy.FaultClient, nil},
-		{sqsserver.InternalError, "InternalError", 500, smithy.FaultServer, nil},
-		{sqsserver.ServiceUnavailable, "ServiceUnavailable", 503, smithy.FaultServer, nil},
+		{sqstest.QueueDoesNotExist, "AWS.SimpleQueueService.NonExistentQueue", 400, smithy.FaultClient, is[types.QueueDoesNotExist]},
+		{sqstest.InvalidMessageContents, "InvalidMessageContents", 400, smithy.FaultClient, is[types.InvalidMessageContents]},
+		{sqstest.RequestThrottled, "RequestThrottled", 403, smithy.FaultClient, is[types.RequestThrottled]},
+		{sqstest.KmsThrottled, "KMS.ThrottlingException", 400, smithy.FaultClient, is[types.KmsThrottled]},
+		{sqstest.KmsAccessDenied, "KMS.AccessDeniedException", 400, smithy.FaultClient, is[types.KmsAccessDenied]},
+		{sqstest.KmsDisabled, "KMS.DisabledException", 400, smithy.FaultClient, is[types.KmsDisabled]},
+		{sqstest.InvalidParameterValue, "InvalidParameterValue", 400, smithy.FaultClient, nil},
+		{sqstest.AccessDenied, "AccessDenied", 403, smithy.FaultClient, nil},
+		{sqstest.ThrottlingException, "ThrottlingException", 400, smithy.FaultClient, nil},
+		{sqstest.InternalError, "InternalError", 500, smithy.FaultServer, nil},
+		{sqstest.ServiceUnavailable, "ServiceUnavailable", 503, smithy.FaultServer, nil},
 	} {
 		t.Run(tc.code, func(t *testing.T) {
 			srv.SetFault("faulty", tc.fault)
@@ -156,7 +156,7 @@ func TestInvalidRequestsAnswerAsSQS(t *testing.T) {
 
 func TestHangIsReleasedByContextCancel(t *testing.T) {
 	srv, c, url := setup(t, "stuck", nil)
-	srv.SetFault("stuck", sqsserver.Hang)
+	srv.SetFault("stuck", sqstest.Hang)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -219,14 +219,14 @@ func TestRefusedConnectionsRecoverOnTheSamePort(t *testing.T) {
 	}
 
 	srv.Close()
-	if err := srv.AcceptConnections(); !errors.Is(err, sqsserver.ErrClosed) {
+	if err := srv.AcceptConnections(); !errors.Is(err, sqstest.ErrClosed) {
 		t.Fatalf("AcceptConnections after Close: %v, want ErrClosed", err)
 	}
 }
 
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
-	srv, err := sqsserver.New()
+	srv, err := sqstest.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	ctx := context.Background()
 	url := createQueue(t, c, "busy", nil)
 	stuck := createQueue(t, c, "stuck", nil)
-	srv.SetFault("stuck", sqsserver.Hang)
+	srv.SetFault("stuck", sqstest.Hang)
 
 	// One request held by a fault and one long poll are in flight when the server closes.
 	done := make(chan error, 2)

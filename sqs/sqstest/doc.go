@@ -1,12 +1,14 @@
-// Package sqsserver is an in-process Amazon SQS endpoint for tests and
-// benchmarks. It speaks the AWS JSON 1.0 protocol that current versions of
+// Package sqstest is an in-process Amazon SQS endpoint for tests and
+// benchmarks, as kfake is for Kafka: test a service's SQS publishing, including
+// throttling, hangs and refused connections, without AWS or LocalStack. It is a
+// supported package of brokerguard (brokerguard's own SQS tests run on it). It speaks the AWS JSON 1.0 protocol that current versions of
 // github.com/aws/aws-sdk-go-v2/service/sqs use (POST, X-Amz-Target:
 // AmazonSQS.<Action>, Content-Type: application/x-amz-json-1.0) and keeps
 // queues in memory.
 //
 // Point the SDK at it with BaseEndpoint:
 //
-//	srv, err := sqsserver.New()
+//	srv, err := sqstest.New()
 //	...
 //	defer srv.Close()
 //	client := sqs.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: creds},
@@ -60,4 +62,4 @@
 //
 // The server starts no goroutine beyond those of its net/http server;
 // [Server.Close] ends all of them before it returns.
-package sqsserver
+package sqstest

@@ -1,4 +1,4 @@
-package sqsserver_test
+package sqstest_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/brokerguard/brokerguard/integration/sqsserver"
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
 )
 
 // clock is a manual clock for the server.
@@ -36,9 +36,9 @@ func (c *clock) Advance(d time.Duration) {
 
 // setup starts a server that the test closes when it ends, a client with
 // retries off, and a queue; it returns the queue's URL.
-func setup(t *testing.T, queue string, attrs map[string]string, opts ...sqsserver.Option) (*sqsserver.Server, *sqs.Client, string) {
+func setup(t *testing.T, queue string, attrs map[string]string, opts ...sqstest.Option) (*sqstest.Server, *sqs.Client, string) {
 	t.Helper()
-	srv, err := sqsserver.New(opts...)
+	srv, err := sqstest.New(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +49,12 @@ func setup(t *testing.T, queue string, attrs map[string]string, opts ...sqsserve
 
 // newClient returns a real SDK client for srv with its own HTTP transport.
 // attempts is the SDK's RetryMaxAttempts; 1 turns retries off.
-func newClient(t *testing.T, srv *sqsserver.Server, attempts int) *sqs.Client {
+func newClient(t *testing.T, srv *sqstest.Server, attempts int) *sqs.Client {
 	return newClientOn(t, srv, &http.Transport{}, attempts)
 }
 
 // newClientOn is newClient with a given transport.
-func newClientOn(t *testing.T, srv *sqsserver.Server, transport *http.Transport, attempts int) *sqs.Client {
+func newClientOn(t *testing.T, srv *sqstest.Server, transport *http.Transport, attempts int) *sqs.Client {
 	t.Helper()
 	t.Cleanup(transport.CloseIdleConnections)
 	cfg := aws.Config{

@@ -1,0 +1,37 @@
+package observe_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/brokerguard/brokerguard/admin"
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/observe"
+)
+
+// Bad input to any of the three parts fails New, naming what is wrong.
+func TestNewRefusesBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		policy breaker.Policy
+		opts   []observe.Option
+		want   string
+	}{
+		{breaker.Policy{}, nil, "FailureThreshold is 0"},
+		{breaker.DefaultPolicy(), []observe.Option{observe.WithJournalSize(0)}, "observe: WithJournalSize"},
+		{breaker.DefaultPolicy(), []observe.Option{observe.WithAdmin(admin.WithMutations("short"))}, "admin:"},
+	} {
+		if _, err := observe.New(tc.policy, tc.opts...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New: %v, want %q", err, tc.want)
+		}
+	}
+	obs, err := observe.New(breaker.DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obs.Registry == nil || obs.Metrics == nil || obs.Admin == nil || obs.Journal == nil || !obs.Registry.CountsCalls() {
+		t.Fatalf("New: %+v", obs)
+	}
+	if err := obs.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
