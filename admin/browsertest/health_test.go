@@ -97,7 +97,9 @@ func TestDashboardShowsWhyAndSinceWhen(t *testing.T) {
 	}
 	// Times as the page writes them, in the browser's locale and zone.
 	var openedText, probingText string
-	localTime := func(at time.Time) string { return `new Date(` + strconv.FormatInt(at.UnixMilli(), 10) + `).toLocaleTimeString()` }
+	localTime := func(at time.Time) string {
+		return `new Date(` + strconv.FormatInt(at.UnixMilli(), 10) + `).toLocaleTimeString()`
+	}
 	if err := chromedp.Run(ctx, chromedp.Evaluate(localTime(opened), &openedText),
 		chromedp.Evaluate(localTime(opened.Add(2500*time.Millisecond)), &probingText)); err != nil {
 		t.Fatal(err)
