@@ -56,18 +56,23 @@ func strconvBool(s string) (bool, error) {
 	return false, errors.New("not true")
 }
 
-func TestDashboardInChromium(t *testing.T) {
-	bin := chromium(t)
+var (
+	orders   = transport.Destination{Broker: "kafka", Name: "orders"}
+	payments = transport.Destination{Broker: "kafka", Name: "payments"}
+)
+
+// service serves the dashboard of a registry on a fake clock with circuits for orders
+// and payments (open after 2 failures, for brk) and an outbox whose payments are held.
+func service(t *testing.T, brk time.Duration) (*registry.Registry, *fakeclock.Clock, *httptest.Server) {
+	t.Helper()
 	clock := fakeclock.New(time.Now())
 	journal := admin.NewJournal(64)
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 50 * time.Second},
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: brk},
 		registry.WithClock(clock), registry.WithObserver(journal.Record),
 		registry.WithBreakerOptions(breaker.WithClock(clock)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	orders := transport.Destination{Broker: "kafka", Name: "orders"}
-	payments := transport.Destination{Broker: "kafka", Name: "payments"}
 	for _, d := range []transport.Destination{orders, payments} {
 		if _, err := reg.Circuit(d); err != nil {
 			t.Fatal(err)
@@ -79,7 +84,13 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return reg, clock, srv
+}
+
+func TestDashboardInChromium(t *testing.T) {
+	bin := chromium(t)
+	reg, clock, srv := service(t, 50*time.Second)
 
 	ctx, consoleErrors := browser(t, bin)
 
@@ -201,7 +212,6 @@ func TestDashboardDoesNotTakeTheTokenFromALink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orders := transport.Destination{Broker: "kafka", Name: "orders"}
 	if _, err := reg.Circuit(orders); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +245,9 @@ func TestDashboardDoesNotTakeTheTokenFromALink(t *testing.T) {
 	}
 	if err := chromedp.Run(ctx,
 		chromedp.SendKeys(`#token`, token, chromedp.ByQuery),
-		chromedp.Click(row+` button[data-act="force-open"]`),
+		// Clicked from a script: the row is redrawn every second, and a node found
+		// first and clicked later may be gone.
+		chromedp.Evaluate(`document.querySelector('`+row+` button[data-act="force-open"]').click()`, nil),
 		chromedp.Poll(`document.querySelector('`+row+` [data-testid=state]').textContent === "open"`, nil,
 			chromedp.WithPollingTimeout(10*time.Second)),
 		chromedp.Evaluate(`JSON.stringify(Object.assign({}, sessionStorage, localStorage))`, &stored),

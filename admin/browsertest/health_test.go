@@ -3,7 +3,6 @@ package browsertest
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -12,9 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/brokerguard/brokerguard/admin"
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -40,28 +37,7 @@ func failWith(t *testing.T, reg *registry.Registry, d transport.Destination, err
 // process's life. It writes docs/dashboard.png with -update.
 func TestDashboardShowsWhyAndSinceWhen(t *testing.T) {
 	bin := chromium(t)
-	clock := fakeclock.New(time.Now())
-	journal := admin.NewJournal(64)
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 2 * time.Second},
-		registry.WithClock(clock), registry.WithObserver(journal.Record),
-		registry.WithBreakerOptions(breaker.WithClock(clock)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	orders := transport.Destination{Broker: "kafka", Name: "orders"}
-	payments := transport.Destination{Broker: "kafka", Name: "payments"}
-	for _, d := range []transport.Destination{orders, payments} {
-		if _, err := reg.Circuit(d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h, err := admin.New(reg, admin.WithMutations(token), admin.WithJournal(journal), admin.WithClock(clock),
-		admin.WithOutbox(outboxStore(t, clock, orders, payments)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	reg, clock, srv := service(t, 2*time.Second)
 
 	clock.Advance(8 * time.Second)
 	opened := clock.Now()
@@ -82,19 +58,23 @@ func TestDashboardShowsWhyAndSinceWhen(t *testing.T) {
 
 	ctx, consoleErrors := browser(t, bin)
 	why := `#rows tr[data-why="kafka:payments"]`
-	var since, lastErr, probing, events, span string
+	// The page redraws its rows every second: read them in one script, not node by
+	// node (a node can be replaced between finding and reading it).
+	text := func(sel string) string {
+		return `(document.querySelector(` + strconv.Quote(sel) + `) || {textContent: ""}).textContent`
+	}
+	var page struct{ Since, LastErr, Probing, Events, Span string }
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(srv.URL+"/"),
 		chromedp.WaitVisible(why+` [data-testid=unhealthy-since]`),
-		chromedp.Text(why+` [data-testid=unhealthy-since]`, &since),
-		chromedp.Text(why+` [data-testid=last-error]`, &lastErr),
 		chromedp.WaitVisible(`#events tr[data-testid=probing]`),
-		chromedp.Text(`#events tr[data-testid=probing]`, &probing),
-		chromedp.Text(`#events`, &events),
-		chromedp.AttributeValue(`#timeline svg`, "data-span-ms", &span, nil),
+		chromedp.Evaluate(`({Since: `+text(why+` [data-testid=unhealthy-since]`)+`, LastErr: `+text(why+` [data-testid=last-error]`)+
+			`, Probing: `+text(`#events tr[data-testid=probing]`)+`, Events: `+text(`#events`)+
+			`, Span: document.querySelector("#timeline svg").getAttribute("data-span-ms")})`, &page),
 	); err != nil {
 		t.Fatal(err)
 	}
+	since, lastErr, probing, events, span := page.Since, page.LastErr, page.Probing, page.Events, page.Span
 	// Times as the page writes them, in the browser's locale and zone.
 	var openedText, probingText string
 	localTime := func(at time.Time) string {
