@@ -14,7 +14,7 @@ for m in "${modules[@]}"; do
 	pkgs=$(cd "$m" && grep -rl --include='*_test.go' '^func Fuzz' . | xargs -r -n1 dirname | sort -u)
 	for p in $pkgs; do
 		for target in $(cd "$m" && $GO test -list '^Fuzz' "$p" | grep '^Fuzz' || true); do
-			echo "fuzz: $m/$p $target for $FUZZTIME"
+			echo "fuzz: $target in $p (module $m) for $FUZZTIME"
 			(cd "$m" && $GO test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$p")
 			total=$((total + 1))
 		done
