@@ -11,7 +11,7 @@ total=0
 for m in "${modules[@]}"; do
 	[ -f "$m/go.mod" ] || continue
 	# Packages with a fuzz target in their tests, then the targets of each.
-	pkgs=$(cd "$m" && grep -rl --include='*_test.go' '^func Fuzz' . | xargs -r -n1 dirname | sort -u)
+	pkgs=$(cd "$m" && { grep -rl --include='*_test.go' '^func Fuzz' . || true; } | xargs -r -n1 dirname | sort -u)
 	for p in $pkgs; do
 		for target in $(cd "$m" && $GO test -list '^Fuzz' "$p" | grep '^Fuzz' || true); do
 			echo "fuzz: $target in $p (module $m) for $FUZZTIME"
