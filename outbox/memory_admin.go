@@ -55,59 +55,48 @@ func matchDead(r *Record, f DeadFilter) bool {
 
 // DeadRows implements DeadLetters.
 func (s *MemoryStore) DeadRows(ctx context.Context, f DeadFilter, p Page) ([]Record, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []Record
-	s.eachDead(f, p, func(r *Record) { out = append(out, copyRecord(r)) })
-	return out, nil
+	err := s.eachDead(ctx, f, p, func(r *Record) { out = append(out, copyRecord(r)) })
+	return out, err
 }
 
 // DeadSummaries implements DeadSummaries: the page DeadRows returns, without copying
 // the payloads.
 func (s *MemoryStore) DeadSummaries(ctx context.Context, f DeadFilter, p Page) ([]DeadSummary, error) {
+	var out []DeadSummary
+	err := s.eachDead(ctx, f, p, func(r *Record) {
+		bare := *r
+		bare.Message.Value = nil
+		out = append(out, DeadSummary{Record: copyRecord(&bare), ValueBytes: len(r.Message.Value)})
+	})
+	return out, err
+}
+
+// eachDead checks f and p, then calls yield, under the lock, with each dead row of the
+// page p that f matches, by id.
+func (s *MemoryStore) eachDead(ctx context.Context, f DeadFilter, p Page, yield func(*Record)) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := f.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := p.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []DeadSummary
-	s.eachDead(f, p, func(r *Record) {
-		bare := *r
-		bare.Message.Value = nil
-		c := copyRecord(&bare)
-		out = append(out, DeadSummary{Record: c, ValueBytes: len(r.Message.Value)})
-	})
-	return out, nil
-}
-
-// eachDead calls yield with each dead row of the page p that f matches, by id.
-// Requires s.mu held.
-func (s *MemoryStore) eachDead(f DeadFilter, p Page, yield func(*Record)) {
 	n := 0
 	for _, r := range s.rows[min(max(p.After, 0), int64(len(s.rows))):] {
 		if n == p.Size() {
-			return
+			return nil
 		}
 		if matchDead(r, f) {
 			yield(r)
 			n++
 		}
 	}
+	return nil
 }
 
 // Requeue implements DeadLetters.
