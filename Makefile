@@ -69,11 +69,5 @@ chaos: services ## Faults, load and bad input (integration/chaos); also part of 
 	$(GO) test $(TESTFLAGS) -v ./integration/chaos
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 30s): destinations, policies, shared-state decoding.
-	$(GO) test -run '^$$' -fuzz '^FuzzParseDestination$$' -fuzztime $(or $(FUZZTIME),30s) ./transport
-	$(GO) test -run '^$$' -fuzz '^FuzzPolicyValidate$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker
-	$(GO) test -run '^$$' -fuzz '^FuzzRampPolicy$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeItem$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/dynamo
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/filestate
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHash$$' -fuzztime $(or $(FUZZTIME),30s) ./breaker/redis
-	$(GO) test -run '^$$' -fuzz '^FuzzMutationRequest$$' -fuzztime $(or $(FUZZTIME),30s) ./admin
+fuzz: ## Run every fuzz target (found by go test -list, in every module) for FUZZTIME each (default 30s).
+	@GO=$(GO) FUZZTIME=$(or $(FUZZTIME),30s) bash scripts/fuzz.sh

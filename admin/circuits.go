@@ -43,11 +43,15 @@ type Circuit struct {
 	// DegradedSince is set on a shared circuit whose store refuses its evidence: since
 	// then the replica also decides on evidence of its own (sharedstate.KeepLocal).
 	DegradedSince *time.Time `json:"degraded_since,omitempty"`
+	Health
 }
 
 // Circuits is the body of GET /api/circuits.
 type Circuits struct {
-	Now       time.Time `json:"now"`
+	Now time.Time `json:"now"`
+	// Started is when the process began (WithProcessStart; by default when the
+	// handler was made): the dashboard's timeline starts there.
+	Started   time.Time `json:"started"`
 	Mutations bool      `json:"mutations"` // whether this handler accepts mutations
 	Circuits  []Circuit `json:"circuits"`
 }
@@ -71,6 +75,7 @@ func View(d transport.Destination, s breaker.Snapshot, now time.Time) Circuit {
 		OverrideUntil: timePtr(s.OverrideUntil), Mode: s.Mode.String(), Bypassed: s.Bypassed,
 		Unusable: s.Unusable, UnusableSince: timePtr(s.UnusableSince),
 		DegradedSince: timePtr(s.DegradedSince),
+		Health:        healthView(s),
 	}
 	end := s.NotBefore
 	if s.Override != breaker.NoOverride {
@@ -85,7 +90,7 @@ func View(d transport.Destination, s breaker.Snapshot, now time.Time) Circuit {
 func (h *Handler) listCircuits(w http.ResponseWriter, _ *http.Request) {
 	now := h.now()
 	snaps := h.reg.Snapshots()
-	out := Circuits{Now: now, Mutations: h.token != nil, Circuits: make([]Circuit, 0, len(snaps))}
+	out := Circuits{Now: now, Started: h.started, Mutations: h.token != nil, Circuits: make([]Circuit, 0, len(snaps))}
 	for d, s := range snaps {
 		out.Circuits = append(out.Circuits, View(d, s, now))
 	}
@@ -177,9 +182,9 @@ func parseHold(body io.Reader, now time.Time, maxHold time.Duration) (time.Time,
 	default:
 		return until, "", badField("for", `give "for" (a duration) or "until" (an RFC 3339 time)`)
 	}
-	if until.Sub(now) > maxHold {
-		return until, "", badField(map[bool]string{true: "for", false: "until"}[req.For != ""],
-			"holds at most "+maxHold.String())
+	var he *breaker.HoldError
+	if errors.As(breaker.CheckHold(now, until, maxHold), &he) {
+		return until, "", badField(map[bool]string{true: "for", false: "until"}[req.For != ""], he.Reason)
 	}
 	return until, req.Reason, nil
 }
@@ -238,9 +243,7 @@ func (h *Handler) mutate(w http.ResponseWriter, r *http.Request) {
 	} else {
 		writeJSON(w, http.StatusOK, View(d, h.snapshot(d, c), h.now()))
 	}
-	if h.audit != nil {
-		h.audit(r.Context(), ev)
-	}
+	h.report(r.Context(), ev)
 }
 
 func (h *Handler) mutation(r *http.Request, now time.Time, ev *AuditEvent) (transport.Destination, breaker.Circuit, error) {
@@ -275,6 +278,11 @@ type Transition struct {
 	Generation  uint64    `json:"generation"`
 	At          time.Time `json:"at"`
 	Reason      string    `json:"reason"`
+	// For an event that collapses probe cycles (see Event): when the latest cycle
+	// happened, the probes admitted and the probes that failed.
+	LastAt       *time.Time `json:"last_at,omitempty"`
+	Cycles       int        `json:"cycles,omitempty"`
+	FailedProbes int        `json:"failed_probes,omitempty"`
 }
 
 func (h *Handler) transitions(w http.ResponseWriter, r *http.Request) {
@@ -287,7 +295,8 @@ func (h *Handler) transitions(w http.ResponseWriter, r *http.Request) {
 	if h.journal != nil {
 		for _, e := range h.journal.Recent(limit) {
 			out = append(out, Transition{Destination: e.Destination.String(), From: e.From.String(),
-				To: e.To.String(), Generation: e.Generation, At: e.At, Reason: e.Reason})
+				To: e.To.String(), Generation: e.Generation, At: e.At, Reason: e.Reason,
+				LastAt: timePtr(e.LastAt), Cycles: e.Cycles, FailedProbes: e.FailedProbes})
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"transitions": out})

@@ -9,10 +9,12 @@
 //     dead rows of the outbox;
 //   - a live dashboard page (embedded HTML, CSS and JavaScript; nothing is loaded from
 //     the internet) showing each destination's state, a countdown to its NotBefore, its
-//     failure evidence, a timeline of recent transitions and the outbox backlog. A link
-//     may carry the mutation token in its fragment (/#token=...), which browsers never
-//     send to the server; the page keeps it for its tab and takes it out of the address
-//     bar and the history.
+//     failure evidence, why and since when an unhealthy circuit is unhealthy (its last
+//     error, the outage's start, its failed probes), a timeline of recent transitions
+//     from the process's start, with probe cycles collapsed into one line, and the
+//     outbox backlog. The mutation token is pasted into a password field and kept
+//     nowhere else: not in storage, and not from a link (a URL, fragment included,
+//     stays in the browser's history).
 //
 // Routes, relative to where the handler is mounted:
 //
@@ -34,6 +36,11 @@
 // ([http.CrossOriginProtection]). Every mutation, allowed or refused, is reported to
 // the audit hook given by [WithAudit]. Bad input gets a 4xx whose JSON body names the
 // field that was wrong.
+//
+// Every route answers only a Host it knows ([WithAllowedHosts]; loopback names, IP
+// addresses and the machine's host name by default) and refuses others with 421, so
+// that a hostile page cannot read the API through DNS rebinding. Audit events carry
+// the request's text with control characters escaped.
 //
 // The read routes need no token: they show destination names, dead rows' keys and
 // errors as the store and the brokers wrote them (a database error may name its host

@@ -55,3 +55,28 @@ func Example() {
 	// Output:
 	// kafka:payments open 1
 }
+
+// A handler reached by a name other than localhost or an IP address must be told the
+// name; other hosts get 421 on every route, so a page that rebinds its own name to
+// the admin port reads nothing.
+func ExampleWithAllowedHosts() {
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	h, err := admin.New(reg, admin.WithAllowedHosts("billing.internal", "*.svc.cluster.local"))
+	if err != nil {
+		panic(err)
+	}
+	for _, host := range []string{"billing.internal:8080", "billing.default.svc.cluster.local", "attacker.example"} {
+		r := httptest.NewRequest("GET", "/api/circuits", nil)
+		r.Host = host
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(host, w.Code)
+	}
+	// Output:
+	// billing.internal:8080 200
+	// billing.default.svc.cluster.local 200
+	// attacker.example 421
+}

@@ -130,6 +130,8 @@ type Handler struct {
 	clock   breaker.Clock
 	maxHold time.Duration
 	origin  *http.CrossOriginProtection
+	started time.Time // WithProcessStart
+	hosts   []string  // the Host names answered besides IP addresses (hosts.go)
 }
 
 // New returns the handler for reg.
@@ -137,7 +139,7 @@ func New(reg *registry.Registry, opts ...Option) (*Handler, error) {
 	if reg == nil {
 		return nil, errors.New("admin: New: nil registry")
 	}
-	h := &Handler{reg: reg, maxHold: 24 * time.Hour, origin: http.NewCrossOriginProtection()}
+	h := &Handler{reg: reg, maxHold: 24 * time.Hour, origin: http.NewCrossOriginProtection(), hosts: defaultHosts()}
 	for _, o := range opts {
 		if err := o(h); err != nil {
 			return nil, err
@@ -153,11 +155,22 @@ func New(reg *registry.Registry, opts ...Option) (*Handler, error) {
 	mux.HandleFunc("GET /api/outbox/dead", h.deadRows)
 	mux.HandleFunc("POST /api/outbox/requeue", h.requeue)
 	h.mux = mux
+	if h.started.IsZero() {
+		h.started = h.now()
+	}
 	return h, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A request for a Host the handler does not answer
+// (see WithAllowedHosts) is refused with 421 Misdirected Request on every route.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.hostAllowed(r) {
+		writeError(w, &apiError{Status: http.StatusMisdirectedRequest, Field: "Host",
+			Msg: "Host: this handler does not answer for this host name (see admin.WithAllowedHosts)"})
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
 
 func (h *Handler) now() time.Time {
 	if h.clock != nil {

@@ -89,8 +89,11 @@ func (f *fixture) do(t *testing.T, r req) (int, map[string]any) {
 	if r.body != "" {
 		body = strings.NewReader(r.body)
 	}
-	hr := httptest.NewRequest(r.method, r.path, body)
+	hr := localRequest(r.method, r.path, body)
 	for k, v := range r.header {
+		if k == "Host" {
+			hr.Host = v
+		}
 		hr.Header.Set(k, v)
 	}
 	w := httptest.NewRecorder()
@@ -359,7 +362,7 @@ func FuzzMutationRequest(f *testing.F) {
 	f.Add("x", "y", `[`, "text/plain")
 	f.Fuzz(func(t *testing.T, dest, action, body, ctype string) {
 		fx := newFixture(t, admin.WithMutations(token))
-		hr := httptest.NewRequest("POST", "/api/circuits/x/y", strings.NewReader(body))
+		hr := localRequest("POST", "/api/circuits/x/y", strings.NewReader(body))
 		hr.URL.Path = "/api/circuits/" + dest + "/" + action
 		hr.URL.RawPath = ""
 		hr.Header.Set("Authorization", "Bearer "+token)

@@ -153,22 +153,44 @@ type DeadPage struct {
 
 // DeadRowView is the JSON view of r.
 func DeadRowView(r outbox.Record) DeadRow {
+	return DeadSummaryView(outbox.Summarize([]outbox.Record{r})[0])
+}
+
+// DeadSummaryView is the JSON view of the dead row d.
+func DeadSummaryView(d outbox.DeadSummary) DeadRow {
+	r := d.Record
 	return DeadRow{ID: r.ID, Destination: r.Destination.String(), Key: string(r.Message.Key),
-		ValueBytes: len(r.Message.Value), Attempts: r.Attempts, Deferrals: r.Deferrals,
+		ValueBytes: d.ValueBytes, Attempts: r.Attempts, Deferrals: r.Deferrals,
 		Reason: outbox.DeadReason(r.LastError), LastError: r.LastError,
 		CreatedAt: r.CreatedAt, SettledAt: timePtr(r.SettledAt)}
 }
 
 // NewDeadPage is the page of recs read with page size limit.
 func NewDeadPage(recs []outbox.Record, limit int) DeadPage {
-	out := DeadPage{Rows: make([]DeadRow, 0, len(recs))}
-	for _, r := range recs {
-		out.Rows = append(out.Rows, DeadRowView(r))
+	return NewSummaryPage(outbox.Summarize(recs), limit)
+}
+
+// NewSummaryPage is the page of the dead rows rows, read with page size limit.
+func NewSummaryPage(rows []outbox.DeadSummary, limit int) DeadPage {
+	out := DeadPage{Rows: make([]DeadRow, 0, len(rows))}
+	for _, d := range rows {
+		out.Rows = append(out.Rows, DeadSummaryView(d))
 	}
-	if len(recs) == limit && limit > 0 {
-		out.NextAfter = recs[len(recs)-1].ID
+	if len(rows) == limit && limit > 0 {
+		out.NextAfter = rows[len(rows)-1].ID
 	}
 	return out
+}
+
+// ReadDeadPage reads one page of dead rows from dl, without their payloads when the
+// store can (outbox.DeadSummaries).
+func ReadDeadPage(ctx context.Context, dl outbox.DeadLetters, f outbox.DeadFilter, p outbox.Page) (DeadPage, error) {
+	if ds, ok := dl.(outbox.DeadSummaries); ok {
+		rows, err := ds.DeadSummaries(ctx, f, p)
+		return NewSummaryPage(rows, p.Size()), err
+	}
+	recs, err := dl.DeadRows(ctx, f, p)
+	return NewDeadPage(recs, p.Size()), err
 }
 
 // deadLetters returns the handler's outbox as outbox.DeadLetters, or a 501.
@@ -224,12 +246,12 @@ func (h *Handler) deadRows(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	recs, err := dl.DeadRows(r.Context(), f, p)
+	page, err := ReadDeadPage(r.Context(), dl, f, p)
 	if err != nil {
 		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Msg: err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, NewDeadPage(recs, p.Limit))
+	writeJSON(w, http.StatusOK, page)
 }
 
 // RequeueRequest is the body of POST /api/outbox/requeue: ids, or a destination and
@@ -308,9 +330,7 @@ func (h *Handler) requeue(w http.ResponseWriter, r *http.Request) {
 	} else {
 		writeJSON(w, http.StatusOK, Requeued{Requeued: ev.Requeued})
 	}
-	if h.audit != nil {
-		h.audit(r.Context(), ev)
-	}
+	h.report(r.Context(), ev)
 }
 
 func (h *Handler) requeueRequest(r *http.Request, now time.Time, ev *AuditEvent) error {

@@ -103,6 +103,9 @@ var errDown = errors.New("database down")
 func (failingStore) DeadRows(context.Context, outbox.DeadFilter, outbox.Page) ([]outbox.Record, error) {
 	return nil, errDown
 }
+func (failingStore) DeadSummaries(context.Context, outbox.DeadFilter, outbox.Page) ([]outbox.DeadSummary, error) {
+	return nil, errDown
+}
 func (failingStore) Requeue(context.Context, outbox.DeadFilter, time.Time) (int, error) {
 	return 1, errDown // one batch went through
 }
@@ -279,7 +282,7 @@ func FuzzDeadQuery(f *testing.F) {
 	f.Add("destination=%zz")
 	f.Fuzz(func(t *testing.T, query string) {
 		fx := newFixture(t, admin.WithOutbox(deadStore(t, fakeclock.New(t0))))
-		hr := httptest.NewRequest("GET", "/api/outbox/dead", nil)
+		hr := localRequest("GET", "/api/outbox/dead", nil)
 		hr.URL.RawQuery = query
 		w := httptest.NewRecorder()
 		fx.h.ServeHTTP(w, hr)

@@ -103,6 +103,12 @@ type Breaker struct {
 	mu           sync.Mutex
 	win          *window.Window // window mode evidence
 	failedProbes int            // consecutive failed probes since the circuit last closed
+	// unhealthy says an outage is in progress (the circuit opened and has not closed
+	// since), and unhealthySince when it began; see noteHealth.
+	unhealthy      bool
+	unhealthySince int64
+
+	lastFailure atomic.Pointer[failureNote] // the last failure completed with its error
 
 	events eventq.Queue[Transition]
 }
@@ -496,6 +502,7 @@ func (b *Breaker) breakFor(failedProbes int) int64 {
 // Requires b.mu held; the caller flushes b.events after unlocking.
 func (b *Breaker) enter(from, to *phase, now int64, reason string) *phase {
 	b.cur.Store(to)
+	b.noteHealth(from.state, to.state, now)
 	b.events.Push(Transition{
 		Identity: b.identity, From: from.state, To: to.state,
 		Generation: to.gen, At: b.timeAt(now), Reason: reason,
@@ -637,6 +644,20 @@ type Snapshot struct {
 	// evidence: since then this replica also decides on evidence of its own, and State
 	// may be a local break (see sharedstate.KeepLocal). Zero otherwise.
 	DegradedSince time.Time
+
+	// What people on call ask first: why, and since when.
+	//
+	// LastError is the error text of the last failure completed with its error
+	// (Permit.CompleteWith), as ErrorText keeps it, and LastErrorAt when it was
+	// completed; empty and zero until then, and kept after the circuit closes.
+	// UnhealthySince is when the current outage began: the circuit's first opening
+	// since it was last closed (a ForceOpen of a closed circuit included). Probe
+	// cycles do not move it; it is zero while the circuit is closed. FailedProbes
+	// counts the probes that failed in a row since the circuit last closed.
+	LastError      string
+	LastErrorAt    time.Time
+	UnhealthySince time.Time
+	FailedProbes   int
 }
 
 // Snapshot returns a consistent view of the circuit.
@@ -666,5 +687,6 @@ func (b *Breaker) Snapshot() Snapshot {
 	if ph.override != NoOverride {
 		s.OverrideUntil = b.timeAt(ph.deadline)
 	}
+	b.fillHealth(&s)
 	return s
 }

@@ -97,3 +97,32 @@ func CheckRequeue(f DeadFilter) error {
 	}
 	return f.Validate()
 }
+
+// DeadSummary is a dead row as an on-call listing shows it: the record without its
+// payload (Message.Value is nil) and the payload's length. Dead rows are where
+// oversized messages end up, so a listing that read their payloads would cost far
+// more than it shows.
+type DeadSummary struct {
+	Record
+	ValueBytes int
+}
+
+// DeadSummaries is an optional capability of DeadLetters (found by type assertion):
+// listing dead rows without reading their payloads. MemoryStore and the PostgreSQL
+// store have it; the admin handler and the CLI use it when a store does.
+type DeadSummaries interface {
+	// DeadSummaries returns one page of the dead rows f matches, as DeadRows does,
+	// without their payloads.
+	DeadSummaries(ctx context.Context, f DeadFilter, p Page) ([]DeadSummary, error)
+}
+
+// Summarize returns the summaries of recs, read with their payloads (for a store
+// without DeadSummaries).
+func Summarize(recs []Record) []DeadSummary {
+	out := make([]DeadSummary, len(recs))
+	for i, r := range recs {
+		out[i] = DeadSummary{Record: r, ValueBytes: len(r.Message.Value)}
+		out[i].Message.Value = nil
+	}
+	return out
+}

@@ -55,27 +55,48 @@ func matchDead(r *Record, f DeadFilter) bool {
 
 // DeadRows implements DeadLetters.
 func (s *MemoryStore) DeadRows(ctx context.Context, f DeadFilter, p Page) ([]Record, error) {
+	var out []Record
+	err := s.eachDead(ctx, f, p, func(r *Record) { out = append(out, copyRecord(r)) })
+	return out, err
+}
+
+// DeadSummaries implements DeadSummaries: the page DeadRows returns, without copying
+// the payloads.
+func (s *MemoryStore) DeadSummaries(ctx context.Context, f DeadFilter, p Page) ([]DeadSummary, error) {
+	var out []DeadSummary
+	err := s.eachDead(ctx, f, p, func(r *Record) {
+		bare := *r
+		bare.Message.Value = nil
+		out = append(out, DeadSummary{Record: copyRecord(&bare), ValueBytes: len(r.Message.Value)})
+	})
+	return out, err
+}
+
+// eachDead checks f and p, then calls yield, under the lock, with each dead row of the
+// page p that f matches, by id.
+func (s *MemoryStore) eachDead(ctx context.Context, f DeadFilter, p Page, yield func(*Record)) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := f.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := p.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Record
+	n := 0
 	for _, r := range s.rows[min(max(p.After, 0), int64(len(s.rows))):] {
-		if len(out) == p.Size() {
-			break
+		if n == p.Size() {
+			return nil
 		}
 		if matchDead(r, f) {
-			out = append(out, copyRecord(r))
+			yield(r)
+			n++
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // Requeue implements DeadLetters.

@@ -100,9 +100,10 @@ func (e *entry) refused(err error) error {
 	return err
 }
 
-// complete completes p with o and counts the call by what the circuit made of it.
-func (e *entry) complete(p breaker.Permit, o breaker.Outcome) bool {
-	counted := p.Complete(o)
+// complete completes p with o (and, for a failure, the call's error, which the
+// circuit shows in its snapshot) and counts the call by what the circuit made of it.
+func (e *entry) complete(p breaker.Permit, o breaker.Outcome, err error) bool {
+	counted := p.CompleteWith(o, err)
 	if e.calls == nil {
 		return counted
 	}
@@ -128,10 +129,16 @@ var probeCounter = [...]int{published: probePublished, failed: probeFailed, neut
 // complete permits themselves use it so that their calls are counted. It returns
 // Permit.Complete's answer; for a destination no longer live it only completes.
 func (r *Registry) Complete(d transport.Destination, p breaker.Permit, o breaker.Outcome) bool {
+	return r.CompleteWith(d, p, o, nil)
+}
+
+// CompleteWith is Complete with the call's error: a Failure's error becomes the
+// circuit's Snapshot.LastError (see breaker.Permit.CompleteWith).
+func (r *Registry) CompleteWith(d transport.Destination, p breaker.Permit, o breaker.Outcome, err error) bool {
 	if e, ok := r.lookup(d); ok {
-		return e.complete(p, o)
+		return e.complete(p, o, err)
 	}
-	return p.Complete(o)
+	return p.CompleteWith(o, err)
 }
 
 // lookup returns d's live entry without creating it.

@@ -139,7 +139,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 	completed := false
 	defer func() {
 		if !completed { // call or classify panicked: that says nothing about the broker
-			e.complete(permit, breaker.Neutral)
+			e.complete(permit, breaker.Neutral, nil)
 		}
 	}()
 	err = call(ctx)
@@ -148,7 +148,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 	}
 	o := Outcome(ctx, start, err, n, classify)
 	completed = true
-	e.complete(permit, o)
+	e.complete(permit, o, err)
 	e.note(o, err, r)
 	return err
 }

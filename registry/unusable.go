@@ -1,16 +1,11 @@
 package registry
 
 import (
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/transport"
 )
-
-// maxUnusableReason bounds the reason text a destination's Snapshot carries.
-const maxUnusableReason = 512
 
 // unusableNote is why and since when a destination is unusable.
 type unusableNote struct {
@@ -42,20 +37,13 @@ func (e *entry) note(o breaker.Outcome, err error, r *Registry) {
 	}
 }
 
-// unusableReason is err's text, bounded, valid UTF-8.
+// unusableReason is err's text as the circuit keeps a failure's (breaker.ErrorText):
+// bounded, credentials redacted, control characters escaped.
 func unusableReason(err error) string {
 	if err == nil {
 		return "unusable"
 	}
-	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
-	if len(s) <= maxUnusableReason {
-		return s
-	}
-	cut := maxUnusableReason
-	for !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
+	return breaker.ErrorText(err)
 }
 
 // snapshot is e's circuit's snapshot with the destination's unusable mark.

@@ -68,13 +68,13 @@ var t0 = time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
 
 // Run runs the suite against b.
 func Run(t *testing.T, b Backend) {
-	for _, c := range contract {
+	for _, c := range slices.Concat(contract, healthContract) {
 		t.Run(c.name, func(t *testing.T) { c.run(newEnv(t, b)) })
 	}
 	if !b.Shared {
 		return
 	}
-	for _, c := range sharedContract {
+	for _, c := range slices.Concat(sharedContract, sharedHealthContract) {
 		t.Run(c.name, func(t *testing.T) { c.run(newEnv(t, b)) })
 	}
 }

@@ -205,6 +205,7 @@ func SampleRecords() []sharedstate.Record {
 		State: breaker.HalfOpen, Generation: 1<<61 + 3, Failures: 4, FailedProbes: 2, Successes: 1,
 		Leases: []sharedstate.Lease{{ID: 1<<63 + 5, Owner: "host/1/ab", Expires: 1<<60 + 13}, {ID: 9, Owner: "b", Expires: 17}},
 		Reason: breaker.ReasonBreakElapsed, Since: 1<<60 + 23,
+		LastError: "kafka: LEADER_NOT_AVAILABLE (\"payments\" 3)", LastErrorAt: 1<<60 + 19, UnhealthySince: 1<<60 + 17,
 	}
 	forcedOpen := halfOpen
 	forcedOpen.State, forcedOpen.Leases, forcedOpen.Successes = breaker.Open, nil, 0

@@ -31,6 +31,10 @@ const (
 	attrOverrideUntil = "override_until"
 	attrReason        = "reason"
 	attrSince         = "since"
+	// The health fields: the last failure's text and when, when the outage began.
+	attrLastError      = "last_error"
+	attrLastErrorAt    = "last_error_at"
+	attrUnhealthySince = "unhealthy_since"
 )
 
 // attrOf names the attribute that stores each Record field.
@@ -39,6 +43,7 @@ var attrOf = map[string]string{
 	"Generation": attrGeneration, "Failures": attrFailures, "OpenUntil": attrOpenUntil,
 	"FailedProbes": attrFailedProbes, "Successes": attrSuccesses, "Leases": attrLeases,
 	"Override": attrOverride, "OverrideUntil": attrOverrideUntil, "Reason": attrReason, "Since": attrSince,
+	"LastError": attrLastError, "LastErrorAt": attrLastErrorAt, "UnhealthySince": attrUnhealthySince,
 }
 
 // ErrCorruptItem is matched (errors.Is) by every *ItemError.
@@ -117,6 +122,13 @@ func encode(id string, r sharedstate.Record) map[string]types.AttributeValue {
 	if r.Reason != "" {
 		m[attrReason] = str(r.Reason)
 		m[attrSince] = num(r.Since)
+	}
+	if r.LastError != "" {
+		m[attrLastError] = str(r.LastError)
+		m[attrLastErrorAt] = num(r.LastErrorAt)
+	}
+	if r.UnhealthySince != 0 {
+		m[attrUnhealthySince] = num(r.UnhealthySince)
 	}
 	return m
 }
@@ -269,6 +281,13 @@ func decodeItem(identity string, m map[string]types.AttributeValue) (sharedstate
 	if _, ok := m[attrReason]; ok {
 		r.Reason = d.str(m, attrReason, attrReason)
 		r.Since = d.int(m, attrSince, attrSince)
+	}
+	if _, ok := m[attrLastError]; ok {
+		r.LastError = d.str(m, attrLastError, attrLastError)
+		r.LastErrorAt = d.int(m, attrLastErrorAt, attrLastErrorAt)
+	}
+	if _, ok := m[attrUnhealthySince]; ok {
+		r.UnhealthySince = d.int(m, attrUnhealthySince, attrUnhealthySince)
 	}
 	if d.err == nil && id != identity {
 		d.fail(attrID, "is %q, not the identity asked for", id)

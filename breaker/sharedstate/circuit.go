@@ -99,6 +99,8 @@ type Circuit struct {
 	lastErr error      // the last failure to reach or use the store, until retryAt
 	retryAt int64      // mono
 
+	lastFailure atomic.Pointer[failureNote] // the last failure completed with its error (health.go)
+
 	events eventq.Queue[breaker.Transition]
 
 	// local is the evidence the store refused, while it refuses (degraded.go).
@@ -493,6 +495,7 @@ func (c *Circuit) write(ctx context.Context, prev, next Record) (*view, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.IOTimeout)
 	defer cancel()
 	next.Version = prev.Version + 1
+	c.noteOpening(prev, &next)
 	at := c.mono()
 	if err := c.cfg.Driver.Replace(ctx, c.cfg.Identity, prev.Version, next); err != nil {
 		return nil, err
@@ -506,6 +509,7 @@ func (c *Circuit) write(ctx context.Context, prev, next Record) (*view, error) {
 // previous one stale, and records why and when for the replicas that learn of it.
 
 func toOpen(r *Record, now, until int64, reason string) {
+	startOutage(r, now)
 	r.State, r.Generation, r.OpenUntil = breaker.Open, r.Generation+1, max(until, 1)
 	r.Successes, r.Leases, r.Override, r.OverrideUntil = 0, nil, breaker.NoOverride, 0
 	r.Reason, r.Since = reason, now
@@ -521,6 +525,7 @@ func toClosed(r *Record, now int64, reason string) {
 	r.State, r.Generation, r.OpenUntil = breaker.Closed, r.Generation+1, 0
 	r.Failures, r.Successes, r.Leases, r.Override, r.OverrideUntil = 0, 0, nil, breaker.NoOverride, 0
 	r.Reason, r.Since = reason, now
+	r.UnhealthySince = 0 // the outage, if any, is over
 }
 
 // ioFailed turns a failed request made for a caller whose context is ctx into the
@@ -808,6 +813,7 @@ func (c *Circuit) Snapshot() breaker.Snapshot {
 	}
 	s := snapshotOf(c.cfg.Identity, c.cfg.Scope, v.rec, c.wall())
 	s.InFlight, s.RampRefused = int(c.inFlight.Load()), c.rampRefused.Load()
+	c.fillLastFailure(&s)
 	if m := c.mono(); v.ramp != nil && m < v.rampEnd {
 		s.RampUntil, s.RampShare = v.ramp.Until(), c.policy.RampShare(time.Duration(m-v.rampStart))
 	}
@@ -830,5 +836,6 @@ func snapshotOf(identity string, scope breaker.Scope, r Record, now int64) break
 	case breaker.HalfOpen:
 		s.Probes = len(liveLeases(r.Leases, now))
 	}
+	healthOf(&s, r)
 	return s
 }

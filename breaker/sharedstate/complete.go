@@ -300,6 +300,9 @@ func (c *Circuit) updateProbe(gen, id uint64, fn func(next *Record, start, now i
 // calls are rejected and outcomes change nothing. Replicas see it within
 // MaxStaleness. When the hold ends the next Acquire is a half-open probe.
 func (c *Circuit) ForceOpen(ctx context.Context, until time.Time) error {
+	if err := c.checkHold(until); err != nil {
+		return err
+	}
 	return c.override(ctx, forceOpen(until))
 }
 
@@ -307,6 +310,9 @@ func (c *Circuit) ForceOpen(ctx context.Context, until time.Time) error {
 // calls are admitted (MaxInFlight still applies) and outcomes change nothing. When
 // the hold ends the circuit is closed with no failure evidence.
 func (c *Circuit) ForceClose(ctx context.Context, until time.Time) error {
+	if err := c.checkHold(until); err != nil {
+		return err
+	}
 	return c.override(ctx, forceClose(until))
 }
 

@@ -45,6 +45,14 @@ type Record struct {
 	// a replica that learns of it by reading reports it to its observers as it was.
 	Reason string `json:"reason,omitempty"`
 	Since  int64  `json:"since,omitempty"`
+
+	// LastError is the error text of the failure that last opened the circuit (or
+	// of a failed probe), as breaker.ErrorText keeps it, and LastErrorAt when it was
+	// written. UnhealthySince is when the current outage began: the first opening
+	// since the circuit was last closed; probe cycles keep it, closing clears it.
+	LastError      string `json:"last_error,omitempty"`
+	LastErrorAt    int64  `json:"last_error_at,omitempty"`
+	UnhealthySince int64  `json:"unhealthy_since,omitempty"`
 }
 
 // Lease is one half-open probe in flight. A lease whose Expires has passed frees its

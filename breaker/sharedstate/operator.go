@@ -44,7 +44,14 @@ type Operator struct {
 	Clock breaker.Clock
 	// IOTimeout bounds each method (0 means DefaultIOTimeout).
 	IOTimeout time.Duration
+	// MaxHold bounds how far ahead ForceOpen and ForceClose may hold a circuit (0
+	// means DefaultMaxHold; negative means no bound), as the admin handler's
+	// WithMaxHold does. Holds past breaker.LatestHold are always refused.
+	MaxHold time.Duration
 }
+
+// DefaultMaxHold is Operator's bound on a hold, the admin handler's default too.
+const DefaultMaxHold = 24 * time.Hour
 
 // Status is one circuit's record as an operator reads it.
 type Status struct {
@@ -105,13 +112,28 @@ func (o *Operator) Status(ctx context.Context, id string) (Status, error) {
 // ForceOpen holds the circuit id open until the given time, as Circuit.ForceOpen
 // does, and returns its status as written.
 func (o *Operator) ForceOpen(ctx context.Context, id string, until time.Time) (Status, error) {
+	if err := o.checkHold(until); err != nil {
+		return Status{}, err
+	}
 	return o.override(ctx, id, forceOpen(until))
 }
 
 // ForceClose holds the circuit id closed until the given time, as Circuit.ForceClose
 // does, and returns its status as written.
 func (o *Operator) ForceClose(ctx context.Context, id string, until time.Time) (Status, error) {
+	if err := o.checkHold(until); err != nil {
+		return Status{}, err
+	}
 	return o.override(ctx, id, forceClose(until))
+}
+
+// checkHold refuses a hold until that breaker.CheckHold refuses, with MaxHold.
+func (o *Operator) checkHold(until time.Time) error {
+	limit := o.MaxHold
+	if limit == 0 {
+		limit = DefaultMaxHold
+	}
+	return breaker.CheckHold(o.now(), until, max(limit, 0))
 }
 
 // ClearOverride ends the hold on the circuit id, as Circuit.ClearOverride does, and

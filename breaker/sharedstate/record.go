@@ -67,6 +67,10 @@ func (r *Record) Check(identity string) error {
 		return bad("Leases", "must be empty while the circuit is %v", r.State)
 	case len(r.Leases) > MaxLeases:
 		return bad("Leases", "holds %d leases, more than %d", len(r.Leases), MaxLeases)
+	case r.UnhealthySince < 0 || r.LastErrorAt < 0:
+		return bad("UnhealthySince", "and LastErrorAt must not be negative")
+	case len(r.LastError) > breaker.MaxErrorText:
+		return bad("LastError", "holds %d bytes, more than %d", len(r.LastError), breaker.MaxErrorText)
 	case r.Override > breaker.ForcedClosed:
 		return bad("Override", "is not a known override (%d)", r.Override)
 	case r.Override != breaker.NoOverride && r.OverrideUntil <= 0:

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/admin"
+	"github.com/brokerguard/brokerguard/internal/safetext"
 )
 
 // Exit codes of the on-call commands, for scripts. 0 is success and 2 a usage error
@@ -35,8 +36,10 @@ func (e *exitError) Unwrap() error { return e.err }
 const circuitsUsage = `usage: brokerguard circuits COMMAND [flags] [DESTINATION]
 
 Commands:
-  list                      every circuit
-  show DESTINATION          one circuit, e.g. kafka:orders
+  list [--wide]             every circuit (--wide: since when unhealthy, failed
+                            probes, last error)
+  show DESTINATION          one circuit, e.g. kafka:orders, with since when it is
+                            unhealthy and its last error
   force-open DESTINATION    hold it open:   --for 10m  or  --until 2026-11-30T15:00:00Z
   force-close DESTINATION   hold it closed: the same flags
   clear DESTINATION         end the hold
@@ -121,6 +124,7 @@ func circuitsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var src sourceFlags
 	src.define(fs)
 	asJSON := fs.Bool("json", false, "print JSON (the admin handler's shape) instead of a table")
+	wide := fs.Bool("wide", false, "list: add since when each circuit is unhealthy, its failed probes and its last error")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long the command may take (a listing reads every circuit's record)")
 	var h holdSpec
 	if cmd == "force-open" || cmd == "force-close" {
@@ -159,7 +163,7 @@ func circuitsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer cancel()
 	if cmd == "list" {
 		list, err := source.list(ctx)
-		if perr := printCircuits(stdout, *asJSON, list, list.Circuits); perr != nil {
+		if perr := printCircuits(stdout, *asJSON, *wide, list, list.Circuits); perr != nil {
 			return perr
 		}
 		return err // a listing that failed part-way prints what it found, then the error
@@ -173,41 +177,75 @@ func circuitsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	return printCircuits(stdout, *asJSON, row, []circuitRow{row})
+	return printCircuits(stdout, *asJSON, false, row, []circuitRow{row})
 }
 
-// printCircuits prints v as JSON, or rows as a table (with a shared record's details
-// under the table when there is one row).
-func printCircuits(w io.Writer, asJSON bool, v any, rows []circuitRow) error {
+// printCircuits prints v as JSON, or rows as a table (wide: with the health columns;
+// one row: with its health and a shared record's details under the table). Text from
+// the service or the store is escaped (see esc): a destination, lease owner or error
+// text cannot move the terminal's cursor or forge a line.
+func printCircuits(w io.Writer, asJSON, wide bool, v any, rows []circuitRow) error {
 	if asJSON {
 		return printJSON(w, v)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DESTINATION\tSTATE\tFAILURES\tNOT BEFORE\tOVERRIDE\tUNTIL\tMODE\tSCOPE")
+	head := "DESTINATION\tSTATE\tFAILURES\tNOT BEFORE\tOVERRIDE\tUNTIL\tMODE\tSCOPE"
+	if wide {
+		head += "\tUNHEALTHY SINCE\tFAILED PROBES\tLAST ERROR"
+	}
+	fmt.Fprintln(tw, head)
 	for _, c := range rows {
 		state := c.State
 		if c.DegradedSince != nil { // the shared store refuses its evidence (sharedstate.KeepLocal)
 			state += " (degraded since " + fmtTime(c.DegradedSince) + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", c.Destination, state, c.Failures,
-			fmtTime(c.NotBefore), c.Override, fmtTime(c.OverrideUntil), c.Mode, c.Scope)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s", esc(c.Destination), esc(state), c.Failures,
+			fmtTime(c.NotBefore), esc(c.Override), fmtTime(c.OverrideUntil), esc(c.Mode), esc(c.Scope))
+		if wide {
+			fmt.Fprintf(tw, "\t%s\t%d\t%s", fmtTime(c.UnhealthySince), c.FailedProbes, orDash(esc(c.LastError)))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(rows) != 1 || rows[0].Record == nil {
+	if len(rows) != 1 {
+		return nil
+	}
+	printHealth(w, rows[0].Health, time.Now())
+	if rows[0].Record == nil {
 		return nil
 	}
 	r := rows[0].Record
 	fmt.Fprintf(w, "\nidentity %s, generation %d since %s (%s), version %d\n",
-		rows[0].Identity, rows[0].Generation, fmtTime(r.Since), r.Reason, r.Version)
+		esc(rows[0].Identity), rows[0].Generation, fmtTime(r.Since), esc(r.Reason), r.Version)
 	for _, l := range r.Leases {
-		fmt.Fprintf(w, "probe lease of %s until %s\n", l.Owner, fmtTime(&l.Expires))
+		fmt.Fprintf(w, "probe lease of %s until %s\n", esc(l.Owner), fmtTime(&l.Expires))
 	}
 	if r.Policy != "" {
-		fmt.Fprintf(w, "policy %s\n", r.Policy)
+		fmt.Fprintf(w, "policy %s\n", esc(r.Policy))
 	}
 	return nil
+}
+
+// printHealth prints, under one circuit, since when it is unhealthy and its last error.
+func printHealth(w io.Writer, h admin.Health, now time.Time) {
+	if line := h.Outage(now, time.UTC); line != "" {
+		fmt.Fprintf(w, "\n%s (UTC)\n", line)
+	}
+	if h.LastError != "" {
+		fmt.Fprintf(w, "last error at %s: %s\n", fmtTime(h.LastErrorAt), esc(h.LastError))
+	}
+}
+
+// esc makes text from a service or a store safe to print: control characters escaped.
+func esc(s string) string { return safetext.Escape(s) }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func fmtTime(t *time.Time) string {

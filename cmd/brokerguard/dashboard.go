@@ -23,6 +23,19 @@ type webServers struct {
 	servers []*http.Server
 }
 
+// serverTimeouts bound what one connection may hold of the demo's server: its
+// headers, the whole request, the answer, and the wait between requests. Without
+// them a client that holds back its body or keeps idle connections keeps them open
+// for ever. (A variable so that tests can shorten them.)
+var serverTimeouts = struct{ header, read, write, idle time.Duration }{5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute}
+
+// newHTTPServer returns the server the demo's --http and --metrics listeners use.
+func newHTTPServer(h http.Handler) *http.Server {
+	t := serverTimeouts
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.header, ReadTimeout: t.read, WriteTimeout: t.write,
+		IdleTimeout: t.idle, MaxHeaderBytes: 64 << 10}
+}
+
 type webServer struct {
 	mux  *http.ServeMux
 	base string // "http://host:port", the address a person can open
@@ -39,7 +52,7 @@ func (w *webServers) mux(flag, addr string) (mux *http.ServeMux, base string, er
 		return nil, "", fmt.Errorf("%s: %w", flag, err)
 	}
 	s := &webServer{mux: http.NewServeMux(), base: "http://" + openable(ln.Addr())}
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := newHTTPServer(s.mux)
 	go srv.Serve(ln)
 	if w.byAddr == nil {
 		w.byAddr = map[string]*webServer{}
@@ -92,9 +105,9 @@ func serveDashboard(web *webServers, addr string, reg *registry.Registry, journa
 	}
 	mux.Handle("/admin/", http.StripPrefix("/admin", h))
 	mux.Handle("GET /{$}", http.RedirectHandler("/admin/", http.StatusFound))
-	// The token rides in the fragment, which the browser never sends: the page keeps it
-	// for its tab and takes it out of the address bar. rand.Text is URL-safe.
-	fmt.Fprintf(out, "dashboard: %s/admin/#token=%s (the link carries the token to force circuits open or closed)\n", base, token)
+	// The token is not put in the link: a visited URL, fragment included, stays in the
+	// browser's history. The page takes it in a password field and keeps it nowhere else.
+	fmt.Fprintf(out, "dashboard: %s/admin/ token %s (paste the token into the page to force circuits open or closed)\n", base, token)
 	return nil
 }
 

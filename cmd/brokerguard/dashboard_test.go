@@ -54,7 +54,7 @@ func TestDemoLiveTable(t *testing.T) {
 }
 
 var (
-	dashboardLine = regexp.MustCompile(`dashboard: (http://\S+)/admin/#token=(\S+) `)
+	dashboardLine = regexp.MustCompile(`dashboard: (http://\S+)/admin/ token (\S+) `)
 	ordersRow     = regexp.MustCompile(`^\s*kafka:orders\s+\S+\s+(\d+)\s`)
 )
 

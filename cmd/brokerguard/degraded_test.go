@@ -14,7 +14,7 @@ func TestDegradedCircuitIsShown(t *testing.T) {
 	var out strings.Builder
 	rows := []circuitRow{{Circuit: admin.Circuit{Destination: "kafka:orders", State: "open", DegradedSince: &since}},
 		{Circuit: admin.Circuit{Destination: "kafka:audit", State: "closed"}}}
-	if err := printCircuits(&out, false, rows, rows); err != nil {
+	if err := printCircuits(&out, false, false, rows, rows); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out.String(), "\n")

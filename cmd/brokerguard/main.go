@@ -56,10 +56,10 @@ func main() {
 	case errors.Is(err, errUsage):
 		os.Exit(2)
 	case errors.As(err, &exit):
-		fmt.Fprintln(os.Stderr, "brokerguard:", err)
+		fmt.Fprintln(os.Stderr, "brokerguard:", esc(err.Error())) // errors quote services and stores
 		os.Exit(exit.code)
 	case err != nil:
-		fmt.Fprintln(os.Stderr, "brokerguard:", err)
+		fmt.Fprintln(os.Stderr, "brokerguard:", esc(err.Error()))
 		os.Exit(1)
 	}
 }

@@ -216,8 +216,7 @@ func (s outboxDB) stats(ctx context.Context) (admin.OutboxStats, error) {
 }
 
 func (s outboxDB) dead(ctx context.Context, f outbox.DeadFilter, p outbox.Page) (admin.DeadPage, error) {
-	recs, err := s.store.DeadRows(ctx, f, p)
-	return admin.NewDeadPage(recs, p.Limit), err
+	return admin.ReadDeadPage(ctx, s.store, f, p)
 }
 
 func (s outboxDB) requeue(ctx context.Context, f outbox.DeadFilter) (int, error) {
@@ -319,7 +318,7 @@ func statsTable(w io.Writer, st admin.OutboxStats) {
 			}
 			delete(held, dest)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", dest, pending, oldest, until, remaining, unusable)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", esc(dest), pending, oldest, until, remaining, unusable)
 	}
 	for _, d := range st.Destinations {
 		line(d.Destination, d.Pending, ms(d.OldestMS))
@@ -331,7 +330,7 @@ func statsTable(w io.Writer, st admin.OutboxStats) {
 	}
 	fmt.Fprintln(w, "\nDEAD REASON\tROWS")
 	for _, d := range st.Dead {
-		fmt.Fprintf(w, "%s\t%d\n", d.Reason, d.Rows)
+		fmt.Fprintf(w, "%s\t%d\n", esc(d.Reason), d.Rows)
 	}
 }
 
@@ -339,7 +338,7 @@ func statsTable(w io.Writer, st admin.OutboxStats) {
 func deadTable(w io.Writer, page admin.DeadPage) {
 	fmt.Fprintln(w, "ID\tDESTINATION\tREASON\tATTEMPTS\tDEFERRALS\tDEAD SINCE\tLAST ERROR")
 	for _, r := range page.Rows {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, r.Destination, r.Reason, r.Attempts, r.Deferrals,
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%s\t%s\n", r.ID, esc(r.Destination), esc(r.Reason), r.Attempts, r.Deferrals,
 			fmtTime(r.SettledAt), strconv.Quote(r.LastError))
 	}
 	if page.NextAfter != 0 {

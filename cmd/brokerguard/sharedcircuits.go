@@ -216,6 +216,9 @@ func (s *sharedSource) hold(ctx context.Context, action, dest string, h holdSpec
 	default:
 		st, err = s.op.ClearOverride(ctx, id)
 	}
+	if he, ok := errors.AsType[*breaker.HoldError](err); ok {
+		return refuse("%s: %s", map[bool]string{true: "--for", false: "--until"}[h.holdFor > 0], he.Reason)
+	}
 	if err != nil {
 		return circuitRow{}, s.fail(id, err)
 	}
@@ -227,7 +230,7 @@ func (s *sharedSource) hold(ctx context.Context, action, dest string, h holdSpec
 	if h.reason != "" {
 		audit += ": " + h.reason
 	}
-	fmt.Fprintln(s.stderr, audit)
+	fmt.Fprintln(s.stderr, esc(audit))
 	return s.row(st, time.Now()), nil
 }
 

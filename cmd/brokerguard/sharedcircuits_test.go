@@ -200,6 +200,9 @@ func testSharedState(t *testing.T, clk *fakeclock.Clock, st sharedStore, lastTra
 		{[]string{"force-open", "kafka:orders", "--until", "2001-01-01T00:00:00Z"}, exitRefused, "until: is in the past"},
 		{[]string{"force-open", "kafka:orders", "--until", "tomorrow"}, exitRefused, "--until: not an RFC 3339 time"},
 		{[]string{"force-open", "kafka:orders", "--for", "-5m"}, exitRefused, "--for: must be positive"},
+		// Unix nanoseconds end in 2262: a later end would be stored as a time in 1970.
+		{[]string{"force-open", "kafka:orders", "--until", "9999-12-31T00:00:00Z"}, exitRefused, "--until: is outside the years 1970 to 2261"},
+		{[]string{"force-close", "kafka:orders", "--for", "87600h"}, exitRefused, "--for: is more than 24h0m0s ahead"},
 	} {
 		if _, errOut, code := circuits(tc.args...); code != tc.code || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d %q, want %d with %q", tc.args, code, errOut, tc.code, tc.want)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,8 +66,47 @@ func filterArgs(f outbox.DeadFilter) []any {
 	return []any{ids, dest, reason}
 }
 
-const deadRowsSQL = `SELECT ` + columns + ` FROM ` + Table + ` WHERE ` + deadFilter + `
-	AND id > $4 ORDER BY id LIMIT $5`
+// reasonExpr is outbox.DeadReason in SQL: the text of last_error before its first
+// ': '. The dead-reason index is on it.
+const reasonExpr = `split_part(coalesce(last_error, ''), ': ', 1)`
+
+// deadReasonFilter is deadFilter for a filter that sets a reason ($3), written so that
+// the dead-reason index serves it: a row whose last_error matches the reason
+// (outbox.DeadFilter.MatchesReason) has the reason's first part as its own, so the
+// index narrows the rows to those of one reason before the exact test. A reason that
+// matches nothing then reads nothing, however many dead rows there are.
+const deadReasonFilter = `status = 'dead' AND ($1::bigint[] IS NULL OR id = ANY($1))
+	AND ($2::text IS NULL OR destination = $2) AND ` + reasonExpr + ` = split_part($3::text, ': ', 1)
+	AND (last_error = $3 OR starts_with(last_error, $3 || ': '))`
+
+// deadPageSQL selects cols of one page of dead rows ($4 after, $5 limit) by ascending
+// id; with a reason, along the dead-reason index (ordered by the reason, which is one
+// value, then id: the index's order, so no plan needs to sort or to scan other reasons).
+func deadPageSQL(cols string, byReason bool) string {
+	if !byReason {
+		return `SELECT ` + cols + ` FROM ` + Table + ` WHERE ` + deadFilter + ` AND id > $4 ORDER BY id LIMIT $5`
+	}
+	return `SELECT ` + cols + ` FROM ` + Table + ` WHERE ` + deadReasonFilter + ` AND id > $4 ORDER BY ` + reasonExpr + `, id LIMIT $5`
+}
+
+// summaryColumns are columns without the payload, and its length last: PostgreSQL
+// knows a value's length from its header, without reading (or de-TOASTing) it.
+var summaryColumns = strings.Replace(columns, "payload", "NULL::bytea", 1) + `, octet_length(payload)`
+
+var (
+	deadRowsSQL          = deadPageSQL(columns, false)
+	deadRowsReasonSQL    = deadPageSQL(columns, true)
+	deadSummarySQL       = deadPageSQL(summaryColumns, false)
+	deadSummaryReasonSQL = deadPageSQL(summaryColumns, true)
+)
+
+// pick returns byReason when f sets a reason, else plain.
+func pick(f outbox.DeadFilter, plain, byReason string) string {
+	if f.Reason != "" {
+		return byReason
+	}
+	return plain
+}
 
 // DeadRows implements outbox.DeadLetters.
 func (s *Store) DeadRows(ctx context.Context, f outbox.DeadFilter, p outbox.Page) ([]outbox.Record, error) {
@@ -76,7 +116,7 @@ func (s *Store) DeadRows(ctx context.Context, f outbox.DeadFilter, p outbox.Page
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.Query(ctx, s.sql(deadRowsSQL), append(filterArgs(f), p.After, p.Size())...)
+	rows, err := s.db.Query(ctx, s.sql(pick(f, deadRowsSQL, deadRowsReasonSQL)), append(filterArgs(f), p.After, p.Size())...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: dead rows: %w", err)
 	}
@@ -87,19 +127,54 @@ func (s *Store) DeadRows(ctx context.Context, f outbox.DeadFilter, p outbox.Page
 	return recs, nil
 }
 
+// DeadSummaries implements outbox.DeadSummaries: the page DeadRows returns, without
+// reading the payloads.
+func (s *Store) DeadSummaries(ctx context.Context, f outbox.DeadFilter, p outbox.Page) ([]outbox.DeadSummary, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.Query(ctx, s.sql(pick(f, deadSummarySQL, deadSummaryReasonSQL)), append(filterArgs(f), p.After, p.Size())...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: dead rows: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.DeadSummary, error) {
+		var size *int64
+		r, err := scanRecord(row, &size)
+		d := outbox.DeadSummary{Record: r}
+		if size != nil {
+			d.ValueBytes = int(*size)
+		}
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: dead rows: %w", err)
+	}
+	return out, nil
+}
+
 // requeueBatch bounds the rows one Requeue statement changes, so that no statement
 // holds many row locks for long.
 const requeueBatch = 1000
 
 // requeueSQL makes up to $5 matching dead rows pending, visible at $4. It waits for
 // rows another statement holds rather than skip them, so that none is missed.
-const requeueSQL = `
+func requeueStatement(filter string) string {
+	return `
 WITH picked AS (
-	SELECT id FROM ` + Table + ` WHERE ` + deadFilter + ` ORDER BY id LIMIT $5 FOR UPDATE
+	SELECT id FROM ` + Table + ` WHERE ` + filter + ` ORDER BY id LIMIT $5 FOR UPDATE
 )
 UPDATE ` + Table + ` o SET status = 'pending', visible_after = $4, attempts = 0, deferrals = 0,
 	first_deferred_at = NULL, settled_at = NULL, lease_owner = NULL, lease_until = NULL
 FROM picked WHERE o.id = picked.id AND o.status = 'dead'`
+}
+
+var (
+	requeueSQL       = requeueStatement(deadFilter)
+	requeueReasonSQL = requeueStatement(deadReasonFilter) // along the dead-reason index
+)
 
 // Requeue implements outbox.DeadLetters, in statements of at most 1,000 rows each.
 // Rows requeued before an error stay requeued; the count says how many.
@@ -110,7 +185,7 @@ func (s *Store) Requeue(ctx context.Context, f outbox.DeadFilter, now time.Time)
 	args := append(filterArgs(f), now, requeueBatch)
 	total := 0
 	for {
-		tag, err := s.db.Exec(ctx, s.sql(requeueSQL), args...)
+		tag, err := s.db.Exec(ctx, s.sql(pick(f, requeueSQL, requeueReasonSQL)), args...)
 		if err != nil {
 			return total, fmt.Errorf("postgres: requeue: %w", err)
 		}

@@ -51,3 +51,10 @@ ALTER TABLE brokerguard_outbox_hold ADD COLUMN IF NOT EXISTS reason text NOT NUL
 -- Retention deletes settled rows oldest first; dead rows are paged from here too.
 CREATE INDEX IF NOT EXISTS brokerguard_outbox_settled
     ON brokerguard_outbox (status, settled_at, id) WHERE status <> 'pending';
+
+-- Dead rows by reason (the text of last_error before its first ': ', as
+-- outbox.DeadReason has it): a dead-row listing or requeue filtered by reason reads
+-- the rows of that reason only, so a reason that matches nothing costs nothing however
+-- many dead rows there are.
+CREATE INDEX IF NOT EXISTS brokerguard_outbox_dead_reason
+    ON brokerguard_outbox ((split_part(coalesce(last_error, ''), ': ', 1)), id) WHERE status = 'dead';

@@ -1,0 +1,140 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	adminapi "github.com/brokerguard/brokerguard/admin"
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/postgres"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// TestDeadRowsPageReadsNoPayload: dead rows are where oversized messages end up, and
+// the dead-rows page shows only their sizes; serving it must not read the payloads
+// (8 rows of 4 MiB used to cost 32 MiB or more per request, without a token).
+func TestDeadRowsPageReadsNoPayload(t *testing.T) {
+	onBothStores(t, func(t *testing.T, clock *fakeclock.Clock, sc storeCase) {
+		ctx := context.Background()
+		const rows, size = 8, 4 << 20
+		entries := make([]outbox.Entry, rows)
+		for i := range entries {
+			entries[i] = outbox.Entry{Destination: transport.Destination{Broker: "kafka", Name: "orders"},
+				Message: transport.Message{Key: []byte{'k', byte('0' + i)}, Value: make([]byte, size)}}
+		}
+		ids := sc.enqueue(t, entries...)
+		claimed, err := sc.store.Claim(ctx, outbox.ClaimRequest{Token: "t", Now: clock.Now(), Limit: rows, Lease: time.Minute})
+		if err != nil || len(claimed) != rows {
+			t.Fatalf("Claim = %d rows, %v", len(claimed), err)
+		}
+		var dead []outbox.Failure
+		for _, id := range ids {
+			dead = append(dead, outbox.Failure{ID: id, RetryAt: clock.Now(), Dead: true, Err: outbox.ReasonAttemptsExhausted + ": message too large"})
+		}
+		if _, n, err := sc.store.Fail(ctx, "t", dead); n != rows || err != nil {
+			t.Fatalf("Fail = %d dead, %v", n, err)
+		}
+		claimed = nil
+		runtime.GC()
+
+		reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := adminapi.New(reg, adminapi.WithOutbox(sc.store.(adminapi.Outbox)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest("GET", "/api/outbox/dead?limit=500", nil)
+		req.Host = "localhost"
+		w := httptest.NewRecorder()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		h.ServeHTTP(w, req)
+		runtime.ReadMemStats(&after)
+		var page adminapi.DeadPage
+		if err := json.Unmarshal(w.Body.Bytes(), &page); err != nil || w.Code != 200 {
+			t.Fatalf("GET /api/outbox/dead: %d %s", w.Code, w.Body)
+		}
+		if len(page.Rows) != rows || page.Rows[0].ValueBytes != size || page.Rows[0].Key != "k0" {
+			t.Fatalf("page: %d rows, first %+v", len(page.Rows), page.Rows[0])
+		}
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("serving %d dead rows of %d MiB allocated %.2f MiB", rows, size>>20, float64(alloc)/(1<<20))
+		if alloc > size {
+			t.Fatalf("serving %d dead rows of %d MiB allocated %.1f MiB; want less than one payload", rows, size>>20, float64(alloc)/(1<<20))
+		}
+	})
+}
+
+// TestDeadReasonFilterReadsOnlyItsReason: with 300,000 dead rows, a dead-row page or
+// requeue filtered by a reason that matches none of them reads the dead-reason index,
+// not every dead row, whatever the statistics say and in custom and generic plans.
+func TestDeadReasonFilterReadsOnlyItsReason(t *testing.T) {
+	dsn := harness.PostgresSchema(t)
+	cap := &capture{}
+	pool := newPool(t, dsn, cap)
+	ctx := context.Background()
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "ALTER TABLE "+postgres.Table+" SET (autovacuum_enabled = false)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+postgres.Table+` (destination, payload, created_at, visible_after, status, last_error, settled_at)
+		SELECT 'kafka:orders', '\x00'::bytea, now(), now(), 'dead',
+			CASE WHEN i % 3 = 0 THEN 'undecodable: bad header' ELSE 'attempts_exhausted: message too large' END, now()
+		FROM generate_series(1, 300000) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.New(pool)
+	none := outbox.DeadFilter{Reason: "circuit_deferral_exhausted"}
+	stmts := []captured{
+		cap.record(t, "DeadSummaries", func() error { _, err := store.DeadSummaries(ctx, none, outbox.Page{Limit: 100}); return err }),
+		cap.record(t, "DeadRows", func() error { _, err := store.DeadRows(ctx, none, outbox.Page{Limit: 100}); return err }),
+		cap.record(t, "Requeue", func() error { _, err := store.Requeue(ctx, none, time.Now()); return err }),
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	index := " on " + postgres.Table + " using " + postgres.Table + "_dead_reason"
+	// The rows are found along the dead-reason index (an index or a bitmap scan of it);
+	// Requeue's UPDATE then reaches each row it picked by its primary key.
+	fits := func(i int, scans []string) bool {
+		if len(scans) == 0 || scans[0] != "Index Scan"+index && scans[0] != "Bitmap Index Scan"+index {
+			return false
+		}
+		rest := scans[1:]
+		return len(rest) == 0 || i == 2 && slices.Equal(rest, []string{"Index Scan on " + postgres.Table + " using " + postgres.Table + "_pkey"})
+	}
+	for _, analysed := range []bool{false, true} {
+		if analysed {
+			if _, err := conn.Exec(ctx, "ANALYZE "+postgres.Table); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, s := range stmts {
+			for _, generic := range []bool{false, true} {
+				scans, _, text := explain(t, conn, s, generic)
+				if !fits(i, scans) {
+					t.Errorf("statement %d (analysed %v, generic %v) scans %v; want the dead-reason index\n%s", i, analysed, generic, scans, text)
+				}
+			}
+		}
+	}
+	page, err := store.DeadSummaries(ctx, outbox.DeadFilter{Reason: "undecodable"}, outbox.Page{Limit: 3})
+	if err != nil || len(page) != 3 || page[0].LastError != "undecodable: bad header" || page[0].ValueBytes != 1 || page[0].ID != 3 {
+		t.Fatalf("a matching page: %+v, %v", page, err)
+	}
+}
