@@ -216,22 +216,28 @@ type Limiter struct {
 	clock    Clock
 	epoch    time.Time
 
-	limit        atomic.Int64 // messages
-	bulkLimit    atomic.Int64 // messages bulk calls may hold
-	inFlight     atomic.Int64 // messages of admitted calls not yet released
-	bulkInFlight atomic.Int64
-	peak         atomic.Int64 // highest inFlight since the last update
-	lastSuccess  atomic.Int64 // when a call last succeeded (nanoseconds since epoch; 0: never)
-	lastBulk     atomic.Int64 // when bulk work was last admitted or released
-	hint         atomic.Int64 // nanoseconds a refused caller is told to wait
-	refusals     atomic.Uint64
+	// Read by every admission, written once per window.
+	limit     atomic.Int64 // messages
+	bulkLimit atomic.Int64 // messages bulk calls may hold
+	hint      atomic.Int64 // nanoseconds a refused caller is told to wait
+	winStart  atomic.Int64
+	_         [64]byte // the groups below are written by every call: keep them off this line
 
-	// The current window, added to by completions.
-	winStart   atomic.Int64
-	winSamples atomic.Int64 // online successes measured
-	winSum     atomic.Int64 // their latency, nanoseconds
-	winDone    atomic.Int64 // completions with a verdict (successes, failures, drops)
-	winDrops   atomic.Int64
+	inFlight     atomic.Int64 // messages of admitted calls not yet released
+	peak         atomic.Int64 // highest inFlight since the last update
+	bulkInFlight atomic.Int64
+	lastBulk     atomic.Int64 // when bulk work was last admitted or released
+	refusals     atomic.Uint64
+	_            [64]byte
+
+	// The current window, added to by completions. winCounts packs the completions
+	// with a verdict (successes, failures, drops; low 32 bits) and the online
+	// successes measured (high 32 bits), so that a completion adds once.
+	winCounts   atomic.Int64
+	winSum      atomic.Int64 // the measured successes' latency, nanoseconds
+	winDrops    atomic.Int64
+	lastSuccess atomic.Int64 // when a call last succeeded, to the millisecond (nanoseconds since epoch; 0: never)
+	_           [64]byte
 
 	refuseOnline, refuseBulk atomic.Pointer[LimitError] // cached per NotBefore slot
 
@@ -403,21 +409,23 @@ func (l *Limiter) release(s LimitSlot, verdict int, now int64) {
 			l.lastBulk.Store(now)
 		}
 	}
-	switch verdict {
-	case limitIgnore:
+	if verdict == limitIgnore {
 		return
+	}
+	add := int64(1)
+	switch verdict {
 	case limitSuccess:
-		if l.lastSuccess.Load() != now {
-			l.lastSuccess.Store(now)
+		if last := l.lastSuccess.Load(); last == 0 || now-last >= int64(time.Millisecond) {
+			l.lastSuccess.Store(max(now, 1))
 		}
 		if !s.bulk {
-			l.winSamples.Add(1)
+			add |= 1 << 32
 			l.winSum.Add(max(now-s.start, 0))
 		}
 	case limitDrop:
 		l.winDrops.Add(1)
 	}
-	done := l.winDone.Add(1)
+	done := l.winCounts.Add(add) & (1<<32 - 1)
 	start := l.winStart.Load()
 	elapsed := now - start
 	if elapsed < int64(l.p.Window) || done < limitMinEvents && elapsed < limitMaxWindows*int64(l.p.Window) {
@@ -434,8 +442,8 @@ func (l *Limiter) release(s LimitSlot, verdict int, now int64) {
 
 // update closes the window and moves the limit. Requires l.mu held.
 func (l *Limiter) update(now int64) {
-	samples, sum := l.winSamples.Swap(0), l.winSum.Swap(0)
-	done, drops := l.winDone.Swap(0), l.winDrops.Swap(0)
+	counts, sum, drops := l.winCounts.Swap(0), l.winSum.Swap(0), l.winDrops.Swap(0)
+	samples, done := counts>>32, counts&(1<<32-1)
 	peak := float64(l.peak.Swap(l.inFlight.Load()))
 	l.winStart.Store(now)
 	p := l.p

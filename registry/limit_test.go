@@ -141,7 +141,7 @@ func TestDeadlineMissWithoutBulkWorkIsAFailure(t *testing.T) {
 
 // Guarded publishes are weighed by their messages when the limit is on.
 func TestGuardWeighsCallsByTheirMessages(t *testing.T) {
-	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{Limit: breaker.LimitPolicy{Max: 10}}))
+	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, Limit: breaker.LimitPolicy{Max: 10}}))
 	hold := make(chan struct{})
 	started := make(chan struct{})
 	pub := r.Guard(&fakePublisher{fn: func(ctx context.Context, _ transport.Destination) error {
