@@ -221,6 +221,7 @@ type Limiter struct {
 	bulkLimit atomic.Int64 // messages bulk calls may hold
 	hint      atomic.Int64 // nanoseconds a refused caller is told to wait
 	winStart  atomic.Int64
+	share     atomic.Uint64 // float64 bits: the share of the limit a ramp admits now (1 without one)
 	_         [64]byte // the groups below are written by every call: keep them off this line
 
 	inFlight     atomic.Int64 // messages of admitted calls not yet released
@@ -288,6 +289,7 @@ func newLimiter(identity string, scope Scope, p LimitPolicy, clock Clock, epoch 
 	l.limit.Store(int64(p.Max))
 	l.bulkLimit.Store(max(int64(float64(p.Max)*p.BulkShare), 1))
 	l.hint.Store(int64(p.Window))
+	l.share.Store(math.Float64bits(1))
 	return l
 }
 
@@ -315,6 +317,9 @@ func (l *Limiter) admit(now int64, r Request, share float64) (LimitSlot, error) 
 	w := int64(max(r.Weight, 1))
 	bulk := r.Priority == Bulk
 	limit := l.limit.Load()
+	if cur := l.share.Load(); cur != math.Float64bits(share) {
+		l.share.Store(math.Float64bits(share)) // for BulkHeadroom
+	}
 	if share < 1 {
 		limit = max(int64(share*float64(limit)), 1)
 	}
@@ -528,10 +533,14 @@ func (l *Limiter) Busy() bool {
 }
 
 // BulkHeadroom returns how many messages a bulk call could take now without being
-// refused: what both the limit and the bulk share have left (the whole bulk share
-// when nothing is in flight). The outbox sizes its batches by it.
+// refused: what both the limit (scaled by the share of a ramp after recovery, as last
+// seen by an admission) and the bulk share have left (the whole bulk share when
+// nothing is in flight). The outbox sizes its batches by it.
 func (l *Limiter) BulkHeadroom() int {
 	limit, bl := l.limit.Load(), l.bulkLimit.Load()
+	if share := math.Float64frombits(l.share.Load()); share < 1 { // a ramp paces messages
+		limit = max(int64(share*float64(limit)), 1)
+	}
 	n, b := l.inFlight.Load(), l.bulkInFlight.Load()
 	if n == 0 {
 		return int(min(bl, limit))

@@ -231,3 +231,27 @@ func TestLimitPolicyValidationNamesTheField(t *testing.T) {
 		t.Fatal("the limit must change the fingerprint, and its spelled-out defaults must not")
 	}
 }
+
+// The ramp after recovery weighs calls by their messages: with the limit on, the
+// messages in flight stay within the ramp's share of the limit, and the bulk headroom
+// the outbox sizes its batches by shrinks with it.
+func TestRampWeighsCallsByTheirMessages(t *testing.T) {
+	h := newHarness(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: 10 * time.Second,
+		RampFloor: 0.1, Limit: breaker.LimitPolicy{Max: 100}})
+	h.call(breaker.Failure)
+	h.wantState(breaker.Open)
+	h.clock.Advance(time.Second)
+	h.call(breaker.Success) // the probe: closed, ramping at 10 %
+	admitted := 0
+	for range 400 {
+		if _, err := h.b.AcquireRequest(t.Context(), breaker.Request{Weight: 3}); err == nil {
+			admitted++
+		}
+	}
+	if s := h.limit(); admitted == 0 || s.InFlight > 10 {
+		t.Fatalf("ramping at 10%% of a limit of 100: %d calls of 3 admitted, %d messages in flight; want some, at most 10", admitted, s.InFlight)
+	}
+	if got := h.b.Limiter().BulkHeadroom(); got > 10 {
+		t.Fatalf("bulk headroom while ramping: %d, want within the ramp's 10 messages", got)
+	}
+}
