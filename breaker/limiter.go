@@ -222,7 +222,7 @@ type Limiter struct {
 	hint      atomic.Int64 // nanoseconds a refused caller is told to wait
 	winStart  atomic.Int64
 	share     atomic.Uint64 // float64 bits: the share of the limit a ramp admits now (1 without one)
-	_         [64]byte // the groups below are written by every call: keep them off this line
+	_         [64]byte      // the groups below are written by every call: keep them off this line
 
 	inFlight     atomic.Int64 // messages of admitted calls not yet released
 	peak         atomic.Int64 // highest inFlight since the last update
