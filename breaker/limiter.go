@@ -190,9 +190,13 @@ func (s LimitSlot) Held() bool { return s.lim != nil }
 // The controller, in the spirit of Netflix's Gradient2 and Envoy's adaptive
 // concurrency filter:
 //
-//   - Baseline: the mean latency of online successes per window, followed at once
-//     when it falls and drifting up over about 50 windows when it rises, so that a
-//     lasting new normal becomes the baseline.
+//   - Baseline: a long average (over about 20 windows) of the mean latency of the
+//     windows' online successes, halving toward a latency under half of it, so
+//     that a lasting new normal becomes the baseline and noise does not count as
+//     pressure.
+//   - Recovery: when the circuit closes after an outage (a probe succeeded) the limit
+//     returns to what it was in the last healthy window, or more (Recovered); a
+//     ramp (Policy.RampDuration) then paces it.
 //   - Start: the limit is Max, and stays there until latency or drops say otherwise;
 //     until 10 online successes have been measured there is no baseline, so a cold
 //     start (first publishes opening connections) contracts nothing but on drops.
@@ -252,12 +256,13 @@ type Limiter struct {
 	demand   float64 // decaying peak of in-flight messages
 	healthy  float64 // decaying peak of in-flight messages in healthy windows
 	pressure float64 // 1: no pressure; 0: bulk gets nothing
+	good     float64 // the limit in the last healthy window
 	readyAt  int64   // when the baseline was established
 }
 
 const (
 	limitWarmup       = 10   // online successes measured before the baseline exists
-	limitBaselineAge  = 50   // windows over which a higher latency becomes the baseline
+	limitBaselineAge  = 20   // windows over which a new latency becomes the baseline
 	limitSmoothing    = 0.2  // share of a latency-driven target mixed into the limit
 	limitDemandDecay  = 0.99 // per window
 	limitMinGradient  = 0.5
@@ -465,15 +470,18 @@ func (l *Limiter) update(now int64) {
 			l.ready, l.readyAt = true, now
 			l.baseline = float64(l.warmSum) / float64(l.warm)
 			l.recent = l.baseline
-			l.healthy = l.demand
+			l.healthy, l.good = l.demand, l.cur
 		}
 		l.publish()
 		return
 	}
 	if samples > 0 {
 		l.recent = float64(sum) / float64(samples)
-		if l.recent < l.baseline {
-			l.baseline = l.recent
+		// A long average of the window means, not their minimum: a noisy
+		// dependency's luckiest window must not become a baseline that every later
+		// window exceeds. It follows a fall to under half of it quickly.
+		if l.recent < l.baseline/2 {
+			l.baseline = (l.baseline + l.recent) / 2
 		} else {
 			l.baseline += (l.recent - l.baseline) / limitBaselineAge
 		}
@@ -488,6 +496,7 @@ func (l *Limiter) update(now int64) {
 		l.pressure *= 0.5
 	case ratio <= p.Tolerance:
 		l.healthy = max(peak, l.healthy*limitDemandDecay)
+		l.good = l.cur
 		if 2*peak >= l.cur && l.cur < ceiling { // explore, while the limit is used
 			l.cur = min(l.cur+math.Sqrt(l.cur), ceiling)
 		}
@@ -516,6 +525,18 @@ func (l *Limiter) publish() {
 	if l.ready {
 		l.hint.Store(min(max(int64(l.recent), int64(time.Millisecond)), int64(l.p.Window)))
 	}
+}
+
+// Recovered tells the limiter that its circuit closed after an outage: the drops
+// that contracted the limit are over, so it returns to the limit of the last healthy
+// window (when higher) and bulk work gets its full share back. A Breaker calls it;
+// a backend may.
+func (l *Limiter) Recovered() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cur = max(l.cur, l.good)
+	l.pressure = 1
+	l.publish()
 }
 
 // Busy reports whether a deadline that ended a call now may be blamed on this
