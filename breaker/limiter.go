@@ -242,6 +242,7 @@ type Limiter struct {
 	winSum      atomic.Int64 // the measured successes' latency, nanoseconds
 	winDrops    atomic.Int64
 	lastSuccess atomic.Int64 // when a call last succeeded, to the millisecond (nanoseconds since epoch; 0: never)
+	warmed      atomic.Bool  // a call has completed with a verdict
 	_           [64]byte
 
 	refuseOnline, refuseBulk atomic.Pointer[LimitError] // cached per NotBefore slot
@@ -422,6 +423,9 @@ func (l *Limiter) release(s LimitSlot, verdict int, now int64) {
 	if verdict == limitIgnore {
 		return
 	}
+	if !l.warmed.Load() {
+		l.warmed.Store(true)
+	}
 	add := int64(1)
 	switch verdict {
 	case limitSuccess:
@@ -538,6 +542,10 @@ func (l *Limiter) Recovered() {
 	l.pressure = 1
 	l.publish()
 }
+
+// Cold reports whether no call has completed yet with a verdict: a call admitted
+// now is part of the first wave of a process that has just started.
+func (l *Limiter) Cold() bool { return !l.warmed.Load() }
 
 // Busy reports whether a deadline that ended a call now may be blamed on this
 // process's own bulk work rather than on the dependency: bulk work is in flight or

@@ -113,6 +113,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 		return NoMessagesError(d)
 	}
 	start := startOf(ctx, e.minBudget+hold)
+	start.cold = e.lim != nil && e.lim.Cold()
 	permit, err := e.acquire(ctx, n)
 	if err != nil {
 		return e.refused(refusal(ctx, d, err))
@@ -129,7 +130,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 	}
 	o := Outcome(ctx, start, err, n, classify)
 	completed = true
-	e.settle(ctx, permit, o, err)
+	e.settle(ctx, permit, o, start, err)
 	return err
 }
 
@@ -144,6 +145,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 // than its own short deadline.
 type Start struct {
 	short bool // the context's deadline was nearer than the budget
+	cold  bool // the destination's adaptive limit had seen no completion yet (limit.go)
 }
 
 // Start records, for a call to d that starts now under ctx, what Outcome needs to
@@ -183,7 +185,10 @@ func failAll(error) breaker.Outcome { return breaker.Failure }
 // Failure is made Neutral when the limiter says the destination is busy with this
 // process's own bulk work rather than sick (breaker.Limiter.Busy: bulk messages in
 // flight or just finished, and a call answered with a success within the last
-// second), and every call ended by its deadline is reported to the limit as a drop.
+// second), or when the call belongs to the first wave of a cold process (admitted
+// before any call to the destination had completed: connections being opened, a
+// client warming up); every call ended by its deadline is reported to the limit as a
+// drop. A broker hung from the start opens its circuit one wave later.
 // A hung broker answers nothing, is never busy, and opens its circuit as before.
 func Outcome(ctx context.Context, s Start, err error, n int, classify transport.Classifier) breaker.Outcome {
 	switch ended := ctx.Err(); {

@@ -73,12 +73,12 @@ func (r *Registry) Finish(ctx context.Context, d transport.Destination, p breake
 // finish applies Outcome, and for a limited circuit the busy rule and drops, to the
 // permit of a call that returned err.
 func (e *entry) finish(ctx context.Context, p breaker.Permit, s Start, err error, n int, classify transport.Classifier) breaker.Outcome {
-	return e.settle(ctx, p, Outcome(ctx, s, err, n, classify), err)
+	return e.settle(ctx, p, Outcome(ctx, s, err, n, classify), s, err)
 }
 
 // settle completes p with o, the Outcome of a call that returned err, applying for a
 // limited circuit the busy rule and drops.
-func (e *entry) settle(ctx context.Context, p breaker.Permit, o breaker.Outcome, err error) breaker.Outcome {
+func (e *entry) settle(ctx context.Context, p breaker.Permit, o breaker.Outcome, s Start, err error) breaker.Outcome {
 	if e.lim == nil || err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		e.complete(p, o)
 		return o
@@ -86,7 +86,7 @@ func (e *entry) settle(ctx context.Context, p breaker.Permit, o breaker.Outcome,
 	// The call was ended by its deadline: a drop for the limit whatever the circuit
 	// makes of it, and no evidence against a destination that is merely busy with
 	// this process's bulk work.
-	if o == breaker.Failure && e.lim.Busy() {
+	if o == breaker.Failure && (e.lim.Busy() || s.cold) {
 		o = breaker.Neutral
 	}
 	if o == breaker.Failure {

@@ -186,3 +186,29 @@ func TestIdleEvictionKeepsFailureEvidence(t *testing.T) {
 		t.Fatal("a circuit that is not closed was evicted")
 	}
 }
+
+// A cold process's first wave of calls (admitted before any call to the destination
+// had completed) that miss their deadlines is no verdict; the next wave is judged,
+// so a broker hung from the start opens one wave later.
+func TestColdStartFirstWaveIsNoVerdict(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute, Limit: breaker.RecommendedLimit()}))
+		broker := &busyBroker{release: make(chan struct{})}
+		broker.hang(true)
+		pub := r.Guard(broker, classify)
+		var wg sync.WaitGroup
+		for range 200 {
+			wg.Go(func() { onlineDeadline(t, pub) })
+		}
+		wg.Wait()
+		if s := r.Snapshots()[orders]; s.State != breaker.Closed || s.Failures != 0 {
+			t.Fatalf("after a cold first wave: %v with %d failures, want closed with none", s.State, s.Failures)
+		}
+		for range 5 {
+			onlineDeadline(t, pub)
+		}
+		if s := r.Snapshots()[orders]; s.State != breaker.Open {
+			t.Fatalf("a broker hung from the start: %v after the second wave, want open", s.State)
+		}
+	})
+}
