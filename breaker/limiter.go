@@ -469,6 +469,11 @@ func (l *Limiter) update(now int64) {
 		l.warmSum += sum
 		if drops > 0 {
 			l.cur = max(float64(p.Min), l.cur*(1-0.5*float64(drops)/float64(max(done, 1))))
+		} else if samples > 0 && 2*peak >= l.cur {
+			// Answers and no drops: explore back up even before the baseline exists,
+			// or a cold start's drops could keep the limit low until ten successes
+			// have squeezed through.
+			l.cur = min(l.cur+math.Sqrt(l.cur), float64(p.Max))
 		}
 		if l.warm >= limitWarmup {
 			l.ready, l.readyAt = true, now

@@ -299,3 +299,25 @@ func TestLimitReturnsToItsHealthyLevelWhenTheCircuitCloses(t *testing.T) {
 		t.Fatalf("after recovery the limit is %d, want back to its healthy %d", got, healthy)
 	}
 }
+
+// A cold start whose first wave is dropped contracts the limit; answers without drops
+// let it explore back up before the baseline exists.
+func TestLimitExploresUpDuringWarmUp(t *testing.T) {
+	h := limited(t, breaker.LimitPolicy{Max: 400})
+	h.round(200, 1, breaker.Online, 500*time.Millisecond, 0, true) // a cold first wave, all dropped
+	h.round(200, 1, breaker.Online, 500*time.Millisecond, 0, true)
+	h.clock.Advance(100 * time.Millisecond)
+	h.round(2, 1, breaker.Online, 50*time.Millisecond, breaker.Success, false) // closes the window of drops
+	low := h.limit().Limit
+	if low >= 400 || h.limit().Ready {
+		t.Fatalf("after two dropped waves: %+v, want a contracted limit and no baseline", h.limit())
+	}
+	for range 3 { // slow answers, fewer than the baseline needs
+		h.round(2, 1, breaker.Online, 50*time.Millisecond, breaker.Success, false)
+		h.round(low, 1, breaker.Online, 100*time.Millisecond, 0, false) // in flight, cancelled
+		h.clock.Advance(100 * time.Millisecond)
+	}
+	if got := h.limit(); got.Limit <= low {
+		t.Fatalf("answers without drops during warm-up: limit %d, want above %d", got.Limit, low)
+	}
+}
