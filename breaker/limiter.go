@@ -20,9 +20,8 @@ import (
 // ErrSaturated) carrying a NotBefore; nothing waits.
 //
 // Bulk calls (Request.Priority Bulk, what the outbox sends) share the limit with
-// online calls but yield first: they may hold at most BulkShare of it while the
-// dependency is healthy, and less as its latency rises above the learned baseline
-// (none once it reaches Tolerance times the baseline or calls are dropped), so online
+// online calls but yield first: they may hold at most BulkShare of it, and less (down
+// to nothing) while calls are being dropped (deadline misses, timeouts), so online
 // calls always keep the rest.
 type LimitPolicy struct {
 	// Max is the most messages the limit lets be in flight at once. 0 turns the
@@ -211,8 +210,10 @@ func (s LimitSlot) Held() bool { return s.lim != nil }
 //   - Drops (calls ended by a timeout or deadline, and Failures) contract
 //     multiplicatively, by up to half per window in proportion to their share of the
 //     window's calls, down to Min: a hung dependency loses its in-flight work.
-//   - Bulk share: BulkShare * pressure, pressure = 1 while recent <= baseline,
-//     falling to 0 at Tolerance*baseline, halved by drops.
+//   - Bulk share: limit * BulkShare * pressure; pressure halves in every window with
+//     drops (online deadline misses included) and regains 0.1 per window without, so
+//     bulk work backs off multiplicatively as soon as calls miss their deadlines and
+//     returns within a second once they stop; latency shrinks it through the limit.
 type Limiter struct {
 	identity string
 	scope    Scope
@@ -264,6 +265,7 @@ type Limiter struct {
 const (
 	limitWarmup       = 10   // online successes measured before the baseline exists
 	limitBaselineAge  = 20   // windows over which a new latency becomes the baseline
+	limitBulkStep     = 0.1  // share of BulkShare bulk work regains per window without drops
 	limitSmoothing    = 0.2  // share of a latency-driven target mixed into the limit
 	limitDemandDecay  = 0.99 // per window
 	limitMinGradient  = 0.5
@@ -515,12 +517,10 @@ func (l *Limiter) update(now int64) {
 		l.cur = max(l.cur*(1-limitSmoothing)+target*limitSmoothing, min(l.healthy, l.cur))
 	}
 	if drops == 0 {
-		// Pressure eases back as latency returns to the baseline.
-		target := min(max((p.Tolerance-ratio)/(p.Tolerance-1+1e-9), 0), 1)
-		if ratio <= 1 {
-			target = 1
-		}
-		l.pressure = 0.5*l.pressure + 0.5*target
+		// Bulk work gets its share back additively while nothing is dropped: latency
+		// already shrinks it through the limit, and what matters to online callers is
+		// their deadlines, which drops report.
+		l.pressure = min(l.pressure+limitBulkStep, 1)
 	}
 	l.cur = min(max(l.cur, float64(p.Min)), float64(p.Max))
 	l.publish()
