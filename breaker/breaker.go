@@ -71,6 +71,8 @@ const (
 	ReasonForcedClosed     = "forced_closed"     // ForceClose
 	ReasonOverrideExpired  = "override_expired"  // a ForceOpen or ForceClose deadline passed
 	ReasonOverrideCleared  = "override_cleared"  // ClearOverride
+	ReasonSlowCalls        = "slow_calls"        // slow calls reached their threshold (run or rate)
+	ReasonRareTraffic      = "rare_traffic"      // window mode below MinimumCalls: consecutive failures reached the threshold
 )
 
 // Circuit is what a registry hands out for one dependency: a local Breaker, or a
@@ -91,6 +93,8 @@ type Breaker struct {
 	epoch    time.Time
 	random   func() float64
 
+	lim *Limiter // the adaptive limit (Policy.Limit); nil when off
+
 	cur         atomic.Pointer[phase] // the live generation
 	inFlight    atomic.Int64          // admitted, uncompleted permits; counted only when MaxInFlight > 0
 	bypassed    atomic.Uint64         // calls admitted that Enforce would have refused
@@ -102,6 +106,9 @@ type Breaker struct {
 	// of the live phase, and window-mode recording.
 	mu           sync.Mutex
 	win          *window.Window // window mode evidence
+	slowWin      *window.Window // window mode slow-call evidence (slow.go), with SlowCallDuration
+	slow         slowState      // slow calls and their baseline (slow.go)
+	runStart     int64          // window mode: when the current run of failures began (slow.go)
 	failedProbes int            // consecutive failed probes since the circuit last closed
 	// unhealthy says an outage is in progress (the circuit opened and has not closed
 	// since), and unhealthySince when it began; see noteHealth.
@@ -178,7 +185,11 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 	}
 	if b.windowed {
 		b.win = window.New(int64(b.policy.FailureWindow))
+		if b.policy.SlowCallDuration > 0 {
+			b.slowWin = window.New(int64(b.policy.FailureWindow))
+		}
 	}
+	b.lim = newLimiter(identity, p.Scope, p.Limit, b.clock, b.epoch)
 	b.cur.Store(b.closedPhase(1, 0, NoOverride, 0))
 	return b, nil
 }
@@ -217,17 +228,17 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	if ph.state == Open && b.policy.Mode == Enforce && b.clock == nil && int64(time.Since(b.epoch)) < ph.deadline {
 		return Permit{}, ph.reject
 	}
-	return b.acquireSlow(ph)
+	return b.acquireSlow(ph, Request{})
 }
 
-func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
+func (b *Breaker) acquireSlow(ph *phase, r Request) (Permit, error) {
 	now := b.now()
 	for {
 		switch {
 		case ph.state == Open && now < ph.deadline:
 			return b.refuse(ph, now, ph.reject)
 		case ph.state == Closed && (ph.override == NoOverride || now < ph.deadline):
-			return b.acquireClosed(ph, now)
+			return b.acquireClosed(ph, now, r)
 		}
 		// The phase must change (a deadline passed) or a probe slot is wanted: both
 		// need the lock.
@@ -260,9 +271,9 @@ func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
 	}
 }
 
-// acquireClosed admits a call into the closed phase ph, unless its ramp or
-// MaxInFlight turns it away.
-func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
+// acquireClosed admits a call into the closed phase ph, unless its ramp, its
+// adaptive limit or MaxInFlight turns it away.
+func (b *Breaker) acquireClosed(ph *phase, now int64, req Request) (Permit, error) {
 	limit := int64(b.policy.MaxInFlight)
 	r, since := ph.ramp, time.Duration(now-ph.rampStart)
 	if r != nil && now >= ph.rampEnd {
@@ -282,6 +293,12 @@ func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
 			// The in-flight bound rises with the share, from at least one call.
 			limit = max(int64(share*float64(limit)), 1)
 		}
+		if b.lim != nil {
+			return b.admitLimited(ph, now, req, limit, share, r, since)
+		}
+	}
+	if b.lim != nil {
+		return b.admitLimited(ph, now, req, limit, 1, nil, 0)
 	}
 	p, err := b.admit(ph, now, 0, limit)
 	if err == errOverRamp { // only a ramp lowers the limit
@@ -299,7 +316,7 @@ func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
 // tells the bypass hooks. A bypass takes no in-flight slot.
 func (b *Breaker) refuse(ph *phase, now int64, err error) (Permit, error) {
 	mode := b.policy.Mode
-	if mode == Enforce || mode == FailOpen && err == ErrSaturated {
+	if mode == Enforce || mode == FailOpen && saturated(err) {
 		return Permit{}, err
 	}
 	b.bypassed.Add(1)
@@ -378,9 +395,7 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 	if flags&flagInFlight != 0 {
 		b.inFlight.Add(-1)
 	}
-	if o == Success && b.policy.SlowCallDuration > 0 && b.now()-start > int64(b.policy.SlowCallDuration) {
-		o = Failure
-	}
+	slow := o == Success && b.policy.SlowCallDuration > 0 && b.judgeSlow(start, b.now())
 	if flags&flagProbe != 0 {
 		return b.completeProbe(ph, tok, seq, o)
 	}
@@ -394,11 +409,14 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 		return true
 	}
 	if b.windowed {
-		return b.recordWindow(ph, o == Failure)
+		return b.recordWindow(ph, o == Failure, slow)
 	}
 	if o == Success {
 		if ph.failures.Load() != 0 {
 			ph.failures.Store(0)
+		}
+		if b.policy.SlowCallDuration > 0 {
+			b.recordSlowRun(ph, slow)
 		}
 		return true
 	}
@@ -414,7 +432,7 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 	return true
 }
 
-func (b *Breaker) recordWindow(ph *phase, failure bool) bool {
+func (b *Breaker) recordWindow(ph *phase, failure, slow bool) bool {
 	b.mu.Lock()
 	if b.cur.Load() != ph {
 		b.mu.Unlock()
@@ -422,10 +440,21 @@ func (b *Breaker) recordWindow(ph *phase, failure bool) bool {
 	}
 	now := b.now()
 	c := b.win.Record(now, failure)
+	run := int64(0) // consecutive failures, for rare traffic (slow.go)
+	if failure {
+		run = ph.failures.Add(1)
+	} else if ph.failures.Load() != 0 {
+		ph.failures.Store(0)
+	}
 	p := b.policy
-	if failure && c.Failures >= int64(p.FailureThreshold) && c.Calls >= int64(p.MinimumCalls) &&
-		(p.FailureRatio == 0 || float64(c.Failures) >= p.FailureRatio*float64(c.Calls)) {
+	switch {
+	case failure && c.Failures >= int64(p.FailureThreshold) && c.Calls >= int64(p.MinimumCalls) &&
+		(p.FailureRatio == 0 || float64(c.Failures) >= p.FailureRatio*float64(c.Calls)):
 		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonFailureWindow)
+	case failure && b.rareTraffic(now, c.Calls, run):
+		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonRareTraffic)
+	case b.slowRateReached(now, slow):
+		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonSlowCalls)
 	}
 	b.mu.Unlock()
 	b.events.Flush()
@@ -516,8 +545,8 @@ func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *p
 	}
 	ph := &phase{
 		b: b, gen: gen, state: Closed, override: o, deadline: until,
-		plain:        o == NoOverride && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
-		plainSuccess: o == NoOverride && !b.windowed && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
+		plain:        o == NoOverride && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0 && b.lim == nil,
+		plainSuccess: o == NoOverride && !b.windowed && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0 && b.lim == nil,
 	}
 	ph.admitAll.Store(ph.plain)
 	return ph
@@ -528,6 +557,9 @@ func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *p
 // a ForceClose leaves has been taking full traffic.
 func (b *Breaker) recoveredPhase(gen uint64, now int64) *phase {
 	ph := b.closedPhase(gen, now, NoOverride, 0)
+	if b.lim != nil {
+		b.lim.Recovered()
+	}
 	if ph.ramp = NewRamp(b.identity, b.policy, b.timeAt(now), uint64(b.random()*0x1p64)); ph.ramp != nil {
 		ph.rampStart, ph.rampEnd = now, now+int64(b.policy.RampDuration)
 		ph.admitAll.Store(false)
@@ -658,6 +690,8 @@ type Snapshot struct {
 	LastErrorAt    time.Time
 	UnhealthySince time.Time
 	FailedProbes   int
+	// Limit is the adaptive limit's view (Policy.Limit); zero when it is off.
+	Limit LimitStats
 }
 
 // Snapshot returns a consistent view of the circuit.
@@ -676,6 +710,9 @@ func (b *Breaker) Snapshot() Snapshot {
 	if ph.ramp != nil && now < ph.rampEnd {
 		s.RampUntil = b.timeAt(ph.rampEnd)
 		s.RampShare = b.policy.RampShare(time.Duration(now - ph.rampStart))
+	}
+	if b.lim != nil {
+		s.Limit = b.lim.Stats()
 	}
 	if ph.state == HalfOpen {
 		ph.reclaimLeases(now)

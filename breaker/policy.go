@@ -31,8 +31,16 @@ type Policy struct {
 	// FailureRatio is, in window mode, the fraction failures/calls that must also be
 	// reached to open. 0 ignores the ratio.
 	FailureRatio float64
-	// SlowCallDuration, when positive, turns a Success that took longer into a Failure.
+	// SlowCallDuration, when positive, makes a Success that took longer a slow call:
+	// slow calls are a rate of their own, never failures, and are judged only once
+	// the circuit has a latency baseline (see slow.go: FailureThreshold slow calls in
+	// a row open a consecutive circuit; in window mode SlowCallRatio of the window's
+	// calls, with MinimumCalls and FailureThreshold, open it). With the adaptive
+	// limit on (Limit) most publishers need no SlowCallDuration at all.
 	SlowCallDuration time.Duration
+	// SlowCallRatio is, in window mode, the share slow/calls of the window that opens
+	// the circuit, within [0, 1]. 0 means 1. Applies only with SlowCallDuration.
+	SlowCallRatio float64
 	// HalfOpenMaxProbes is the number of probes in flight at once while half-open.
 	// 0 means 1.
 	HalfOpenMaxProbes int
@@ -88,6 +96,11 @@ type Policy struct {
 	// Behaviour is the same as without it; the registry asks for it so that a
 	// forgotten FailureThreshold is an error, not a circuit that protects nothing.
 	Disabled bool
+
+	// Limit is the circuit's adaptive concurrency limit in messages (see LimitPolicy
+	// and RecommendedLimit). The zero value turns it off. In the shared engine's
+	// circuits the limit is kept per process.
+	Limit LimitPolicy
 }
 
 // DefaultMinCallBudget is the MinCallBudget of a policy that leaves it 0: short enough
@@ -157,6 +170,10 @@ func (p Policy) Validate() error {
 		return bad("FailureRatio", "must be within [0, 1] (got %v)", p.FailureRatio)
 	case p.FailureWindow == 0 && p.FailureRatio > 0:
 		return bad("FailureRatio", "applies only in window mode; set FailureWindow")
+	case math.IsNaN(p.SlowCallRatio) || p.SlowCallRatio < 0 || p.SlowCallRatio > 1:
+		return bad("SlowCallRatio", "must be within [0, 1] (got %v)", p.SlowCallRatio)
+	case p.SlowCallRatio > 0 && (p.SlowCallDuration == 0 || p.FailureWindow == 0):
+		return bad("SlowCallRatio", "applies only in window mode with SlowCallDuration; set both")
 	case p.MaxBreakDuration > 0 && p.MaxBreakDuration < p.BreakDuration:
 		return bad("MaxBreakDuration", "must not be below BreakDuration (%v < %v)", p.MaxBreakDuration, p.BreakDuration)
 	case math.IsNaN(p.Jitter) || p.Jitter < 0 || p.Jitter > 0.5:
@@ -168,7 +185,10 @@ func (p Policy) Validate() error {
 	case p.Disabled && p.FailureThreshold > 0:
 		return bad("Disabled", "contradicts FailureThreshold %d; set one of them", p.FailureThreshold)
 	}
-	return p.validateRamp(bad)
+	if err := p.validateRamp(bad); err != nil {
+		return err
+	}
+	return p.Limit.validate(bad)
 }
 
 func (p Policy) validateRamp(bad func(field, format string, args ...any) error) error {
@@ -219,6 +239,7 @@ func (p Policy) Normalized() Policy {
 	if p.RampDuration > 0 && p.RampAggression == 0 {
 		p.RampAggression = 1
 	}
+	p.Limit = p.Limit.normalized()
 	return p
 }
 
@@ -293,6 +314,19 @@ func (p Policy) Fingerprint() string {
 	if n.RampDuration > 0 {
 		b = append(b, "|ramp="...)
 		for i, v := range []int64{int64(n.RampDuration), int64(math.Float64bits(n.RampFloor)), int64(math.Float64bits(n.RampAggression))} {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, v, 10)
+		}
+	}
+	if n.SlowCallRatio != 0 {
+		b = append(b, "|slowratio="...)
+		b = strconv.AppendInt(b, int64(math.Float64bits(n.SlowCallRatio)), 10)
+	}
+	if l := n.Limit; l.Enabled() {
+		b = append(b, "|limit="...)
+		for i, v := range []int64{int64(l.Max), int64(l.Min), int64(math.Float64bits(l.Tolerance)), int64(math.Float64bits(l.BulkShare)), int64(l.Window)} {
 			if i > 0 {
 				b = append(b, ',')
 			}

@@ -90,7 +90,7 @@ func (r *Registry) Acquire(ctx context.Context, d transport.Destination) (breake
 	if err != nil {
 		return breaker.Permit{}, err
 	}
-	permit, err := e.circuit.Acquire(ctx)
+	permit, err := e.acquire(ctx, 1)
 	if err != nil {
 		return breaker.Permit{}, e.refused(refusal(ctx, d, err))
 	}
@@ -132,7 +132,8 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 		return NoMessagesError(d)
 	}
 	start := startOf(ctx, e.minBudget+hold)
-	permit, err := e.circuit.Acquire(ctx)
+	start.cold = e.lim != nil && e.lim.Cold()
+	permit, err := e.acquire(ctx, n)
 	if err != nil {
 		return e.refused(refusal(ctx, d, err))
 	}
@@ -148,7 +149,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 	}
 	o := Outcome(ctx, start, err, n, classify)
 	completed = true
-	e.complete(permit, o, err)
+	o = e.settle(ctx, permit, o, start, err)
 	e.note(o, err, r)
 	return err
 }
@@ -164,6 +165,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 // than its own short deadline.
 type Start struct {
 	short bool // the context's deadline was nearer than the budget
+	cold  bool // the destination's adaptive limit had seen no completion yet (limit.go)
 }
 
 // Start records, for a call to d that starts now under ctx, what Outcome needs to
@@ -198,6 +200,17 @@ func failAll(error) breaker.Outcome { return breaker.Failure }
 //     Success; a batch of which none was published is Unusable when every message
 //     was, else Rejected when one was, else Neutral;
 //   - any other error is what classify says.
+//
+// When the destination's circuit has an adaptive limit (breaker.Policy.Limit),
+// guarded calls (Call, CallHeld, Finish) add a rule for busy destinations: a deadline
+// Failure is made Neutral when the limiter says the destination is busy with this
+// process's own bulk work rather than sick (breaker.Limiter.Busy: bulk messages in
+// flight or just finished, and a call answered with a success within the last
+// second), or when the call belongs to the first wave of a cold process (admitted
+// before any call to the destination had completed: connections being opened, a
+// client warming up); every call ended by its deadline is reported to the limit as a
+// drop. A broker hung from the start opens its circuit one wave later.
+// A hung broker answers nothing, is never busy, and opens its circuit as before.
 func Outcome(ctx context.Context, s Start, err error, n int, classify transport.Classifier) breaker.Outcome {
 	switch ended := ctx.Err(); {
 	case err == nil:

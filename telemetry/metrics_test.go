@@ -274,6 +274,12 @@ func TestEviction(t *testing.T) {
 		t.Fatalf("recorder holds %d destinations, want 2", telemetry.RecordCount(e.rec))
 	}
 
+	// A circuit holding failure evidence is never evicted (registry.WithIdleEviction):
+	// a success clears the evidence, so orders can go.
+	e.raw.set(orders, nil)
+	if err := e.publish(orders); err != nil {
+		t.Fatal(err)
+	}
 	e.reg.EvictIdle() // marks both idle
 	e.clock.Advance(time.Minute)
 	_ = e.publish(busy)
