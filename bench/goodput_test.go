@@ -113,14 +113,16 @@ type phaseStats struct {
 // recorder keeps what a scenario's callers saw, by the phase their call started in,
 // and every success by the time it ended.
 type recorder struct {
-	start    time.Time
-	phases   []phase
-	ends     []time.Duration // the end of each phase from start
-	stats    []phaseStats
-	okAt     []atomic.Int64 // successes within the deadline by bucket of their end
-	inFlight atomic.Int64   // calls in Publish now
-	errMu    sync.Mutex
-	errs     map[string]int // failures by their text's first 60 characters
+	start     time.Time
+	phases    []phase
+	ends      []time.Duration // the end of each phase from start
+	stats     []phaseStats
+	okAt      []atomic.Int64 // successes within the deadline by bucket of their end
+	flightAt  []atomic.Int64 // the calls in flight by bucket: sum of the samples
+	samplesAt []atomic.Int64 // the samples by bucket
+	inFlight  atomic.Int64   // calls in Publish now
+	errMu     sync.Mutex
+	errs      map[string]int // failures by their text's first 100 characters
 }
 
 func newRecorder(phases []phase) *recorder {
@@ -131,6 +133,8 @@ func newRecorder(phases []phase) *recorder {
 		r.ends = append(r.ends, total)
 	}
 	r.okAt = make([]atomic.Int64, int(total/bucket)+2)
+	r.flightAt = make([]atomic.Int64, len(r.okAt))
+	r.samplesAt = make([]atomic.Int64, len(r.okAt))
 	return r
 }
 
@@ -165,8 +169,13 @@ func (r *recorder) run(ctx context.Context) {
 			}
 		}
 		s := &r.stats[cur]
-		s.inFlightSum.Add(r.inFlight.Load())
+		n := r.inFlight.Load()
+		s.inFlightSum.Add(n)
 		s.samples.Add(1)
+		if b := int(el / bucket); b < len(r.flightAt) {
+			r.flightAt[b].Add(n)
+			r.samplesAt[b].Add(1)
+		}
 		raise(&s.maxGoroutines, int64(runtime.NumGoroutine()))
 		select {
 		case <-tick.C:
@@ -218,8 +227,8 @@ func (r *recorder) call(deadline time.Duration, publish func(context.Context) er
 		if err != nil {
 			text = err.Error()
 		}
-		if len(text) > 60 {
-			text = text[:60]
+		if len(text) > 100 {
+			text = text[:100]
 		}
 		r.errMu.Lock()
 		r.errs[text]++
@@ -234,6 +243,19 @@ func (r *recorder) okRate(from, to time.Duration) float64 {
 		n += r.okAt[b].Load()
 	}
 	return float64(n) / (to - from).Seconds()
+}
+
+// meanInFlight returns the mean of the calls in flight sampled inside [from, to).
+func (r *recorder) meanInFlight(from, to time.Duration) float64 {
+	var sum, n int64
+	for b := int(from / bucket); b < int(to/bucket) && b < len(r.flightAt); b++ {
+		sum += r.flightAt[b].Load()
+		n += r.samplesAt[b].Load()
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n)
 }
 
 // recovery returns how long after the start of phase i the success rate over a

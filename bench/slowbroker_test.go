@@ -301,13 +301,10 @@ func slowTable(broker string, settings []setting, recs []*recorder, durs []time.
 	return tb
 }
 
-// healthyInFlight is the mean number of calls in flight in the first phase.
+// healthyInFlight is the mean number of calls in flight over the second half of the
+// first phase (the first half holds the start-up).
 func healthyInFlight(r *recorder) float64 {
-	s := &r.stats[0]
-	if s.samples.Load() == 0 {
-		return 0
-	}
-	return float64(s.inFlightSum.Load()) / float64(s.samples.Load())
+	return r.meanInFlight(r.ends[0]/2, r.ends[0])
 }
 
 // healthyRate is the success rate over the second half of the first phase (the first
