@@ -89,6 +89,8 @@ type Breaker struct {
 	epoch    time.Time
 	random   func() float64
 
+	lim *Limiter // the adaptive limit (Policy.Limit); nil when off
+
 	cur         atomic.Pointer[phase] // the live generation
 	inFlight    atomic.Int64          // admitted, uncompleted permits; counted only when MaxInFlight > 0
 	bypassed    atomic.Uint64         // calls admitted that Enforce would have refused
@@ -167,6 +169,7 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 	if b.windowed {
 		b.win = window.New(int64(b.policy.FailureWindow))
 	}
+	b.lim = newLimiter(identity, p.Scope, p.Limit, b.clock, b.epoch)
 	b.cur.Store(b.closedPhase(1, 0, NoOverride, 0))
 	return b, nil
 }
@@ -205,17 +208,17 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	if ph.state == Open && b.policy.Mode == Enforce && b.clock == nil && int64(time.Since(b.epoch)) < ph.deadline {
 		return Permit{}, ph.reject
 	}
-	return b.acquireSlow(ph)
+	return b.acquireSlow(ph, Request{})
 }
 
-func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
+func (b *Breaker) acquireSlow(ph *phase, r Request) (Permit, error) {
 	now := b.now()
 	for {
 		switch {
 		case ph.state == Open && now < ph.deadline:
 			return b.refuse(ph, now, ph.reject)
 		case ph.state == Closed && (ph.override == NoOverride || now < ph.deadline):
-			return b.acquireClosed(ph, now)
+			return b.acquireClosed(ph, now, r)
 		}
 		// The phase must change (a deadline passed) or a probe slot is wanted: both
 		// need the lock.
@@ -248,9 +251,9 @@ func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
 	}
 }
 
-// acquireClosed admits a call into the closed phase ph, unless its ramp or
-// MaxInFlight turns it away.
-func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
+// acquireClosed admits a call into the closed phase ph, unless its ramp, its
+// adaptive limit or MaxInFlight turns it away.
+func (b *Breaker) acquireClosed(ph *phase, now int64, req Request) (Permit, error) {
 	limit := int64(b.policy.MaxInFlight)
 	r, since := ph.ramp, time.Duration(now-ph.rampStart)
 	if r != nil && now >= ph.rampEnd {
@@ -270,6 +273,12 @@ func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
 			// The in-flight bound rises with the share, from at least one call.
 			limit = max(int64(share*float64(limit)), 1)
 		}
+		if b.lim != nil {
+			return b.admitLimited(ph, now, req, limit, share, r, since)
+		}
+	}
+	if b.lim != nil {
+		return b.admitLimited(ph, now, req, limit, 1, nil, 0)
 	}
 	p, err := b.admit(ph, now, 0, limit)
 	if err == errOverRamp { // only a ramp lowers the limit
@@ -287,7 +296,7 @@ func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
 // tells the bypass hooks. A bypass takes no in-flight slot.
 func (b *Breaker) refuse(ph *phase, now int64, err error) (Permit, error) {
 	mode := b.policy.Mode
-	if mode == Enforce || mode == FailOpen && err == ErrSaturated {
+	if mode == Enforce || mode == FailOpen && saturated(err) {
 		return Permit{}, err
 	}
 	b.bypassed.Add(1)
@@ -503,8 +512,8 @@ func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *p
 	}
 	ph := &phase{
 		b: b, gen: gen, state: Closed, override: o, deadline: until,
-		plain:        o == NoOverride && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
-		plainSuccess: o == NoOverride && !b.windowed && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
+		plain:        o == NoOverride && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0 && b.lim == nil,
+		plainSuccess: o == NoOverride && !b.windowed && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0 && b.lim == nil,
 	}
 	ph.admitAll.Store(ph.plain)
 	return ph
@@ -619,6 +628,8 @@ type Snapshot struct {
 	RampUntil   time.Time
 	RampShare   float64
 	RampRefused uint64
+	// Limit is the adaptive limit's view (Policy.Limit); zero when it is off.
+	Limit LimitStats
 }
 
 // Snapshot returns a consistent view of the circuit.
@@ -637,6 +648,9 @@ func (b *Breaker) Snapshot() Snapshot {
 	if ph.ramp != nil && now < ph.rampEnd {
 		s.RampUntil = b.timeAt(ph.rampEnd)
 		s.RampShare = b.policy.RampShare(time.Duration(now - ph.rampStart))
+	}
+	if b.lim != nil {
+		s.Limit = b.lim.Stats()
 	}
 	if ph.state == HalfOpen {
 		ph.reclaimLeases(now)

@@ -79,6 +79,11 @@ type Policy struct {
 	// first and values below 1 hold back longer. 0 means 1 (linear). Applies only
 	// with RampDuration.
 	RampAggression float64
+
+	// Limit is the circuit's adaptive concurrency limit in messages (see LimitPolicy
+	// and RecommendedLimit). The zero value turns it off. In the shared engine's
+	// circuits the limit is kept per process.
+	Limit LimitPolicy
 }
 
 // DefaultMinCallBudget is the MinCallBudget of a policy that leaves it 0: short enough
@@ -157,7 +162,10 @@ func (p Policy) Validate() error {
 	case p.Mode > FailOpen:
 		return bad("Mode", "is not a known mode (got %d)", p.Mode)
 	}
-	return p.validateRamp(bad)
+	if err := p.validateRamp(bad); err != nil {
+		return err
+	}
+	return p.Limit.validate(bad)
 }
 
 func (p Policy) validateRamp(bad func(field, format string, args ...any) error) error {
@@ -208,6 +216,7 @@ func (p Policy) Normalized() Policy {
 	if p.RampDuration > 0 && p.RampAggression == 0 {
 		p.RampAggression = 1
 	}
+	p.Limit = p.Limit.normalized()
 	return p
 }
 
@@ -282,6 +291,15 @@ func (p Policy) Fingerprint() string {
 	if n.RampDuration > 0 {
 		b = append(b, "|ramp="...)
 		for i, v := range []int64{int64(n.RampDuration), int64(math.Float64bits(n.RampFloor)), int64(math.Float64bits(n.RampAggression))} {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, v, 10)
+		}
+	}
+	if l := n.Limit; l.Enabled() {
+		b = append(b, "|limit="...)
+		for i, v := range []int64{int64(l.Max), int64(l.Min), int64(math.Float64bits(l.Tolerance)), int64(math.Float64bits(l.BulkShare)), int64(l.Window)} {
 			if i > 0 {
 				b = append(b, ',')
 			}

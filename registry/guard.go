@@ -71,7 +71,7 @@ func (r *Registry) Acquire(ctx context.Context, d transport.Destination) (breake
 	if err != nil {
 		return breaker.Permit{}, err
 	}
-	permit, err := e.circuit.Acquire(ctx)
+	permit, err := e.acquire(ctx, 1)
 	if err != nil {
 		return breaker.Permit{}, e.refused(refusal(ctx, d, err))
 	}
@@ -113,7 +113,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 		return NoMessagesError(d)
 	}
 	start := startOf(ctx, e.minBudget+hold)
-	permit, err := e.circuit.Acquire(ctx)
+	permit, err := e.acquire(ctx, n)
 	if err != nil {
 		return e.refused(refusal(ctx, d, err))
 	}
@@ -129,7 +129,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 	}
 	o := Outcome(ctx, start, err, n, classify)
 	completed = true
-	e.complete(permit, o)
+	e.settle(ctx, permit, o, err)
 	return err
 }
 
@@ -177,6 +177,14 @@ func failAll(error) breaker.Outcome { return breaker.Failure }
 //     is a Failure, and a batch of which some messages were published is otherwise a
 //     Success;
 //   - any other error is what classify says.
+//
+// When the destination's circuit has an adaptive limit (breaker.Policy.Limit),
+// guarded calls (Call, CallHeld, Finish) add a rule for busy destinations: a deadline
+// Failure is made Neutral when the limiter says the destination is busy with this
+// process's own bulk work rather than sick (breaker.Limiter.Busy: bulk messages in
+// flight or just finished, and a call answered with a success within the last
+// second), and every call ended by its deadline is reported to the limit as a drop.
+// A hung broker answers nothing, is never busy, and opens its circuit as before.
 func Outcome(ctx context.Context, s Start, err error, n int, classify transport.Classifier) breaker.Outcome {
 	switch ended := ctx.Err(); {
 	case err == nil:

@@ -156,6 +156,7 @@ type entry struct {
 	used      atomic.Bool   // set by use, cleared by each eviction sweep
 	idleAt    time.Time     // when a sweep first found it unused; guarded by Registry.mu
 	calls     *callCounts   // nil unless WithCallCounts
+	limited                 // set when the circuit has an adaptive limit (limit.go)
 }
 
 // New returns a registry whose destinations get the defaults policy unless an
@@ -256,7 +257,7 @@ func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: circuit for %s: %w", d, err)
 	}
-	e := &entry{dest: d, circuit: c, minBudget: p.Normalized().MinCallBudget}
+	e := &entry{dest: d, circuit: c, minBudget: p.Normalized().MinCallBudget, limited: limitedOf(c)}
 	if r.countCalls {
 		e.calls = new(callCounts)
 	}
@@ -372,7 +373,7 @@ func (r *Registry) evictLocked() int {
 			continue
 		}
 		s := e.circuit.Snapshot()
-		if now.Sub(e.idleAt) >= r.idle && s.State == breaker.Closed && s.Override == breaker.NoOverride && s.InFlight == 0 && s.Probes == 0 {
+		if now.Sub(e.idleAt) >= r.idle && evictable(s) {
 			gone = append(gone, d)
 		}
 	}

@@ -1,0 +1,567 @@
+package breaker
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// LimitPolicy configures a circuit's adaptive concurrency limit (Policy.Limit): a bound
+// on the messages in flight to the dependency at once that learns the dependency's
+// healthy latency, contracts as latency rises or calls are dropped, and explores
+// upward again when latency falls. The zero LimitPolicy turns the limit off; the
+// values RecommendedLimit returns are the ones to start from.
+//
+// The limit counts messages, not calls: a call of a 100-message batch holds 100 of it
+// (Request.Weight), so a batch and a single publish are weighed by the work they give
+// the broker. Calls over the limit are refused at once with a *LimitError (errors.Is
+// ErrSaturated) carrying a NotBefore; nothing waits.
+//
+// Bulk calls (Request.Priority Bulk, what the outbox sends) share the limit with
+// online calls but yield first: they may hold at most BulkShare of it while the
+// dependency is healthy, and less as its latency rises above the learned baseline
+// (none once it reaches Tolerance times the baseline or calls are dropped), so online
+// calls always keep the rest.
+type LimitPolicy struct {
+	// Max is the most messages the limit lets be in flight at once. 0 turns the
+	// adaptive limit off (and every other field must then be zero).
+	Max int
+	// Min is the least the limit contracts to. 0 means 1.
+	Min int
+	// Tolerance is how many times the learned baseline latency the recent latency may
+	// reach before the limit contracts, at least 1. 0 means 2.
+	Tolerance float64
+	// BulkShare is the most of the limit that bulk calls may hold while the dependency
+	// is healthy, within [0, 1]. 0 means 0.5.
+	BulkShare float64
+	// Window is the least time between two updates of the limit, at least 1ms. 0 means
+	// 100ms.
+	Window time.Duration
+}
+
+// RecommendedLimit returns the adaptive limit brokerguard recommends for broker
+// publishers: up to 1,000 messages in flight per destination, contracting when
+// latency passes twice its learned baseline, bulk work holding at most half of the
+// limit. It is what breaker.DefaultPolicy uses.
+func RecommendedLimit() LimitPolicy {
+	return LimitPolicy{Max: 1000, Min: 1, Tolerance: 2, BulkShare: 0.5, Window: 100 * time.Millisecond}
+}
+
+// Enabled reports whether the limit is on (Max > 0).
+func (lp LimitPolicy) Enabled() bool { return lp.Max > 0 }
+
+// normalized writes out the "0 means" defaults of an enabled limit.
+func (lp LimitPolicy) normalized() LimitPolicy {
+	if lp.Max <= 0 {
+		return LimitPolicy{}
+	}
+	if lp.Min == 0 {
+		lp.Min = 1
+	}
+	if lp.Tolerance == 0 {
+		lp.Tolerance = 2
+	}
+	if lp.BulkShare == 0 {
+		lp.BulkShare = 0.5
+	}
+	if lp.Window == 0 {
+		lp.Window = 100 * time.Millisecond
+	}
+	return lp
+}
+
+func (lp LimitPolicy) validate(bad func(field, format string, args ...any) error) error {
+	switch {
+	case lp.Max < 0:
+		return bad("Limit.Max", "must not be negative (got %d)", lp.Max)
+	case lp.Max == 0 && lp != LimitPolicy{}:
+		return bad("Limit.Max", "must be positive when another Limit field is set (0 turns the limit off)")
+	case lp.Max == 0:
+		return nil
+	case lp.Min < 0:
+		return bad("Limit.Min", "must not be negative (got %d)", lp.Min)
+	case lp.Min > lp.Max:
+		return bad("Limit.Min", "must not exceed Limit.Max (%d > %d)", lp.Min, lp.Max)
+	case math.IsNaN(lp.Tolerance) || math.IsInf(lp.Tolerance, 0) || lp.Tolerance != 0 && lp.Tolerance < 1:
+		return bad("Limit.Tolerance", "must be at least 1, or 0 for 2 (got %v)", lp.Tolerance)
+	case math.IsNaN(lp.BulkShare) || lp.BulkShare < 0 || lp.BulkShare > 1:
+		return bad("Limit.BulkShare", "must be within [0, 1] (got %v)", lp.BulkShare)
+	case lp.Window < 0 || lp.Window > 0 && lp.Window < time.Millisecond:
+		return bad("Limit.Window", "must be at least 1ms, or 0 for 100ms (got %v)", lp.Window)
+	}
+	return nil
+}
+
+// Priority says whose call it is: online calls (a request being served) or bulk work
+// (an outbox drain, a backfill), which yields first when the dependency is under
+// pressure.
+type Priority uint8
+
+// The priorities of a call.
+const (
+	// Online is the zero Priority: a call someone is waiting for.
+	Online Priority = iota
+	// Bulk is work that can wait: it may use only the share of the limit that online
+	// calls leave (LimitPolicy.BulkShare), which shrinks under pressure.
+	Bulk
+)
+
+// String returns "online" or "bulk".
+func (p Priority) String() string {
+	if p == Bulk {
+		return "bulk"
+	}
+	return "online"
+}
+
+type priorityKey struct{}
+
+// WithPriority returns a context that marks the calls made with it as of priority p.
+// Guarded publishers read the mark only when the destination's circuit has an
+// adaptive limit; the outbox marks its publishes Bulk.
+func WithPriority(ctx context.Context, p Priority) context.Context {
+	return context.WithValue(ctx, priorityKey{}, p)
+}
+
+// PriorityOf returns the priority ctx was marked with (WithPriority), Online when none.
+func PriorityOf(ctx context.Context) Priority {
+	p, _ := ctx.Value(priorityKey{}).(Priority)
+	return p
+}
+
+// Request describes one call to a circuit that has an adaptive limit: its weight in
+// messages (a batch of 100 weighs 100; 0 means 1) and its priority. Circuits without
+// a limit ignore it.
+type Request struct {
+	Weight   int
+	Priority Priority
+}
+
+// RequestAcquirer is a circuit that takes a Request; *Breaker and the shared engine's
+// circuits are. Registries use it only for circuits whose limit is on.
+type RequestAcquirer interface {
+	AcquireRequest(ctx context.Context, r Request) (Permit, error)
+}
+
+// Limited is a circuit that has an adaptive limit; Limiter returns nil when the
+// policy turns it off.
+type Limited interface {
+	Limiter() *Limiter
+}
+
+// LimitError is the refusal of a call over a circuit's adaptive limit. errors.Is(err,
+// ErrSaturated) holds for it. NotBefore is when a slot is likely to have freed up: the
+// refusal is immediate, the caller decides whether to come back.
+type LimitError struct {
+	Identity  string
+	Scope     Scope
+	NotBefore time.Time
+	Bulk      bool // the refused call was bulk work
+	msg       string
+}
+
+// Error reports the circuit and when to come back.
+func (e *LimitError) Error() string { return e.msg }
+
+// Is reports whether target is ErrSaturated.
+func (e *LimitError) Is(target error) bool { return target == ErrSaturated }
+
+// LimitSlot is what a call admitted by a Limiter holds; give it back with Release.
+// The zero LimitSlot holds nothing.
+type LimitSlot struct {
+	lim    *Limiter
+	start  int64
+	weight int32
+	bulk   bool
+}
+
+// Held reports whether the slot holds part of a limit.
+func (s LimitSlot) Held() bool { return s.lim != nil }
+
+// Limiter is an adaptive concurrency limit in messages. Admission is lock-free and
+// allocation-free (atomics only, one clock read for the call's start); completion
+// reads the clock and, at most once per LimitPolicy.Window, takes a mutex to update
+// the limit. A Breaker makes one when Policy.Limit is on; the shared engine makes one
+// per process (the limit is never shared between processes: each bounds its own
+// in-flight work). It is safe for concurrent use.
+//
+// The controller, in the spirit of Netflix's Gradient2 and Envoy's adaptive
+// concurrency filter:
+//
+//   - Baseline: the mean latency of online successes per window, followed at once
+//     when it falls and drifting up over about 50 windows when it rises, so that a
+//     lasting new normal becomes the baseline.
+//   - Start: the limit is Max, and stays there until latency or drops say otherwise;
+//     until 10 online successes have been measured there is no baseline, so a cold
+//     start (first publishes opening connections) contracts nothing but on drops.
+//   - Healthy windows (recent <= Tolerance*baseline) explore upward by sqrt(limit)
+//     when the limit is being used (in-flight peak >= half of it), up to twice the
+//     recent in-flight demand (and Max). The limit never falls for lack of demand,
+//     so a burst after a quiet spell finds the limit it had.
+//   - Slow windows contract smoothly: limit*gradient + sqrt(limit), gradient =
+//     Tolerance*baseline/recent within [0.5, 1], mixed 20 % into the limit; latency
+//     alone never takes the limit below the demand the dependency carried while
+//     healthy, so slowness inside callers' deadlines keeps its goodput.
+//   - Drops (calls ended by a timeout or deadline, and Failures) contract
+//     multiplicatively, by up to half per window in proportion to their share of the
+//     window's calls, down to Min: a hung dependency loses its in-flight work.
+//   - Bulk share: BulkShare * pressure, pressure = 1 while recent <= baseline,
+//     falling to 0 at Tolerance*baseline, halved by drops.
+type Limiter struct {
+	identity string
+	scope    Scope
+	p        LimitPolicy
+	clock    Clock
+	epoch    time.Time
+
+	limit        atomic.Int64 // messages
+	bulkLimit    atomic.Int64 // messages bulk calls may hold
+	inFlight     atomic.Int64 // messages of admitted calls not yet released
+	bulkInFlight atomic.Int64
+	peak         atomic.Int64 // highest inFlight since the last update
+	lastSuccess  atomic.Int64 // when a call last succeeded (nanoseconds since epoch; 0: never)
+	lastBulk     atomic.Int64 // when bulk work was last admitted or released
+	hint         atomic.Int64 // nanoseconds a refused caller is told to wait
+	refusals     atomic.Uint64
+
+	// The current window, added to by completions.
+	winStart   atomic.Int64
+	winSamples atomic.Int64 // online successes measured
+	winSum     atomic.Int64 // their latency, nanoseconds
+	winDone    atomic.Int64 // completions with a verdict (successes, failures, drops)
+	winDrops   atomic.Int64
+
+	refuseOnline, refuseBulk atomic.Pointer[LimitError] // cached per NotBefore slot
+
+	mu       sync.Mutex // serializes updates; guards the fields below
+	ready    bool       // the baseline exists
+	warm     int64      // online successes measured during warm-up
+	warmSum  int64
+	baseline float64 // nanoseconds
+	recent   float64 // last window's mean online latency, nanoseconds
+	cur      float64 // the limit, unrounded
+	demand   float64 // decaying peak of in-flight messages
+	healthy  float64 // decaying peak of in-flight messages in healthy windows
+	pressure float64 // 1: no pressure; 0: bulk gets nothing
+	readyAt  int64   // when the baseline was established
+}
+
+const (
+	limitWarmup       = 10   // online successes measured before the baseline exists
+	limitBaselineAge  = 50   // windows over which a higher latency becomes the baseline
+	limitSmoothing    = 0.2  // share of a latency-driven target mixed into the limit
+	limitDemandDecay  = 0.99 // per window
+	limitMinGradient  = 0.5
+	limitDemandFactor = 2  // the limit explores up to this multiple of recent demand
+	limitMaxWindows   = 10 // a window with few events closes after this many Windows
+	limitMinEvents    = 4  // events a window needs before it may close at one Window
+)
+
+// NewLimiter returns the adaptive limit of a circuit named identity, or nil when p
+// turns it off. It reads time from clock (nil: time.Now). Backends that keep a
+// circuit's state elsewhere use it to bound their own process's calls.
+func NewLimiter(identity string, scope Scope, p LimitPolicy, clock Clock) *Limiter {
+	var epoch time.Time
+	if clock != nil {
+		epoch = clock.Now()
+	} else {
+		epoch = time.Now()
+	}
+	return newLimiter(identity, scope, p, clock, epoch)
+}
+
+func newLimiter(identity string, scope Scope, p LimitPolicy, clock Clock, epoch time.Time) *Limiter {
+	if !p.Enabled() {
+		return nil
+	}
+	p = p.normalized()
+	l := &Limiter{identity: identity, scope: scope, p: p, clock: clock, epoch: epoch, pressure: 1}
+	l.cur = float64(p.Max)
+	l.limit.Store(int64(p.Max))
+	l.bulkLimit.Store(max(int64(float64(p.Max)*p.BulkShare), 1))
+	l.hint.Store(int64(p.Window))
+	return l
+}
+
+func (l *Limiter) now() int64 {
+	if l.clock == nil {
+		return int64(time.Since(l.epoch))
+	}
+	return max(int64(l.clock.Now().Sub(l.epoch)), 0)
+}
+
+// Policy returns the limit's policy with defaults written out.
+func (l *Limiter) Policy() LimitPolicy { return l.p }
+
+// Acquire admits a call of r.Weight messages, reading the clock once, or refuses it at
+// once with a *LimitError. Release the slot when the call ends.
+func (l *Limiter) Acquire(r Request) (LimitSlot, error) {
+	return l.admit(l.now(), r, 1)
+}
+
+// admit takes r's messages from the limit, scaled by share (a ramp's, in (0, 1]).
+// A call is admitted when its messages fit under the limit, or when nothing is in
+// flight at all (one call always fits an idle destination, however heavy); a bulk
+// call must also fit under the bulk limit (or be the only bulk call).
+func (l *Limiter) admit(now int64, r Request, share float64) (LimitSlot, error) {
+	w := int64(max(r.Weight, 1))
+	bulk := r.Priority == Bulk
+	limit := l.limit.Load()
+	if share < 1 {
+		limit = max(int64(share*float64(limit)), 1)
+	}
+	if bulk {
+		bl := min(l.bulkLimit.Load(), limit)
+		for {
+			n := l.bulkInFlight.Load()
+			if n > 0 && n+w > bl {
+				return LimitSlot{}, l.refuse(now, true)
+			}
+			if l.bulkInFlight.CompareAndSwap(n, n+w) {
+				break
+			}
+		}
+	}
+	for {
+		n := l.inFlight.Load()
+		if n > 0 && n+w > limit {
+			if bulk {
+				l.bulkInFlight.Add(-w)
+			}
+			return LimitSlot{}, l.refuse(now, bulk)
+		}
+		if l.inFlight.CompareAndSwap(n, n+w) {
+			if p := l.peak.Load(); n+w > p {
+				l.peak.CompareAndSwap(p, n+w) // a lost race loses a sample of the peak, no more
+			}
+			break
+		}
+	}
+	if bulk && l.lastBulk.Load() != now {
+		l.lastBulk.Store(now)
+	}
+	return LimitSlot{lim: l, start: now, weight: int32(min(w, math.MaxInt32)), bulk: bulk}, nil
+}
+
+// refuse returns the refusal of a call at now: one error per priority and NotBefore
+// slot (the hint rounded up to a millisecond), so that refusing allocates once per slot.
+func (l *Limiter) refuse(now int64, bulk bool) *LimitError {
+	l.refusals.Add(1)
+	const slot = int64(time.Millisecond)
+	nb := (now + l.hint.Load() + slot - 1) / slot * slot
+	c := &l.refuseOnline
+	if bulk {
+		c = &l.refuseBulk
+	}
+	if e := c.Load(); e != nil && l.nanosAt(e.NotBefore) == nb {
+		return e
+	}
+	at := l.epoch.Add(time.Duration(nb))
+	what := "breaker: over the adaptive limit: "
+	if bulk {
+		what = "breaker: over the adaptive limit for bulk work: "
+	}
+	e := &LimitError{Identity: l.identity, Scope: l.scope, NotBefore: at, Bulk: bulk,
+		msg: what + l.identity + " (retry after " + at.UTC().Format(time.RFC3339Nano) + ")"}
+	c.Store(e)
+	return e
+}
+
+func (l *Limiter) nanosAt(t time.Time) int64 { return int64(t.Sub(l.epoch)) }
+
+// Verdicts a completion gives the limiter.
+const (
+	limitIgnore  = iota // the caller gave up, or a Neutral outcome: release only
+	limitSuccess        // a latency sample
+	limitDrop           // a timeout, a deadline, a dropped call or a Failure: contract
+)
+
+// Release gives back the slot of a call that ended with outcome o; dropped says the
+// call ended by a timeout or deadline, or was dropped, without a verdict on the
+// dependency (the circuit took it as Neutral): the limit takes it as a drop all the
+// same. It reads the clock. A zero slot, or a second Release of a copy, must not be
+// passed: permits do this exactly once.
+func (l *Limiter) Release(s LimitSlot, o Outcome, dropped bool) {
+	v := limitIgnore
+	switch {
+	case dropped || o == Failure:
+		v = limitDrop
+	case o == Success:
+		v = limitSuccess
+	}
+	l.release(s, v, l.now())
+}
+
+func (l *Limiter) release(s LimitSlot, verdict int, now int64) {
+	w := int64(s.weight)
+	l.inFlight.Add(-w)
+	if s.bulk {
+		l.bulkInFlight.Add(-w)
+		if l.lastBulk.Load() != now {
+			l.lastBulk.Store(now)
+		}
+	}
+	switch verdict {
+	case limitIgnore:
+		return
+	case limitSuccess:
+		if l.lastSuccess.Load() != now {
+			l.lastSuccess.Store(now)
+		}
+		if !s.bulk {
+			l.winSamples.Add(1)
+			l.winSum.Add(max(now-s.start, 0))
+		}
+	case limitDrop:
+		l.winDrops.Add(1)
+	}
+	done := l.winDone.Add(1)
+	start := l.winStart.Load()
+	elapsed := now - start
+	if elapsed < int64(l.p.Window) || done < limitMinEvents && elapsed < limitMaxWindows*int64(l.p.Window) {
+		return
+	}
+	if !l.mu.TryLock() { // another completion is updating
+		return
+	}
+	if l.winStart.Load() == start {
+		l.update(now)
+	}
+	l.mu.Unlock()
+}
+
+// update closes the window and moves the limit. Requires l.mu held.
+func (l *Limiter) update(now int64) {
+	samples, sum := l.winSamples.Swap(0), l.winSum.Swap(0)
+	done, drops := l.winDone.Swap(0), l.winDrops.Swap(0)
+	peak := float64(l.peak.Swap(l.inFlight.Load()))
+	l.winStart.Store(now)
+	p := l.p
+	l.demand = max(peak, l.demand*limitDemandDecay)
+	ceiling := min(float64(p.Max), max(float64(p.Min), limitDemandFactor*l.demand))
+
+	if !l.ready {
+		l.warm += samples
+		l.warmSum += sum
+		if drops > 0 {
+			l.cur = max(float64(p.Min), l.cur*(1-0.5*float64(drops)/float64(max(done, 1))))
+		}
+		if l.warm >= limitWarmup {
+			l.ready, l.readyAt = true, now
+			l.baseline = float64(l.warmSum) / float64(l.warm)
+			l.recent = l.baseline
+			l.healthy = l.demand
+		}
+		l.publish()
+		return
+	}
+	if samples > 0 {
+		l.recent = float64(sum) / float64(samples)
+		if l.recent < l.baseline {
+			l.baseline = l.recent
+		} else {
+			l.baseline += (l.recent - l.baseline) / limitBaselineAge
+		}
+	}
+	ratio := 1.0
+	if samples > 0 && l.baseline > 0 {
+		ratio = l.recent / l.baseline
+	}
+	switch {
+	case drops > 0:
+		l.cur = max(float64(p.Min), l.cur*(1-0.5*float64(drops)/float64(max(done, 1))))
+		l.pressure *= 0.5
+	case ratio <= p.Tolerance:
+		l.healthy = max(peak, l.healthy*limitDemandDecay)
+		if 2*peak >= l.cur && l.cur < ceiling { // explore, while the limit is used
+			l.cur = min(l.cur+math.Sqrt(l.cur), ceiling)
+		}
+	default:
+		gradient := min(max(p.Tolerance/ratio, limitMinGradient), 1)
+		target := l.cur*gradient + math.Sqrt(l.cur)
+		l.cur = max(l.cur*(1-limitSmoothing)+target*limitSmoothing, min(l.healthy, l.cur))
+	}
+	if drops == 0 {
+		// Pressure eases back as latency returns to the baseline.
+		target := min(max((p.Tolerance-ratio)/(p.Tolerance-1+1e-9), 0), 1)
+		if ratio <= 1 {
+			target = 1
+		}
+		l.pressure = 0.5*l.pressure + 0.5*target
+	}
+	l.cur = min(max(l.cur, float64(p.Min)), float64(p.Max))
+	l.publish()
+}
+
+// publish stores the limits admission reads. Requires l.mu held.
+func (l *Limiter) publish() {
+	limit := max(int64(l.cur), int64(l.p.Min), 1)
+	l.limit.Store(limit)
+	l.bulkLimit.Store(max(int64(float64(limit)*l.p.BulkShare*l.pressure), 1))
+	if l.ready {
+		l.hint.Store(min(max(int64(l.recent), int64(time.Millisecond)), int64(l.p.Window)))
+	}
+}
+
+// Busy reports whether a deadline that ended a call now may be blamed on this
+// process's own bulk work rather than on the dependency: bulk work is in flight or
+// ended within the last second, and the dependency answered a call with a success
+// within that second. A hung dependency answers nothing and is never busy.
+func (l *Limiter) Busy() bool {
+	now := l.now()
+	const recent = int64(time.Second)
+	last := l.lastSuccess.Load()
+	if last == 0 || now-last > recent {
+		return false
+	}
+	return l.bulkInFlight.Load() > 0 || now-l.lastBulk.Load() <= recent && l.lastBulk.Load() != 0
+}
+
+// BulkHeadroom returns how many messages a bulk call could take now without being
+// refused: what both the limit and the bulk share have left (the whole bulk share
+// when nothing is in flight). The outbox sizes its batches by it.
+func (l *Limiter) BulkHeadroom() int {
+	limit, bl := l.limit.Load(), l.bulkLimit.Load()
+	n, b := l.inFlight.Load(), l.bulkInFlight.Load()
+	if n == 0 {
+		return int(min(bl, limit))
+	}
+	return int(max(min(limit-n, bl-b), 0))
+}
+
+// RetryAfter returns how long a refused caller is told to wait now.
+func (l *Limiter) RetryAfter() time.Duration { return time.Duration(l.hint.Load()) }
+
+// BaselineSince returns when the limiter learned its baseline latency, and false
+// while it is still warming up.
+func (l *Limiter) BaselineSince() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epoch.Add(time.Duration(l.readyAt)), l.ready
+}
+
+// LimitStats is a point-in-time view of a Limiter.
+type LimitStats struct {
+	Limit, BulkLimit       int           // messages
+	InFlight, BulkInFlight int           // messages
+	Baseline, Recent       time.Duration // learned and last window's latency (0 while warming up)
+	Ready                  bool          // the baseline has been learned
+	Refused                uint64        // calls refused since creation
+}
+
+// Stats returns a view of the limiter.
+func (l *Limiter) Stats() LimitStats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := LimitStats{
+		Limit: int(l.limit.Load()), BulkLimit: int(l.bulkLimit.Load()),
+		InFlight: int(l.inFlight.Load()), BulkInFlight: int(l.bulkInFlight.Load()),
+		Ready: l.ready, Refused: l.refusals.Load(),
+	}
+	if l.ready {
+		s.Baseline, s.Recent = time.Duration(l.baseline), time.Duration(l.recent)
+	}
+	return s
+}

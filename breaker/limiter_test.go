@@ -1,0 +1,233 @@
+package breaker_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+)
+
+// limited is a harness whose circuit has an adaptive limit and cannot open, so that
+// the limit alone is under test.
+func limited(t *testing.T, lp breaker.LimitPolicy) *harness {
+	return newHarness(t, breaker.Policy{Limit: lp})
+}
+
+// round admits n calls of weight w and priority pr at once, lets latency pass and
+// completes them all with o (drop: Drop). It returns how many were refused.
+func (h *harness) round(n, w int, pr breaker.Priority, latency time.Duration, o breaker.Outcome, drop bool) int {
+	h.t.Helper()
+	var ps []breaker.Permit
+	refused := 0
+	for range n {
+		p, err := h.b.AcquireRequest(h.t.Context(), breaker.Request{Weight: w, Priority: pr})
+		if err != nil {
+			if !errors.Is(err, breaker.ErrSaturated) {
+				h.t.Fatalf("AcquireRequest: %v, want a saturation refusal", err)
+			}
+			refused++
+			continue
+		}
+		ps = append(ps, p)
+	}
+	h.clock.Advance(latency)
+	for _, p := range ps {
+		if drop {
+			p.Drop()
+		} else {
+			p.Complete(o)
+		}
+	}
+	return refused
+}
+
+func (h *harness) limit() breaker.LimitStats { return h.b.Snapshot().Limit }
+
+func TestLimitRefusesAtOnceWithNotBeforeAndAdmitsALoneHeavyCall(t *testing.T) {
+	h := limited(t, breaker.LimitPolicy{Max: 10})
+	ctx := t.Context()
+	big, err := h.b.AcquireRequest(ctx, breaker.Request{Weight: 50})
+	if err != nil {
+		t.Fatalf("a call heavier than the limit on an idle circuit: %v, want admitted alone", err)
+	}
+	_, err = h.b.AcquireRequest(ctx, breaker.Request{Weight: 1})
+	var le *breaker.LimitError
+	if !errors.As(err, &le) || !errors.Is(err, breaker.ErrSaturated) {
+		t.Fatalf("over the limit: %v, want a *LimitError matching ErrSaturated", err)
+	}
+	if !le.NotBefore.After(h.clock.Now()) || le.Bulk {
+		t.Fatalf("refusal %+v: want an online refusal with NotBefore after now", le)
+	}
+	big.Complete(breaker.Success)
+	a, err := h.b.AcquireRequest(ctx, breaker.Request{Weight: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.b.AcquireRequest(ctx, breaker.Request{Weight: 5}); !errors.Is(err, breaker.ErrSaturated) {
+		t.Fatalf("6+5 messages under a limit of 10: %v, want refused", err)
+	}
+	if _, err := h.b.AcquireRequest(ctx, breaker.Request{Weight: 4}); err != nil {
+		t.Fatalf("6+4 messages under a limit of 10: %v, want admitted", err)
+	}
+	if s := h.limit(); s.InFlight != 10 || s.Refused != 2 {
+		t.Fatalf("stats %+v, want 10 in flight and 2 refused", s)
+	}
+	a.Complete(breaker.Success)
+	if got := h.limit().InFlight; got != 4 {
+		t.Fatalf("in flight after a completion: %d, want 4", got)
+	}
+}
+
+func TestLimitColdStartRefusesNothing(t *testing.T) {
+	// 200 first publishes that all take 300ms (connections being opened) and then a
+	// healthy 1ms broker: nothing is refused.
+	h := limited(t, breaker.RecommendedLimit())
+	if n := h.round(200, 1, breaker.Online, 300*time.Millisecond, breaker.Success, false); n != 0 {
+		t.Fatalf("cold start: %d of 200 refused", n)
+	}
+	for i := range 100 {
+		if n := h.round(200, 1, breaker.Online, time.Millisecond, breaker.Success, false); n != 0 {
+			t.Fatalf("round %d after the cold start: %d of 200 refused (stats %+v)", i, n, h.limit())
+		}
+		h.clock.Advance(20 * time.Millisecond)
+	}
+	if s := h.limit(); !s.Ready || s.Baseline > 10*time.Millisecond {
+		t.Fatalf("stats %+v: want a baseline near 1ms", s)
+	}
+}
+
+func TestLimitSlownessInsideDeadlinesKeepsTheHealthyDemand(t *testing.T) {
+	h := limited(t, breaker.RecommendedLimit())
+	for range 50 {
+		h.round(100, 1, breaker.Online, time.Millisecond, breaker.Success, false)
+		h.clock.Advance(50 * time.Millisecond)
+	}
+	// The broker now answers in 300ms: latency alone contracts the limit, but never
+	// below the 100 messages it carried while healthy.
+	refused := 0
+	for range 100 {
+		refused += h.round(100, 1, breaker.Online, 300*time.Millisecond, breaker.Success, false)
+	}
+	if s := h.limit(); refused != 0 || s.Limit < 100 || s.Limit == 1000 {
+		t.Fatalf("slow broker: %d refused, stats %+v: want none refused and a contracted limit >= 100", refused, s)
+	}
+}
+
+func TestLimitDropsContractToMinAndRecoveryExploresUp(t *testing.T) {
+	h := limited(t, breaker.LimitPolicy{Max: 500, Min: 2})
+	for range 30 {
+		h.round(100, 1, breaker.Online, time.Millisecond, breaker.Success, false)
+		h.clock.Advance(100 * time.Millisecond)
+	}
+	// A hung broker: every call ends at its 500ms deadline (a drop).
+	for range 20 {
+		h.round(100, 1, breaker.Online, 500*time.Millisecond, 0, true)
+	}
+	if s := h.limit(); s.Limit > 4 {
+		t.Fatalf("after 20 windows of drops: limit %d, want near Min 2", s.Limit)
+	}
+	// Recovery: the limit explores up again while it is used.
+	for range 40 {
+		h.round(100, 1, breaker.Online, time.Millisecond, breaker.Success, false)
+		h.clock.Advance(100 * time.Millisecond)
+	}
+	if s := h.limit(); s.Limit < 100 {
+		t.Fatalf("after recovery: limit %d, want back above the demand of 100", s.Limit)
+	}
+}
+
+func TestLimitCancellationDoesNotContract(t *testing.T) {
+	h := limited(t, breaker.LimitPolicy{Max: 200})
+	for range 20 {
+		h.round(50, 1, breaker.Online, time.Millisecond, breaker.Success, false)
+		h.clock.Advance(100 * time.Millisecond)
+	}
+	before := h.limit().Limit
+	for range 20 {
+		h.round(50, 1, breaker.Online, 400*time.Millisecond, breaker.Neutral, false)
+	}
+	if after := h.limit().Limit; after != before {
+		t.Fatalf("Neutral completions moved the limit from %d to %d", before, after)
+	}
+}
+
+func TestLimitBulkYieldsFirst(t *testing.T) {
+	h := limited(t, breaker.LimitPolicy{Max: 100, BulkShare: 0.5})
+	ctx := t.Context()
+	for range 20 {
+		h.round(10, 1, breaker.Online, time.Millisecond, breaker.Success, false)
+		h.clock.Advance(100 * time.Millisecond)
+	}
+	if got := h.b.Limiter().BulkHeadroom(); got != 50 {
+		t.Fatalf("bulk headroom of a healthy idle circuit: %d, want 50", got)
+	}
+	batch, err := h.b.AcquireRequest(ctx, breaker.Request{Weight: 50, Priority: breaker.Bulk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.b.AcquireRequest(ctx, breaker.Request{Weight: 1, Priority: breaker.Bulk})
+	var le *breaker.LimitError
+	if !errors.As(err, &le) || !le.Bulk {
+		t.Fatalf("bulk past its share: %v, want a bulk *LimitError", err)
+	}
+	// Online calls keep the other half while the bulk batch is in flight.
+	var online []breaker.Permit
+	for range 50 {
+		p, err := h.b.AcquireRequest(ctx, breaker.Request{})
+		if err != nil {
+			t.Fatalf("online call beside a bulk batch: %v", err)
+		}
+		online = append(online, p)
+	}
+	h.clock.Advance(time.Millisecond)
+	for _, p := range online {
+		p.Complete(breaker.Success)
+	}
+	batch.Complete(breaker.Success)
+	// Online latency at 1.8x the baseline: the bulk share shrinks, online is not refused.
+	for range 10 {
+		if n := h.round(10, 1, breaker.Online, 1800*time.Microsecond, breaker.Success, false); n != 0 {
+			t.Fatalf("online refused under mild pressure: %d", n)
+		}
+		h.clock.Advance(100 * time.Millisecond)
+	}
+	if s := h.limit(); s.BulkLimit >= 25 {
+		t.Fatalf("bulk limit under pressure: %d, want well under its healthy 50 (%+v)", s.BulkLimit, s)
+	}
+	if got := h.b.Limiter().BulkHeadroom(); got >= 25 {
+		t.Fatalf("bulk headroom under pressure: %d", got)
+	}
+}
+
+func TestLimitPolicyValidationNamesTheField(t *testing.T) {
+	for _, c := range []struct {
+		lp    breaker.LimitPolicy
+		field string
+	}{
+		{breaker.LimitPolicy{Max: -1}, "Limit.Max"},
+		{breaker.LimitPolicy{Min: 3}, "Limit.Max"},
+		{breaker.LimitPolicy{Max: 10, Min: 11}, "Limit.Min"},
+		{breaker.LimitPolicy{Max: 10, Min: -1}, "Limit.Min"},
+		{breaker.LimitPolicy{Max: 10, Tolerance: 0.5}, "Limit.Tolerance"},
+		{breaker.LimitPolicy{Max: 10, BulkShare: 1.5}, "Limit.BulkShare"},
+		{breaker.LimitPolicy{Max: 10, Window: time.Microsecond}, "Limit.Window"},
+	} {
+		err := breaker.Policy{Limit: c.lp}.Validate()
+		var pe *breaker.PolicyError
+		if !errors.As(err, &pe) || pe.Field != c.field {
+			t.Errorf("%+v: %v, want an error naming %s", c.lp, err, c.field)
+		}
+	}
+	if err := (breaker.Policy{Limit: breaker.RecommendedLimit()}).Validate(); err != nil {
+		t.Fatalf("RecommendedLimit: %v", err)
+	}
+	base := breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second}
+	on := base
+	on.Limit = breaker.LimitPolicy{Max: 1000}
+	rec := base
+	rec.Limit = breaker.RecommendedLimit()
+	if base.Fingerprint() == on.Fingerprint() || on.Fingerprint() != rec.Fingerprint() {
+		t.Fatal("the limit must change the fingerprint, and its spelled-out defaults must not")
+	}
+}
