@@ -403,6 +403,14 @@ func drainTable(relays, rows int, durs []time.Duration, settings []setting, res 
 	row(fmt.Sprintf("online goodput, last %v", durs[3]), "≥ 90 %", func(i int, r *drainResult) string {
 		return pct(goodput(r, 3)) + ratio(i, func(r *drainResult) float64 { return share(r, 3) })
 	})
+	row("online calls refused after recovery", "", func(_ int, r *drainResult) string {
+		var n, c int64
+		for _, p := range []int{2, 3} {
+			n += r.rec.stats[p].refused.Load()
+			c += r.rec.stats[p].calls.Load()
+		}
+		return pct(n, c)
+	})
 	row("backlog drained after recovery", "≤ 1.25× no breaker", func(i int, r *drainResult) string {
 		if r.drained == 0 {
 			return fmt.Sprintf("%d of %d published", r.publishedN, r.rows)
