@@ -107,11 +107,11 @@ var slowBrokers = []struct {
 
 // TestSlowBroker prints, per broker, the goodput table of issue 26 with every setting
 // side by side. GOODPUT_BROKERS and GOODPUT_SETTINGS (comma-separated names) narrow
-// the run; GOODPUT_INTERVAL is the pause between one caller's calls (default 200ms).
+// the run; GOODPUT_INTERVAL is the pause between one caller's calls (default 400ms).
 func TestSlowBroker(t *testing.T) {
 	mode := goodputMode(t, "TestSlowBroker")
 	durs := phaseDurations(t, mode, slowShort, slowFull)
-	interval := 200 * time.Millisecond
+	interval := 400 * time.Millisecond
 	if s := os.Getenv("GOODPUT_INTERVAL"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
