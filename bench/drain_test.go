@@ -41,7 +41,6 @@ const (
 	drainThrottled = 10 << 10  // bytes per second, saturated
 	drainKeys      = 64        // row keys, for the per-key order check
 	drainIDHeader  = "outbox-id"
-	drainTopicPart = 4
 )
 
 // drainPhases are the durations of: online callers alone (warm-up), saturated (the
@@ -69,7 +68,8 @@ type drainResult struct {
 
 // TestDrain prints the issue-27 table, with 2 relays and with 1, every setting side
 // by side. GOODPUT_ROWS overrides the backlog (20,000 full, 2,000 short);
-// GOODPUT_RELAYS narrows to "2" or "1".
+// GOODPUT_RELAYS narrows to "2" or "1"; GOODPUT_PARTITIONS is the topic's partitions
+// (1).
 func TestDrain(t *testing.T) {
 	mode := goodputMode(t, "TestDrain")
 	durs := phaseDurations(t, mode, drainShort, drainFull)
@@ -83,6 +83,14 @@ func TestDrain(t *testing.T) {
 			t.Fatalf("GOODPUT_ROWS=%q: not a positive number", s)
 		}
 		rows = n
+	}
+	parts := 1 // as kfake and most test set-ups create a topic; GOODPUT_PARTITIONS for more
+	if s := os.Getenv("GOODPUT_PARTITIONS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			t.Fatalf("GOODPUT_PARTITIONS=%q: not a positive number", s)
+		}
+		parts = n
 	}
 	settings := []setting{{name: "no breaker", policy: noBreaker()}, {name: "README policy", policy: drainReadmePolicy}}
 	rec := setting{name: "recommended (limit)"}
@@ -108,15 +116,15 @@ func TestDrain(t *testing.T) {
 				if s.missing != "" {
 					continue
 				}
-				t.Run(s.name, func(t *testing.T) { res[i] = runDrain(t, s, relays, rows, durs) })
+				t.Run(s.name, func(t *testing.T) { res[i] = runDrain(t, s, relays, rows, parts, durs) })
 			}
-			emit(t, drainTable(relays, rows, durs, run, res))
+			emit(t, drainTable(relays, rows, parts, durs, run, res))
 		})
 	}
 }
 
 // runDrain runs one setting: a fresh schema, kfake cluster and proxy.
-func runDrain(t *testing.T, s setting, relays, rows int, durs []time.Duration) *drainResult {
+func runDrain(t *testing.T, s setting, relays, rows, parts int, durs []time.Duration) *drainResult {
 	ctx := context.Background()
 	dsn := harness.PostgresSchema(t)
 	pool, err := pgxpool.New(ctx, dsn+"&synchronous_commit=off")
@@ -132,7 +140,7 @@ func runDrain(t *testing.T, s setting, relays, rows int, durs []time.Duration) *
 	d := transport.Destination{Broker: kafka.Broker, Name: topic}
 	fillBacklog(t, pool, store, d, rows)
 
-	cluster := harness.KFake(t, kfake.SeedTopics(drainTopicPart, topic))
+	cluster := harness.KFake(t, kfake.SeedTopics(int32(parts), topic))
 	proxy := harness.NewProxy(t, cluster.ListenAddrs()[0])
 	proxy.SetRate(drainRate)
 
@@ -343,11 +351,11 @@ func checkDrain(t *testing.T, pool *pgxpool.Pool, brokers []string, topic string
 }
 
 // drainTable is the issue's table for one relay count.
-func drainTable(relays, rows int, durs []time.Duration, settings []setting, res []*drainResult) *table {
+func drainTable(relays, rows, parts int, durs []time.Duration, settings []setting, res []*drainResult) *table {
 	after := durs[2] + durs[3]
 	tb := &table{
 		title: fmt.Sprintf("**drain, %d relay(s)**: %d online callers, 1 KB once a second, %v deadlines; %d-row backlog of 1 KB rows; kafka-go on kfake (%d partitions) behind a %d KB/s link, throttled to %d KB/s for %v after %v of warm-up; figures over the %v after recovery; %s; %s",
-			relays, drainCallers, drainDeadline, rows, drainTopicPart, drainRate>>10, drainThrottled>>10, durs[1], durs[0], after,
+			relays, drainCallers, drainDeadline, rows, parts, drainRate>>10, drainThrottled>>10, durs[1], durs[0], after,
 			time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadNote()),
 		head: []string{"figure", "target"},
 	}
