@@ -69,6 +69,8 @@ const (
 	ReasonForcedClosed     = "forced_closed"     // ForceClose
 	ReasonOverrideExpired  = "override_expired"  // a ForceOpen or ForceClose deadline passed
 	ReasonOverrideCleared  = "override_cleared"  // ClearOverride
+	ReasonSlowCalls        = "slow_calls"        // slow calls reached their threshold (run or rate)
+	ReasonRareTraffic      = "rare_traffic"      // window mode below MinimumCalls: consecutive failures reached the threshold
 )
 
 // Circuit is what a registry hands out for one dependency: a local Breaker, or a
@@ -102,6 +104,9 @@ type Breaker struct {
 	// of the live phase, and window-mode recording.
 	mu           sync.Mutex
 	win          *window.Window // window mode evidence
+	slowWin      *window.Window // window mode slow-call evidence (slow.go), with SlowCallDuration
+	slow         slowState      // slow calls and their baseline (slow.go)
+	runStart     int64          // window mode: when the current run of failures began (slow.go)
 	failedProbes int            // consecutive failed probes since the circuit last closed
 
 	events eventq.Queue[Transition]
@@ -168,6 +173,9 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 	}
 	if b.windowed {
 		b.win = window.New(int64(b.policy.FailureWindow))
+		if b.policy.SlowCallDuration > 0 {
+			b.slowWin = window.New(int64(b.policy.FailureWindow))
+		}
 	}
 	b.lim = newLimiter(identity, p.Scope, p.Limit, b.clock, b.epoch)
 	b.cur.Store(b.closedPhase(1, 0, NoOverride, 0))
@@ -375,9 +383,7 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 	if flags&flagInFlight != 0 {
 		b.inFlight.Add(-1)
 	}
-	if o == Success && b.policy.SlowCallDuration > 0 && b.now()-start > int64(b.policy.SlowCallDuration) {
-		o = Failure
-	}
+	slow := o == Success && b.policy.SlowCallDuration > 0 && b.judgeSlow(start, b.now())
 	if flags&flagProbe != 0 {
 		return b.completeProbe(ph, tok, seq, o)
 	}
@@ -391,11 +397,14 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 		return true
 	}
 	if b.windowed {
-		return b.recordWindow(ph, o == Failure)
+		return b.recordWindow(ph, o == Failure, slow)
 	}
 	if o == Success {
 		if ph.failures.Load() != 0 {
 			ph.failures.Store(0)
+		}
+		if b.policy.SlowCallDuration > 0 {
+			b.recordSlowRun(ph, slow)
 		}
 		return true
 	}
@@ -411,7 +420,7 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 	return true
 }
 
-func (b *Breaker) recordWindow(ph *phase, failure bool) bool {
+func (b *Breaker) recordWindow(ph *phase, failure, slow bool) bool {
 	b.mu.Lock()
 	if b.cur.Load() != ph {
 		b.mu.Unlock()
@@ -419,10 +428,21 @@ func (b *Breaker) recordWindow(ph *phase, failure bool) bool {
 	}
 	now := b.now()
 	c := b.win.Record(now, failure)
+	run := int64(0) // consecutive failures, for rare traffic (slow.go)
+	if failure {
+		run = ph.failures.Add(1)
+	} else if ph.failures.Load() != 0 {
+		ph.failures.Store(0)
+	}
 	p := b.policy
-	if failure && c.Failures >= int64(p.FailureThreshold) && c.Calls >= int64(p.MinimumCalls) &&
-		(p.FailureRatio == 0 || float64(c.Failures) >= p.FailureRatio*float64(c.Calls)) {
+	switch {
+	case failure && c.Failures >= int64(p.FailureThreshold) && c.Calls >= int64(p.MinimumCalls) &&
+		(p.FailureRatio == 0 || float64(c.Failures) >= p.FailureRatio*float64(c.Calls)):
 		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonFailureWindow)
+	case failure && b.rareTraffic(now, c.Calls, run):
+		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonRareTraffic)
+	case b.slowRateReached(now, slow):
+		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonSlowCalls)
 	}
 	b.mu.Unlock()
 	b.events.Flush()

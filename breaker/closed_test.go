@@ -105,21 +105,6 @@ func TestWindowFailureRatio(t *testing.T) {
 	}
 }
 
-// Rule 2: slow successes count as failures.
-func TestSlowCallCountsAsFailure(t *testing.T) {
-	h := newHarness(t, breaker.Policy{FailureThreshold: 2, BreakDuration: time.Second, SlowCallDuration: 100 * time.Millisecond})
-	p := h.acquire()
-	h.clock.Advance(100 * time.Millisecond)
-	p.Complete(breaker.Success) // exactly at the limit is not slow
-	h.wantFailures(0)
-	for range 2 {
-		p = h.acquire()
-		h.clock.Advance(101 * time.Millisecond)
-		p.Complete(breaker.Success)
-	}
-	h.wantState(breaker.Open)
-}
-
 // Rule 3: Neutral changes nothing.
 func TestNeutralChangesNothing(t *testing.T) {
 	h := newHarness(t, breaker.Policy{FailureThreshold: 2, BreakDuration: time.Second})

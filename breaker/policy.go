@@ -28,8 +28,16 @@ type Policy struct {
 	// FailureRatio is, in window mode, the fraction failures/calls that must also be
 	// reached to open. 0 ignores the ratio.
 	FailureRatio float64
-	// SlowCallDuration, when positive, turns a Success that took longer into a Failure.
+	// SlowCallDuration, when positive, makes a Success that took longer a slow call:
+	// slow calls are a rate of their own, never failures, and are judged only once
+	// the circuit has a latency baseline (see slow.go: FailureThreshold slow calls in
+	// a row open a consecutive circuit; in window mode SlowCallRatio of the window's
+	// calls, with MinimumCalls and FailureThreshold, open it). With the adaptive
+	// limit on (Limit) most publishers need no SlowCallDuration at all.
 	SlowCallDuration time.Duration
+	// SlowCallRatio is, in window mode, the share slow/calls of the window that opens
+	// the circuit, within [0, 1]. 0 means 1. Applies only with SlowCallDuration.
+	SlowCallRatio float64
 	// HalfOpenMaxProbes is the number of probes in flight at once while half-open.
 	// 0 means 1.
 	HalfOpenMaxProbes int
@@ -153,6 +161,10 @@ func (p Policy) Validate() error {
 		return bad("FailureRatio", "must be within [0, 1] (got %v)", p.FailureRatio)
 	case p.FailureWindow == 0 && p.FailureRatio > 0:
 		return bad("FailureRatio", "applies only in window mode; set FailureWindow")
+	case math.IsNaN(p.SlowCallRatio) || p.SlowCallRatio < 0 || p.SlowCallRatio > 1:
+		return bad("SlowCallRatio", "must be within [0, 1] (got %v)", p.SlowCallRatio)
+	case p.SlowCallRatio > 0 && (p.SlowCallDuration == 0 || p.FailureWindow == 0):
+		return bad("SlowCallRatio", "applies only in window mode with SlowCallDuration; set both")
 	case p.MaxBreakDuration > 0 && p.MaxBreakDuration < p.BreakDuration:
 		return bad("MaxBreakDuration", "must not be below BreakDuration (%v < %v)", p.MaxBreakDuration, p.BreakDuration)
 	case math.IsNaN(p.Jitter) || p.Jitter < 0 || p.Jitter > 0.5:
@@ -296,6 +308,10 @@ func (p Policy) Fingerprint() string {
 			}
 			b = strconv.AppendInt(b, v, 10)
 		}
+	}
+	if n.SlowCallRatio != 0 {
+		b = append(b, "|slowratio="...)
+		b = strconv.AppendInt(b, int64(math.Float64bits(n.SlowCallRatio)), 10)
 	}
 	if l := n.Limit; l.Enabled() {
 		b = append(b, "|limit="...)

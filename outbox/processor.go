@@ -69,6 +69,9 @@ func (c *Counts) add(o Counts) {
 type Report struct {
 	Claimed       int
 	ByDestination map[transport.Destination]Counts
+	// Pause, when the claim published nothing because the destinations' adaptive
+	// limits paced it, is how long Run waits before claiming again (pace.go).
+	Pause time.Duration
 }
 
 // Total adds up the counts of every destination.
@@ -354,6 +357,7 @@ func (p *Processor) process(ctx context.Context) (Report, string, error) {
 	}
 	rep := Report{Claimed: len(recs), ByDestination: map[transport.Destination]Counts{}}
 	leaseEnd := start.Add(p.lease)
+	var pc pacing
 	for _, g := range groupByDestination(recs) {
 		if err := ctx.Err(); err != nil {
 			return rep, token, err
@@ -361,7 +365,7 @@ func (p *Processor) process(ctx context.Context) (Report, string, error) {
 		if !p.now().Before(leaseEnd) {
 			return rep, token, ErrLeaseExpired
 		}
-		c, err := p.dispatch(ctx, claim{token, leaseEnd}, g.dest, g.recs)
+		c, err := p.dispatch(ctx, claim{token, leaseEnd}, g.dest, g.recs, &pc)
 		if c != (Counts{}) || err == nil {
 			cur := rep.ByDestination[g.dest]
 			cur.add(c)
@@ -374,7 +378,10 @@ func (p *Processor) process(ctx context.Context) (Report, string, error) {
 			return rep, token, err
 		}
 	}
-	return rep, token, nil
+	if pc.pause > 0 && rep.Total().Published == 0 {
+		rep.Pause = pc.pause
+	}
+	return rep, token, p.releasePaced(ctx, &pc, token)
 }
 
 type group struct {
@@ -450,7 +457,7 @@ type claim struct {
 }
 
 // dispatch handles the rows of one destination, in id order, and writes them back.
-func (p *Processor) dispatch(ctx context.Context, cl claim, d transport.Destination, recs []Record) (Counts, error) {
+func (p *Processor) dispatch(ctx context.Context, cl claim, d transport.Destination, recs []Record, pc *pacing) (Counts, error) {
 	token := cl.token
 	now := p.now()
 	if err := d.Validate(); err != nil {
@@ -485,9 +492,13 @@ func (p *Processor) dispatch(ctx context.Context, cl claim, d transport.Destinat
 		c.add(c2)
 		return c, err
 	}
+	if good = p.pace(pc, p.limiterOf(d), good); len(good) == 0 { // bulk work: pace.go
+		return c, nil
+	}
 	r, err := p.send(ctx, token, d, good)
 	c.add(r.counts)
-	if err != nil {
+	pc.after(r)
+	if err != nil || r.pause > 0 {
 		return c, err
 	}
 	if r.messageFailure && len(good) > 1 {
@@ -525,10 +536,12 @@ func (p *Processor) reprobe(ctx context.Context, token string, d transport.Desti
 // sent is what one publish of a destination's rows came to.
 type sent struct {
 	counts         Counts
-	published      bool      // some rows went out
-	held           time.Time // the destination was held until then (an outage)
-	messageFailure bool      // the whole publish failed for a message's reason; nothing written back
-	err            error     // that failure
+	published      bool          // some rows went out
+	held           time.Time     // the destination was held until then (an outage)
+	messageFailure bool          // the whole publish failed for a message's reason; nothing written back
+	err            error         // that failure
+	pause          time.Duration // paced by the destination's limit: try again after this (pace.go)
+	leased         bool          // paced rows were left leased (pace.go)
 }
 
 // sendEach publishes recs one at a time, in order. A row whose own failure costs it
@@ -559,7 +572,8 @@ func (p *Processor) sendEach(ctx context.Context, cl claim, d transport.Destinat
 		out.counts.add(r.counts)
 		out.published = out.published || r.published
 		out.held = r.held
-		if err != nil {
+		if err != nil || r.pause > 0 { // paced: the rest stay leased (pace.go)
+			out.pause, out.leased = r.pause, r.leased || i+1 < len(recs)
 			return out, err
 		}
 		if r.messageFailure {
@@ -590,7 +604,7 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 			msgs[i].Headers = append(h, transport.Header{Key: p.idHeader, Value: strconv.AppendInt(nil, r.ID, 10)})
 		}
 	}
-	pubErr := p.pub.Publish(ctx, d, msgs...)
+	pubErr := p.publishBulk(ctx, d, msgs)
 	var be *transport.BatchError
 	partial := errors.As(pubErr, &be) && validIndexes(be, len(recs))
 	cancelled := pubErr != nil && ctx.Err() != nil
@@ -610,6 +624,11 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 		n, err := p.store.MarkPublished(wctx, token, now, ids(recs))
 		out.counts.Published, out.published = n, true
 		return out, err
+	case !partial && limitRefused(pubErr):
+		return sent{pause: p.pauseOf(p.limiterOf(d)), leased: true}, nil // released after the claim
+	case !partial && p.outage(pubErr) && p.retryOutage(d, now, pubErr):
+		c, err := p.deferRows(wctx, token, recs, now)
+		return sent{counts: c, pause: p.pauseOf(p.limiterOf(d))}, err
 	case !partial && p.outage(pubErr):
 		out.held = p.holdUntil(d, now, pubErr)
 		c, err := p.hold(wctx, token, d, recs, now, out.held)
@@ -766,6 +785,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
 	for {
+		wait := p.poll
 		drain(w.wake) // this claim sees every row announced so far
 		rep, token, err := p.process(ctx)
 		if ctx.Err() != nil {
@@ -787,9 +807,12 @@ func (p *Processor) Run(ctx context.Context) error {
 			}
 			p.onError(err)
 		} else if rep.Claimed > 0 || more {
-			continue
+			if rep.Pause == 0 {
+				continue
+			}
+			wait = rep.Pause // paced by a destination's limit (pace.go)
 		}
-		timer.Reset(p.poll)
+		timer.Reset(wait)
 		for idle {
 			select {
 			case <-ctx.Done():

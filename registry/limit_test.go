@@ -1,0 +1,194 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// busyBroker answers online calls at once, holds bulk calls until release is
+// closed, and lets online calls hang while hangOnline is set.
+type busyBroker struct {
+	release    chan struct{}
+	mu         sync.Mutex
+	hangOnline bool
+}
+
+func (b *busyBroker) Publish(ctx context.Context, _ transport.Destination, _ ...transport.Message) error {
+	if breaker.PriorityOf(ctx) == breaker.Bulk {
+		select {
+		case <-b.release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	b.mu.Lock()
+	hang := b.hangOnline
+	b.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	time.Sleep(time.Millisecond)
+	return nil
+}
+
+func (b *busyBroker) hang(on bool) {
+	b.mu.Lock()
+	b.hangOnline = on
+	b.mu.Unlock()
+}
+
+var limitedOne = breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Limit: breaker.RecommendedLimit()}
+
+// onlineDeadline makes one online call whose broker does not answer before its
+// 200ms deadline.
+func onlineDeadline(t *testing.T, pub transport.Publisher) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if err := pub.Publish(ctx, orders, transport.Message{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("online publish: %v, want its deadline", err)
+	}
+}
+
+// A deadline miss while this process's bulk work keeps the destination busy, and
+// the destination still answers, is no evidence against it: the circuit stays
+// closed, and the limit takes the miss as a drop.
+func TestDeadlineMissOfABusyDestinationIsNoVerdict(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRegistry(t, registry.WithOverride("kafka:orders", limitedOne))
+		broker := &busyBroker{release: make(chan struct{})}
+		pub := r.Guard(broker, classify)
+		for range 20 {
+			if err := pub.Publish(t.Context(), orders, transport.Message{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := make(chan error)
+		go func() {
+			done <- pub.Publish(breaker.WithPriority(t.Context(), breaker.Bulk), orders, make([]transport.Message, 100)...)
+		}()
+		synctest.Wait()
+		if s := r.Snapshots()[orders].Limit; s.BulkInFlight != 100 {
+			t.Fatalf("bulk in flight %d, want the batch's 100 messages", s.BulkInFlight)
+		}
+		broker.hang(true)
+		time.Sleep(500 * time.Millisecond) // the last success is 500ms old: still recent
+		onlineDeadline(t, pub)
+		if s := r.Snapshots()[orders]; s.State != breaker.Closed || s.Failures != 0 {
+			t.Fatalf("busy destination: %v with %d failures, want closed with none", s.State, s.Failures)
+		}
+		close(broker.release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A hung broker is never busy: with bulk work in flight but no answer for more than
+// a second, a deadline miss is a Failure and opens the circuit as before.
+func TestDeadlineMissOfAHungBrokerOpensDespiteBulkWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRegistry(t, registry.WithOverride("kafka:orders", limitedOne))
+		broker := &busyBroker{release: make(chan struct{})}
+		pub := r.Guard(broker, classify)
+		for range 20 {
+			if err := pub.Publish(t.Context(), orders, transport.Message{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bctx, cancel := context.WithCancel(t.Context())
+		go pub.Publish(breaker.WithPriority(bctx, breaker.Bulk), orders, make([]transport.Message, 10)...)
+		broker.hang(true)
+		time.Sleep(1500 * time.Millisecond)
+		onlineDeadline(t, pub)
+		if s := r.Snapshots()[orders]; s.State != breaker.Open {
+			t.Fatalf("hung broker with bulk in flight: %v, want open", s.State)
+		}
+		cancel()
+		synctest.Wait()
+	})
+}
+
+// Without bulk work a deadline miss counts as it always did.
+func TestDeadlineMissWithoutBulkWorkIsAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRegistry(t, registry.WithOverride("kafka:orders", limitedOne))
+		broker := &busyBroker{release: make(chan struct{})}
+		pub := r.Guard(broker, classify)
+		for range 20 {
+			if err := pub.Publish(t.Context(), orders, transport.Message{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		broker.hang(true)
+		onlineDeadline(t, pub)
+		if s := r.Snapshots()[orders]; s.State != breaker.Open {
+			t.Fatalf("deadline miss without bulk work: %v, want open", s.State)
+		}
+	})
+}
+
+// Guarded publishes are weighed by their messages when the limit is on.
+func TestGuardWeighsCallsByTheirMessages(t *testing.T) {
+	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{Limit: breaker.LimitPolicy{Max: 10}}))
+	hold := make(chan struct{})
+	started := make(chan struct{})
+	pub := r.Guard(&fakePublisher{fn: func(ctx context.Context, _ transport.Destination) error {
+		close(started)
+		<-hold
+		return nil
+	}}, classify)
+	go pub.Publish(t.Context(), orders, make([]transport.Message, 8)...)
+	<-started
+	err := r.Guard(&fakePublisher{}, classify).Publish(t.Context(), orders, make([]transport.Message, 3)...)
+	var le *breaker.LimitError
+	if !errors.As(err, &le) || !errors.Is(err, breaker.ErrSaturated) {
+		t.Fatalf("8+3 messages under a limit of 10: %v, want a *LimitError", err)
+	}
+	if err := r.Guard(&fakePublisher{}, classify).Publish(t.Context(), orders, make([]transport.Message, 2)...); err != nil {
+		t.Fatalf("8+2 messages under a limit of 10: %v", err)
+	}
+	close(hold)
+}
+
+// Idle eviction keeps a closed circuit that holds failure evidence: rare traffic to
+// a dead broker (one call per 10 minutes here, idle time 5 minutes) must still open
+// it, which eviction would prevent by forgetting the failures.
+func TestIdleEvictionKeepsFailureEvidence(t *testing.T) {
+	clock := fakeclock.New(t0)
+	r := newRegistry(t, registry.WithClock(clock), registry.WithIdleEviction(5*time.Minute),
+		registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute}))
+	down := r.Guard(&fakePublisher{fn: func(context.Context, transport.Destination) error { return errors.New("broker down") }}, classify)
+	first, _ := r.Circuit(orders)
+	for i := range 3 {
+		if err := down.Publish(t.Context(), orders, transport.Message{}); err == nil {
+			t.Fatal("publish to a dead broker succeeded")
+		}
+		r.EvictIdle()
+		clock.Advance(10 * time.Minute)
+		r.EvictIdle()
+		if c, _ := r.Lookup(orders); c != first {
+			t.Fatalf("after failure %d the circuit holding failure evidence was evicted", i+1)
+		}
+	}
+	if s := r.Snapshots()[orders]; s.State != breaker.Open {
+		t.Fatalf("rare failures: circuit %v, want open", s.State)
+	}
+	clock.Advance(time.Hour)
+	r.EvictIdle()
+	r.EvictIdle()
+	if _, ok := r.Lookup(orders); !ok {
+		t.Fatal("a circuit that is not closed was evicted")
+	}
+}
