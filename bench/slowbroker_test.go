@@ -279,11 +279,17 @@ func slowTable(broker string, settings []setting, recs []*recorder, durs []time.
 		row("max in flight at "+slowLatencies[i].String()+" (× healthy mean)", "≤ 2×", func(r *recorder) string {
 			h := healthyInFlight(r)
 			m := r.stats[i].maxInFlight.Load()
-			return fmt.Sprintf("%d (%.1f× %.1f)", m, float64(m)/max(h, 0.1), h)
+			if h < 0.5 { // the healthy broker's calls were refused: no baseline
+				return fmt.Sprintf("%d (healthy mean %.1f)", m, h)
+			}
+			return fmt.Sprintf("%d (%.1f× %.1f)", m, float64(m)/h, h)
 		})
 	}
 	row("time to 90 % of the healthy rate after recovery", "≤ failsafe-go's", func(r *recorder) string {
 		rate := healthyRate(r)
+		if rate < 1 {
+			return "no healthy rate to reach"
+		}
 		window := min(time.Second, durs[last]/4)
 		d, ok := r.recovery(last, rate, 0.9, window)
 		if !ok {
