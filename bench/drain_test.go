@@ -202,6 +202,8 @@ func runDrain(t *testing.T, s setting, relays, rows, parts int, durs []time.Dura
 	r := newRecorder(phases)
 	res.rec = r
 	recovery := durs[0] + durs[1]
+	st := time.Now()
+	start.Store(&st)
 	// The drain's progress: published rows every 250ms.
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	var pollWG sync.WaitGroup
@@ -216,16 +218,12 @@ func runDrain(t *testing.T, s setting, relays, rows, parts int, durs []time.Dura
 				return
 			case <-tick.C:
 			}
-			n := published(t, pool)
-			res.publishedN = n
-			if n >= int64(rows) && res.drained == 0 && !r.start.IsZero() {
-				res.drained = max(time.Since(r.start)-recovery, time.Nanosecond)
+			if n := published(t, pool); n >= int64(rows) {
+				res.drained = max(time.Since(st)-recovery, time.Nanosecond)
 				return
 			}
 		}
 	}()
-	st := time.Now()
-	start.Store(&st)
 	drive(t, r, drainCallers, time.Second, func(ctx context.Context, caller int, msg []byte) error {
 		return pub.Publish(ctx, d, transport.Message{Key: []byte("online-" + strconv.Itoa(caller)), Value: msg})
 	}, drainDeadline, drainMsgSize)

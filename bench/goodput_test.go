@@ -152,8 +152,8 @@ func (r *recorder) phaseAt(d time.Duration) int {
 
 // run applies each phase in turn until the last ends, sampling the calls in flight
 // and the goroutines every 5ms; it returns when the last phase is over or ctx ends.
+// The caller sets r.start first (drive does), before any call is recorded.
 func (r *recorder) run(ctx context.Context) {
-	r.start = time.Now()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	cur := -1
