@@ -544,6 +544,9 @@ func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *p
 // a ForceClose leaves has been taking full traffic.
 func (b *Breaker) recoveredPhase(gen uint64, now int64) *phase {
 	ph := b.closedPhase(gen, now, NoOverride, 0)
+	if b.lim != nil {
+		b.lim.Recovered()
+	}
 	if ph.ramp = NewRamp(b.identity, b.policy, b.timeAt(now), uint64(b.random()*0x1p64)); ph.ramp != nil {
 		ph.rampStart, ph.rampEnd = now, now+int64(b.policy.RampDuration)
 		ph.admitAll.Store(false)

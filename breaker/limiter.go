@@ -190,9 +190,13 @@ func (s LimitSlot) Held() bool { return s.lim != nil }
 // The controller, in the spirit of Netflix's Gradient2 and Envoy's adaptive
 // concurrency filter:
 //
-//   - Baseline: the mean latency of online successes per window, followed at once
-//     when it falls and drifting up over about 50 windows when it rises, so that a
-//     lasting new normal becomes the baseline.
+//   - Baseline: a long average (over about 20 windows) of the mean latency of the
+//     windows' online successes, halving toward a latency under half of it, so
+//     that a lasting new normal becomes the baseline and noise does not count as
+//     pressure.
+//   - Recovery: when the circuit closes after an outage (a probe succeeded) the limit
+//     returns to what it was in the last healthy window, or more (Recovered); a
+//     ramp (Policy.RampDuration) then paces it.
 //   - Start: the limit is Max, and stays there until latency or drops say otherwise;
 //     until 10 online successes have been measured there is no baseline, so a cold
 //     start (first publishes opening connections) contracts nothing but on drops.
@@ -216,22 +220,29 @@ type Limiter struct {
 	clock    Clock
 	epoch    time.Time
 
-	limit        atomic.Int64 // messages
-	bulkLimit    atomic.Int64 // messages bulk calls may hold
-	inFlight     atomic.Int64 // messages of admitted calls not yet released
-	bulkInFlight atomic.Int64
-	peak         atomic.Int64 // highest inFlight since the last update
-	lastSuccess  atomic.Int64 // when a call last succeeded (nanoseconds since epoch; 0: never)
-	lastBulk     atomic.Int64 // when bulk work was last admitted or released
-	hint         atomic.Int64 // nanoseconds a refused caller is told to wait
-	refusals     atomic.Uint64
+	// Read by every admission, written once per window.
+	limit     atomic.Int64 // messages
+	bulkLimit atomic.Int64 // messages bulk calls may hold
+	hint      atomic.Int64 // nanoseconds a refused caller is told to wait
+	winStart  atomic.Int64
+	share     atomic.Uint64 // float64 bits: the share of the limit a ramp admits now (1 without one)
+	_         [64]byte      // the groups below are written by every call: keep them off this line
 
-	// The current window, added to by completions.
-	winStart   atomic.Int64
-	winSamples atomic.Int64 // online successes measured
-	winSum     atomic.Int64 // their latency, nanoseconds
-	winDone    atomic.Int64 // completions with a verdict (successes, failures, drops)
-	winDrops   atomic.Int64
+	inFlight     atomic.Int64 // messages of admitted calls not yet released
+	peak         atomic.Int64 // highest inFlight since the last update
+	bulkInFlight atomic.Int64
+	lastBulk     atomic.Int64 // when bulk work was last admitted or released
+	refusals     atomic.Uint64
+	_            [64]byte
+
+	// The current window, added to by completions. winCounts packs the completions
+	// with a verdict (successes, failures, drops; low 32 bits) and the online
+	// successes measured (high 32 bits), so that a completion adds once.
+	winCounts   atomic.Int64
+	winSum      atomic.Int64 // the measured successes' latency, nanoseconds
+	winDrops    atomic.Int64
+	lastSuccess atomic.Int64 // when a call last succeeded, to the millisecond (nanoseconds since epoch; 0: never)
+	_           [64]byte
 
 	refuseOnline, refuseBulk atomic.Pointer[LimitError] // cached per NotBefore slot
 
@@ -245,12 +256,13 @@ type Limiter struct {
 	demand   float64 // decaying peak of in-flight messages
 	healthy  float64 // decaying peak of in-flight messages in healthy windows
 	pressure float64 // 1: no pressure; 0: bulk gets nothing
+	good     float64 // the limit in the last healthy window
 	readyAt  int64   // when the baseline was established
 }
 
 const (
 	limitWarmup       = 10   // online successes measured before the baseline exists
-	limitBaselineAge  = 50   // windows over which a higher latency becomes the baseline
+	limitBaselineAge  = 20   // windows over which a new latency becomes the baseline
 	limitSmoothing    = 0.2  // share of a latency-driven target mixed into the limit
 	limitDemandDecay  = 0.99 // per window
 	limitMinGradient  = 0.5
@@ -282,6 +294,7 @@ func newLimiter(identity string, scope Scope, p LimitPolicy, clock Clock, epoch 
 	l.limit.Store(int64(p.Max))
 	l.bulkLimit.Store(max(int64(float64(p.Max)*p.BulkShare), 1))
 	l.hint.Store(int64(p.Window))
+	l.share.Store(math.Float64bits(1))
 	return l
 }
 
@@ -309,6 +322,9 @@ func (l *Limiter) admit(now int64, r Request, share float64) (LimitSlot, error) 
 	w := int64(max(r.Weight, 1))
 	bulk := r.Priority == Bulk
 	limit := l.limit.Load()
+	if cur := l.share.Load(); cur != math.Float64bits(share) {
+		l.share.Store(math.Float64bits(share)) // for BulkHeadroom
+	}
 	if share < 1 {
 		limit = max(int64(share*float64(limit)), 1)
 	}
@@ -403,21 +419,23 @@ func (l *Limiter) release(s LimitSlot, verdict int, now int64) {
 			l.lastBulk.Store(now)
 		}
 	}
-	switch verdict {
-	case limitIgnore:
+	if verdict == limitIgnore {
 		return
+	}
+	add := int64(1)
+	switch verdict {
 	case limitSuccess:
-		if l.lastSuccess.Load() != now {
-			l.lastSuccess.Store(now)
+		if last := l.lastSuccess.Load(); last == 0 || now-last >= int64(time.Millisecond) {
+			l.lastSuccess.Store(max(now, 1))
 		}
 		if !s.bulk {
-			l.winSamples.Add(1)
+			add |= 1 << 32
 			l.winSum.Add(max(now-s.start, 0))
 		}
 	case limitDrop:
 		l.winDrops.Add(1)
 	}
-	done := l.winDone.Add(1)
+	done := l.winCounts.Add(add) & (1<<32 - 1)
 	start := l.winStart.Load()
 	elapsed := now - start
 	if elapsed < int64(l.p.Window) || done < limitMinEvents && elapsed < limitMaxWindows*int64(l.p.Window) {
@@ -434,8 +452,8 @@ func (l *Limiter) release(s LimitSlot, verdict int, now int64) {
 
 // update closes the window and moves the limit. Requires l.mu held.
 func (l *Limiter) update(now int64) {
-	samples, sum := l.winSamples.Swap(0), l.winSum.Swap(0)
-	done, drops := l.winDone.Swap(0), l.winDrops.Swap(0)
+	counts, sum, drops := l.winCounts.Swap(0), l.winSum.Swap(0), l.winDrops.Swap(0)
+	samples, done := counts>>32, counts&(1<<32-1)
 	peak := float64(l.peak.Swap(l.inFlight.Load()))
 	l.winStart.Store(now)
 	p := l.p
@@ -452,15 +470,18 @@ func (l *Limiter) update(now int64) {
 			l.ready, l.readyAt = true, now
 			l.baseline = float64(l.warmSum) / float64(l.warm)
 			l.recent = l.baseline
-			l.healthy = l.demand
+			l.healthy, l.good = l.demand, l.cur
 		}
 		l.publish()
 		return
 	}
 	if samples > 0 {
 		l.recent = float64(sum) / float64(samples)
-		if l.recent < l.baseline {
-			l.baseline = l.recent
+		// A long average of the window means, not their minimum: a noisy
+		// dependency's luckiest window must not become a baseline that every later
+		// window exceeds. It follows a fall to under half of it quickly.
+		if l.recent < l.baseline/2 {
+			l.baseline = (l.baseline + l.recent) / 2
 		} else {
 			l.baseline += (l.recent - l.baseline) / limitBaselineAge
 		}
@@ -475,6 +496,7 @@ func (l *Limiter) update(now int64) {
 		l.pressure *= 0.5
 	case ratio <= p.Tolerance:
 		l.healthy = max(peak, l.healthy*limitDemandDecay)
+		l.good = l.cur
 		if 2*peak >= l.cur && l.cur < ceiling { // explore, while the limit is used
 			l.cur = min(l.cur+math.Sqrt(l.cur), ceiling)
 		}
@@ -505,6 +527,18 @@ func (l *Limiter) publish() {
 	}
 }
 
+// Recovered tells the limiter that its circuit closed after an outage: the drops
+// that contracted the limit are over, so it returns to the limit of the last healthy
+// window (when higher) and bulk work gets its full share back. A Breaker calls it;
+// a backend may.
+func (l *Limiter) Recovered() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cur = max(l.cur, l.good)
+	l.pressure = 1
+	l.publish()
+}
+
 // Busy reports whether a deadline that ended a call now may be blamed on this
 // process's own bulk work rather than on the dependency: bulk work is in flight or
 // ended within the last second, and the dependency answered a call with a success
@@ -520,10 +554,14 @@ func (l *Limiter) Busy() bool {
 }
 
 // BulkHeadroom returns how many messages a bulk call could take now without being
-// refused: what both the limit and the bulk share have left (the whole bulk share
-// when nothing is in flight). The outbox sizes its batches by it.
+// refused: what both the limit (scaled by the share of a ramp after recovery, as last
+// seen by an admission) and the bulk share have left (the whole bulk share when
+// nothing is in flight). The outbox sizes its batches by it.
 func (l *Limiter) BulkHeadroom() int {
 	limit, bl := l.limit.Load(), l.bulkLimit.Load()
+	if share := math.Float64frombits(l.share.Load()); share < 1 { // a ramp paces messages
+		limit = max(int64(share*float64(limit)), 1)
+	}
 	n, b := l.inFlight.Load(), l.bulkInFlight.Load()
 	if n == 0 {
 		return int(min(bl, limit))

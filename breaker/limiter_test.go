@@ -192,10 +192,10 @@ func TestLimitBulkYieldsFirst(t *testing.T) {
 		}
 		h.clock.Advance(100 * time.Millisecond)
 	}
-	if s := h.limit(); s.BulkLimit >= 25 {
+	if s := h.limit(); s.BulkLimit >= 35 {
 		t.Fatalf("bulk limit under pressure: %d, want well under its healthy 50 (%+v)", s.BulkLimit, s)
 	}
-	if got := h.b.Limiter().BulkHeadroom(); got >= 25 {
+	if got := h.b.Limiter().BulkHeadroom(); got >= 35 {
 		t.Fatalf("bulk headroom under pressure: %d", got)
 	}
 }
@@ -229,5 +229,73 @@ func TestLimitPolicyValidationNamesTheField(t *testing.T) {
 	rec.Limit = breaker.RecommendedLimit()
 	if base.Fingerprint() == on.Fingerprint() || on.Fingerprint() != rec.Fingerprint() {
 		t.Fatal("the limit must change the fingerprint, and its spelled-out defaults must not")
+	}
+}
+
+// The ramp after recovery weighs calls by their messages: with the limit on, the
+// messages in flight stay within the ramp's share of the limit, and the bulk headroom
+// the outbox sizes its batches by shrinks with it.
+func TestRampWeighsCallsByTheirMessages(t *testing.T) {
+	h := newHarness(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: 10 * time.Second,
+		RampFloor: 0.1, Limit: breaker.LimitPolicy{Max: 100}})
+	h.call(breaker.Failure)
+	h.wantState(breaker.Open)
+	h.clock.Advance(time.Second)
+	h.call(breaker.Success) // the probe: closed, ramping at 10 %
+	admitted := 0
+	for range 400 {
+		if _, err := h.b.AcquireRequest(t.Context(), breaker.Request{Weight: 3}); err == nil {
+			admitted++
+		}
+	}
+	if s := h.limit(); admitted == 0 || s.InFlight > 10 {
+		t.Fatalf("ramping at 10%% of a limit of 100: %d calls of 3 admitted, %d messages in flight; want some, at most 10", admitted, s.InFlight)
+	}
+	if got := h.b.Limiter().BulkHeadroom(); got > 10 {
+		t.Fatalf("bulk headroom while ramping: %d, want within the ramp's 10 messages", got)
+	}
+}
+
+// A noisy dependency (window means alternating 1ms and 3ms) is healthy: the
+// baseline is not its luckiest window, so the limit neither contracts nor refuses.
+func TestLimitNoisyLatencyIsNotPressure(t *testing.T) {
+	h := limited(t, breaker.LimitPolicy{Max: 200})
+	for i := range 200 {
+		lat := time.Millisecond
+		if i%2 == 1 {
+			lat = 3 * time.Millisecond
+		}
+		if n := h.round(20, 1, breaker.Online, lat, breaker.Success, false); n != 0 {
+			t.Fatalf("round %d: %d refused", i, n)
+		}
+		h.clock.Advance(100 * time.Millisecond)
+	}
+	if s := h.limit(); s.Limit < 180 || s.BulkLimit < 50 {
+		t.Fatalf("noisy but healthy: %+v, want the full limit and most of the bulk share", s)
+	}
+}
+
+// After an outage the circuit's close gives the limit back what it had while
+// healthy, instead of exploring up from Min.
+func TestLimitReturnsToItsHealthyLevelWhenTheCircuitCloses(t *testing.T) {
+	h := newHarness(t, breaker.Policy{FailureThreshold: 50, BreakDuration: time.Second, Limit: breaker.LimitPolicy{Max: 300}})
+	for range 30 {
+		h.round(100, 1, breaker.Online, time.Millisecond, breaker.Success, false)
+		h.clock.Advance(100 * time.Millisecond)
+	}
+	healthy := h.limit().Limit
+	for range 8 {
+		h.round(20, 1, breaker.Online, 500*time.Millisecond, 0, true) // drops: the limit contracts
+	}
+	h.calls(breaker.Failure, 50)
+	h.wantState(breaker.Open)
+	if low := h.limit().Limit; low >= healthy/4 {
+		t.Fatalf("after drops the limit is %d (healthy %d), want contracted", low, healthy)
+	}
+	h.clock.Advance(2 * time.Second)
+	h.call(breaker.Success) // the probe closes the circuit
+	h.wantState(breaker.Closed)
+	if got := h.limit().Limit; got < healthy {
+		t.Fatalf("after recovery the limit is %d, want back to its healthy %d", got, healthy)
 	}
 }

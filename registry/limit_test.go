@@ -50,6 +50,21 @@ func (b *busyBroker) hang(on bool) {
 
 var limitedOne = breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Limit: breaker.RecommendedLimit()}
 
+// busySetup returns a registry whose destination has learned its baseline from 20
+// online successes of a busyBroker, and the guarded publisher.
+func busySetup(t *testing.T) (*registry.Registry, *busyBroker, transport.Publisher) {
+	t.Helper()
+	r := newRegistry(t, registry.WithOverride("kafka:orders", limitedOne))
+	broker := &busyBroker{release: make(chan struct{})}
+	pub := r.Guard(broker, classify)
+	for range 20 {
+		if err := pub.Publish(t.Context(), orders, transport.Message{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r, broker, pub
+}
+
 // onlineDeadline makes one online call whose broker does not answer before its
 // 200ms deadline.
 func onlineDeadline(t *testing.T, pub transport.Publisher) {
@@ -66,14 +81,7 @@ func onlineDeadline(t *testing.T, pub transport.Publisher) {
 // closed, and the limit takes the miss as a drop.
 func TestDeadlineMissOfABusyDestinationIsNoVerdict(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRegistry(t, registry.WithOverride("kafka:orders", limitedOne))
-		broker := &busyBroker{release: make(chan struct{})}
-		pub := r.Guard(broker, classify)
-		for range 20 {
-			if err := pub.Publish(t.Context(), orders, transport.Message{}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		r, broker, pub := busySetup(t)
 		done := make(chan error)
 		go func() {
 			done <- pub.Publish(breaker.WithPriority(t.Context(), breaker.Bulk), orders, make([]transport.Message, 100)...)
@@ -99,14 +107,7 @@ func TestDeadlineMissOfABusyDestinationIsNoVerdict(t *testing.T) {
 // a second, a deadline miss is a Failure and opens the circuit as before.
 func TestDeadlineMissOfAHungBrokerOpensDespiteBulkWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRegistry(t, registry.WithOverride("kafka:orders", limitedOne))
-		broker := &busyBroker{release: make(chan struct{})}
-		pub := r.Guard(broker, classify)
-		for range 20 {
-			if err := pub.Publish(t.Context(), orders, transport.Message{}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		r, broker, pub := busySetup(t)
 		bctx, cancel := context.WithCancel(t.Context())
 		go pub.Publish(breaker.WithPriority(bctx, breaker.Bulk), orders, make([]transport.Message, 10)...)
 		broker.hang(true)
@@ -123,14 +124,7 @@ func TestDeadlineMissOfAHungBrokerOpensDespiteBulkWork(t *testing.T) {
 // Without bulk work a deadline miss counts as it always did.
 func TestDeadlineMissWithoutBulkWorkIsAFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRegistry(t, registry.WithOverride("kafka:orders", limitedOne))
-		broker := &busyBroker{release: make(chan struct{})}
-		pub := r.Guard(broker, classify)
-		for range 20 {
-			if err := pub.Publish(t.Context(), orders, transport.Message{}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		r, broker, pub := busySetup(t)
 		broker.hang(true)
 		onlineDeadline(t, pub)
 		if s := r.Snapshots()[orders]; s.State != breaker.Open {
@@ -141,7 +135,7 @@ func TestDeadlineMissWithoutBulkWorkIsAFailure(t *testing.T) {
 
 // Guarded publishes are weighed by their messages when the limit is on.
 func TestGuardWeighsCallsByTheirMessages(t *testing.T) {
-	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{Limit: breaker.LimitPolicy{Max: 10}}))
+	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, Limit: breaker.LimitPolicy{Max: 10}}))
 	hold := make(chan struct{})
 	started := make(chan struct{})
 	pub := r.Guard(&fakePublisher{fn: func(ctx context.Context, _ transport.Destination) error {
