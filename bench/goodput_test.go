@@ -99,6 +99,10 @@ func refused(err error) bool {
 // fastRefusal is the time within which a refusal counts as failing fast.
 const fastRefusal = 10 * time.Millisecond
 
+// earlyWindow is the start-up time in which a healthy broker's calls must not be
+// refused.
+const earlyWindow = 10 * time.Second
+
 // bucket is the resolution of the record of successes over time.
 const bucket = 10 * time.Millisecond
 
@@ -121,6 +125,7 @@ type recorder struct {
 	flightAt  []atomic.Int64 // the calls in flight by bucket: sum of the samples
 	samplesAt []atomic.Int64 // the samples by bucket
 	inFlight  atomic.Int64   // calls in Publish now
+	early     atomic.Int64   // refusals of calls that started in the first earlyWindow
 	errMu     sync.Mutex
 	errs      map[string]int // failures by their text's first 100 characters
 }
@@ -215,6 +220,9 @@ func (r *recorder) call(deadline time.Duration, publish func(context.Context) er
 		}
 	case refused(err):
 		s.refused.Add(1)
+		if startOff < earlyWindow {
+			r.early.Add(1)
+		}
 		if took <= fastRefusal {
 			s.fastRefused.Add(1)
 		}

@@ -297,8 +297,11 @@ func slowTable(broker string, settings []setting, recs []*recorder, durs []time.
 		}
 		return fmt.Sprintf("%.2f s (healthy %.0f/s)", d.Seconds(), rate)
 	})
-	row(fmt.Sprintf("refusals of the healthy broker in the first %v", min(10*time.Second, durs[0])), "0", func(r *recorder) string {
-		return strconv.FormatInt(r.stats[0].refused.Load(), 10)
+	row(fmt.Sprintf("refusals of the healthy broker in the first %v", min(earlyWindow, durs[0])), "0", func(r *recorder) string {
+		if durs[0] < earlyWindow {
+			return strconv.FormatInt(r.stats[0].refused.Load(), 10)
+		}
+		return strconv.FormatInt(r.early.Load(), 10)
 	})
 	row("max goroutines at 2s / 30s", "", func(r *recorder) string {
 		return fmt.Sprintf("%d / %d", r.stats[2].maxGoroutines.Load(), r.stats[3].maxGoroutines.Load())
