@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy forwards TCP connections to a server and can make the server look hung
@@ -16,6 +17,10 @@ import (
 //   - BlackHole makes the proxy itself the hung server for good: it keeps accepting
 //     connections and reading what clients send, and never answers nor forwards
 //     anything again.
+//
+// It can also make the server slow without any error: SetLatency delays what the
+// server sends, and SetRate bounds the bytes per second the link passes (see
+// shape.go).
 type Proxy struct {
 	ln       net.Listener
 	upstream string
@@ -28,6 +33,9 @@ type Proxy struct {
 	conns   []net.Conn
 	closed  bool // set by close: a connection accepted after it is closed at once
 	wg      sync.WaitGroup
+
+	shaper               // latency and bandwidth (shape.go)
+	stop   chan struct{} // closed by close: ends the shaper's waits
 }
 
 // NewProxy listens on a loopback port for the server at upstream (host:port) and is
@@ -38,7 +46,7 @@ func NewProxy(t testing.TB, upstream string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, upstream: upstream, release: make(chan struct{})}
+	p := &Proxy{ln: ln, upstream: upstream, release: make(chan struct{}), stop: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -99,14 +107,14 @@ func (p *Proxy) track(c net.Conn) (black, ok bool) {
 // pipe copies src to dst until either fails; from the server (fromServer) it waits
 // while held. Once black-holed nothing goes anywhere, clients are still read from, and
 // a server that closes its side leaves the client's open: a hung server does not hang
-// up.
+// up. What it reads passes the link's bandwidth bound here (the reader waits, so TCP
+// pushes back on the sender) and reaches dst through a queue that adds the latency.
 func (p *Proxy) pipe(dst io.Writer, src net.Conn, fromServer bool) {
 	defer p.wg.Done()
-	defer func() {
-		if c, ok := dst.(net.Conn); ok && !(fromServer && p.blackHoled()) {
-			c.Close()
-		}
-	}()
+	q := make(chan delayed, 1024)
+	p.wg.Add(1)
+	go p.deliver(dst, q, fromServer)
+	defer close(q)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -119,13 +127,39 @@ func (p *Proxy) pipe(dst io.Writer, src net.Conn, fromServer bool) {
 		if n > 0 && fromServer && held {
 			<-release
 		}
-		if n > 0 && !p.blackHoled() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+		for off := 0; off < n && !p.blackHoled(); {
+			end := min(n, off+p.piece())
+			if !p.throttle(end-off, p.stop) {
 				return
 			}
+			q <- delayed{data: append([]byte(nil), buf[off:end]...), read: time.Now(), fromServer: fromServer}
+			off = end
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// deliver writes what pipe queued, each piece once it is due, and closes dst when the
+// queue ends or a write fails (not the client's side of a black-holed server).
+func (p *Proxy) deliver(dst io.Writer, q <-chan delayed, fromServer bool) {
+	defer p.wg.Done()
+	defer func() {
+		if c, ok := dst.(net.Conn); ok && !(fromServer && p.blackHoled()) {
+			c.Close()
+		}
+	}()
+	failed := false
+	for d := range q {
+		if failed || !p.hold(d, p.stop) || p.blackHoled() {
+			continue // drained, so that pipe never blocks on a dead writer
+		}
+		if _, err := dst.Write(d.data); err != nil {
+			failed = true
+			if c, ok := dst.(net.Conn); ok {
+				c.Close()
+			}
 		}
 	}
 }
@@ -163,6 +197,7 @@ func (p *Proxy) BlackHole() {
 
 func (p *Proxy) close() {
 	p.Resume()
+	close(p.stop)
 	p.ln.Close()
 	p.mu.Lock()
 	p.closed = true

@@ -1,0 +1,433 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	fsgo "github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/brokerguard/brokerguard/amqp"
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/integration/sqsserver"
+	"github.com/brokerguard/brokerguard/kafka"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/sqs"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// The slow-broker scenario (issue 26): 200 callers with 500ms deadlines publish to
+// one destination whose broker slows down without any error, through a proxy that
+// adds latency in phases 1ms -> 300ms -> 2s -> 30s -> 1ms. Each setting runs
+// against a fresh broker (kfake, a fresh exchange on the machine's RabbitMQ, a fresh
+// SQS test server), one after the other, in one test run.
+const (
+	slowCallers  = 200
+	slowDeadline = 500 * time.Millisecond
+)
+
+// slowLatencies are the latency of each phase.
+var slowLatencies = []time.Duration{time.Millisecond, 300 * time.Millisecond, 2 * time.Second, 30 * time.Second, time.Millisecond}
+
+var (
+	slowShort = []time.Duration{time.Second, 1500 * time.Millisecond, 1500 * time.Millisecond, 1500 * time.Millisecond, 3 * time.Second}
+	slowFull  = []time.Duration{15 * time.Second, 30 * time.Second, 30 * time.Second, 40 * time.Second, 60 * time.Second}
+)
+
+// setting is one column: how the publisher is protected.
+type setting struct {
+	name     string
+	policy   breaker.Policy
+	opts     []registry.Option
+	failsafe bool // wrap the unprotected publisher in failsafe-go's adaptive limiter
+	missing  string
+}
+
+// readmePolicy is the policy of the README's first example: consecutive counting.
+var readmePolicy = breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2}
+
+// noBreaker is the policy of a circuit that never refuses: the "no breaker" columns
+// publish through the same adapter with it, so that only the protection differs.
+func noBreaker() breaker.Policy { return breaker.Policy{} }
+
+func slowSettings() []setting {
+	adaptive := setting{name: "adaptive (limit)"}
+	if p, opts, ok := adaptiveSetting(); ok {
+		adaptive.policy, adaptive.opts = p, opts
+	} else {
+		adaptive.missing = "not built yet"
+	}
+	all := []setting{
+		{name: "no breaker", policy: noBreaker()},
+		{name: "README policy", policy: readmePolicy},
+		adaptive,
+		{name: "failsafe-go adaptivelimiter", policy: noBreaker(), failsafe: true},
+	}
+	var out []setting
+	for _, s := range all {
+		if selected("GOODPUT_SETTINGS", s.name) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// slowTarget is a publisher under test, the proxy in front of its broker, and what to
+// release when the setting's run is over.
+type slowTarget struct {
+	pub   transport.Publisher
+	d     transport.Destination
+	proxy *harness.Proxy
+}
+
+// slowBrokers are the brokers of the scenario, each making a fresh target per setting.
+var slowBrokers = []struct {
+	name string
+	open func(t *testing.T, reg *registry.Registry) slowTarget
+}{
+	{"kafka", openKafka},
+	{"rabbitmq", openRabbit},
+	{"sqs", openSQS},
+}
+
+// TestSlowBroker prints, per broker, the goodput table of issue 26 with every setting
+// side by side. GOODPUT_BROKERS and GOODPUT_SETTINGS (comma-separated names) narrow
+// the run; GOODPUT_INTERVAL is the pause between one caller's calls (default 400ms).
+func TestSlowBroker(t *testing.T) {
+	mode := goodputMode(t, "TestSlowBroker")
+	durs := phaseDurations(t, mode, slowShort, slowFull)
+	interval := 400 * time.Millisecond
+	if s := os.Getenv("GOODPUT_INTERVAL"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("GOODPUT_INTERVAL=%q: not a positive duration", s)
+		}
+		interval = d
+	}
+	for _, b := range slowBrokers {
+		if !selected("GOODPUT_BROKERS", b.name) {
+			continue
+		}
+		t.Run(b.name, func(t *testing.T) {
+			settings := slowSettings()
+			recs := make([]*recorder, len(settings))
+			for i, s := range settings {
+				if s.missing != "" {
+					continue
+				}
+				t.Run(s.name, func(t *testing.T) {
+					recs[i] = runSlow(t, b.open, s, durs, interval)
+				})
+			}
+			emit(t, slowTable(b.name, settings, recs, durs, interval))
+		})
+	}
+}
+
+// runSlow runs the phases against a fresh target protected by s.
+func runSlow(t *testing.T, open func(*testing.T, *registry.Registry) slowTarget, s setting, durs []time.Duration, interval time.Duration) *recorder {
+	reg, err := registry.New(s.policy, s.opts...)
+	if err != nil {
+		t.Fatalf("%s: %v", s.name, err)
+	}
+	tg := open(t, reg)
+	publish := tg.pub.Publish
+	if s.failsafe {
+		lim := adaptivelimiter.NewBuilder[any]().Build() // defaults, as in the issue
+		inner := publish
+		publish = func(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
+			return fsgo.With[any](lim).WithContext(ctx).Run(func() error { return inner(ctx, d, msgs...) })
+		}
+	}
+	phases := make([]phase, len(durs))
+	for i, d := range durs {
+		lat := slowLatencies[i]
+		phases[i] = phase{name: lat.String(), dur: d, apply: func() { tg.proxy.SetLatency(lat) }}
+	}
+	rec := newRecorder(phases)
+	drive(t, rec, slowCallers, interval, func(ctx context.Context, caller int, msg []byte) error {
+		return publish(ctx, tg.d, transport.Message{Key: []byte("k" + strconv.Itoa(caller)), Value: msg})
+	}, slowDeadline, 100)
+	tg.proxy.SetLatency(0)
+	return rec
+}
+
+// drive runs callers, each publishing a msgSize-byte message every interval (at once
+// after a call that took longer) under deadline, while rec applies its phases. It
+// returns when every caller's last call has returned.
+func drive(t *testing.T, rec *recorder, callers int, interval time.Duration, publish func(ctx context.Context, caller int, msg []byte) error, deadline time.Duration, msgSize int) {
+	t.Helper()
+	msg := make([]byte, msgSize)
+	for i := range msg {
+		msg[i] = 'a' + byte(i%26)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	rec.start = time.Now()
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next := rec.start.Add(rand.N(interval)) // callers spread over one interval
+			for {
+				if !sleepUntil(ctx, next) || time.Since(rec.start) >= rec.total() {
+					return
+				}
+				next = next.Add(interval)
+				rec.call(deadline, func(ctx context.Context) error { return publish(ctx, c, msg) })
+				if now := time.Now(); next.Before(now) {
+					next = now // no burst to catch up after a slow call
+				}
+			}
+		}()
+	}
+	rec.run(ctx)
+	cancel()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Errorf("callers still in Publish a minute after the run ended (%d in flight): a publisher ignores its context", rec.inFlight.Load())
+	}
+}
+
+// sleepUntil waits until t; it reports false if ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// slowTable is the issue's table for one broker: every figure per phase, the target
+// beside it, one column per setting.
+func slowTable(broker string, settings []setting, recs []*recorder, durs []time.Duration, interval time.Duration) *table {
+	tb := &table{
+		title: fmt.Sprintf("**%s**: %d callers, one call each per %v, %v deadlines; phases %s; %s; %s",
+			broker, slowCallers, interval, slowDeadline, phaseList(durs), time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadNote()),
+		head: []string{"figure", "target"},
+	}
+	for _, s := range settings {
+		tb.head = append(tb.head, s.name)
+	}
+	row := func(figure, target string, cell func(r *recorder) string) {
+		cells := []string{figure, target}
+		for i, s := range settings {
+			if recs[i] == nil {
+				cells = append(cells, s.missing)
+				continue
+			}
+			cells = append(cells, cell(recs[i]))
+		}
+		tb.add(cells...)
+	}
+	last := len(durs) - 1
+	for i, lat := range slowLatencies {
+		name := "goodput at " + lat.String()
+		target := ""
+		switch i {
+		case 0:
+			name += " (start)"
+		case 1:
+			target = "adaptive ≥ failsafe-go"
+		case last:
+			name += " (recovered)"
+		}
+		row(name, target, func(r *recorder) string {
+			s := &r.stats[i]
+			return pct(s.ok.Load(), s.calls.Load())
+		})
+	}
+	for _, i := range []int{2, 3} {
+		row("refusals within 10 ms at "+slowLatencies[i].String(), "≥ 95 %", func(r *recorder) string {
+			s := &r.stats[i]
+			return pct(s.fastRefused.Load(), s.refused.Load())
+		})
+	}
+	for _, i := range []int{2, 3} {
+		row("calls that waited out their deadline at "+slowLatencies[i].String(), "", func(r *recorder) string {
+			s := &r.stats[i]
+			return pct(s.waited.Load(), s.calls.Load())
+		})
+	}
+	for _, i := range []int{1, 2, 3} {
+		row("max in flight at "+slowLatencies[i].String()+" (× healthy mean)", "≤ 2×", func(r *recorder) string {
+			h := healthyInFlight(r)
+			m := r.stats[i].maxInFlight.Load()
+			if h < 0.5 { // the healthy broker's calls were refused: no baseline
+				return fmt.Sprintf("%d (healthy mean %.1f)", m, h)
+			}
+			return fmt.Sprintf("%d (%.1f× %.1f)", m, float64(m)/h, h)
+		})
+	}
+	row("time to 90 % of the healthy rate after recovery", "≤ failsafe-go's", func(r *recorder) string {
+		rate := healthyRate(r)
+		if rate < 1 {
+			return "no healthy rate to reach"
+		}
+		window := min(time.Second, durs[last]/4)
+		d, ok := r.recovery(last, rate, 0.9, window)
+		if !ok {
+			return fmt.Sprintf("not within %v (healthy %.0f/s)", durs[last], rate)
+		}
+		return fmt.Sprintf("%.2f s (healthy %.0f/s)", d.Seconds(), rate)
+	})
+	row(fmt.Sprintf("refusals of the healthy broker in the first %v", min(earlyWindow, durs[0])), "0", func(r *recorder) string {
+		if durs[0] < earlyWindow {
+			return strconv.FormatInt(r.stats[0].refused.Load(), 10)
+		}
+		return strconv.FormatInt(r.early.Load(), 10)
+	})
+	row("max goroutines at 2s / 30s", "", func(r *recorder) string {
+		return fmt.Sprintf("%d / %d", r.stats[2].maxGoroutines.Load(), r.stats[3].maxGoroutines.Load())
+	})
+	row("most frequent failures", "", func(r *recorder) string { return r.topErrors(2) })
+	return tb
+}
+
+// healthyInFlight is the mean number of calls in flight over the second half of the
+// first phase (the first half holds the start-up).
+func healthyInFlight(r *recorder) float64 {
+	return r.meanInFlight(r.ends[0]/2, r.ends[0])
+}
+
+// healthyRate is the success rate over the second half of the first phase (the first
+// half holds the start-up).
+func healthyRate(r *recorder) float64 {
+	return r.okRate(r.ends[0]/2, r.ends[0])
+}
+
+func phaseList(durs []time.Duration) string {
+	s := ""
+	for i, d := range durs {
+		if i > 0 {
+			s += " → "
+		}
+		s += fmt.Sprintf("%v for %v", slowLatencies[i], d)
+	}
+	return s
+}
+
+// openKafka is a kafka-go writer (BatchTimeout 1ms, as the kafka docs advise for
+// request paths; other settings default) on a fresh one-broker kfake, every dial
+// through a fresh proxy.
+func openKafka(t *testing.T, reg *registry.Registry) slowTarget {
+	topic := slowName()
+	cluster := harness.KFake(t, kfake.SeedTopics(1, topic))
+	proxy := harness.NewProxy(t, cluster.ListenAddrs()[0])
+	tr := &kafkago.Transport{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, proxy.Addr()) // the advertised address too
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	w := &kafkago.Writer{Addr: kafkago.TCP(proxy.Addr()), Transport: tr, RequiredAcks: kafkago.RequireAll, BatchTimeout: time.Millisecond}
+	pub, err := kafka.NewPublisher(w, reg, kafka.WithCloseTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close(context.Background()) })
+	return slowTarget{pub: pub, d: transport.Destination{Broker: kafka.Broker, Name: topic}, proxy: proxy}
+}
+
+// openRabbit is a Manager and Publisher with their defaults on the machine's RabbitMQ
+// through a fresh proxy, publishing to a fresh exchange that no queue is bound to:
+// the broker confirms every message and stores none, so the shared server does not
+// fill.
+func openRabbit(t *testing.T, reg *registry.Registry) slowTarget {
+	direct := harness.AMQPURL(t)
+	exchange := slowName()
+	withChannel(t, direct, func(ch *amqp091.Channel) error {
+		return ch.ExchangeDeclare(exchange, "fanout", false, false, false, false, nil)
+	})
+	t.Cleanup(func() {
+		withChannel(t, direct, func(ch *amqp091.Channel) error { return ch.ExchangeDelete(exchange, false, false) })
+	})
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := harness.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	m, err := amqp.NewManager(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	raw, err := amqp.NewPublisher(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slowTarget{pub: reg.Guard(raw, amqp.Classify), d: amqp.Destination(exchange), proxy: proxy}
+}
+
+// withChannel runs f on a channel of a direct connection to url.
+func withChannel(t *testing.T, url string, f func(*amqp091.Channel) error) {
+	t.Helper()
+	conn, err := amqp091.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f(ch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openSQS is the AWS SDK's client with its defaults on a fresh SQS test server
+// through a fresh proxy.
+func openSQS(t *testing.T, reg *registry.Registry) slowTarget {
+	srv, err := sqsserver.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := harness.NewProxy(t, u.Host)
+	client := awssqs.New(awssqs.Options{BaseEndpoint: aws.String("http://" + proxy.Addr()), Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
+	queue := slowName()
+	direct := awssqs.New(awssqs.Options{BaseEndpoint: aws.String(srv.URL()), Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
+	if _, err := direct.CreateQueue(context.Background(), &awssqs.CreateQueueInput{QueueName: aws.String(queue)}); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := sqs.NewPublisher(client, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slowTarget{pub: pub, d: transport.Destination{Broker: sqs.Broker, Name: queue}, proxy: proxy}
+}
+
+// slowName returns a destination name no other run uses.
+func slowName() string { return "brokerguard-goodput-" + strconv.FormatInt(time.Now().UnixNano(), 36) }
