@@ -24,10 +24,10 @@ import (
 	"github.com/brokerguard/brokerguard/amqp"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/integration/harness"
-	"github.com/brokerguard/brokerguard/integration/sqsserver"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/sqs"
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -63,7 +63,7 @@ var readmePolicy = breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.
 
 // noBreaker is the policy of a circuit that never refuses: the "no breaker" columns
 // publish through the same adapter with it, so that only the protection differs.
-func noBreaker() breaker.Policy { return breaker.Policy{} }
+func noBreaker() breaker.Policy { return breaker.DisabledPolicy() }
 
 func slowSettings() []setting {
 	adaptive := setting{name: "adaptive (limit)"}
@@ -377,11 +377,11 @@ func openRabbit(t *testing.T, reg *registry.Registry) slowTarget {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	raw, err := amqp.NewPublisher(m)
+	pub, err := amqp.NewPublisher(m, reg) // guarded by reg, as every adapter's publisher is
 	if err != nil {
 		t.Fatal(err)
 	}
-	return slowTarget{pub: reg.Guard(raw, amqp.Classify), d: amqp.Destination(exchange), proxy: proxy}
+	return slowTarget{pub: pub, d: amqp.Destination(exchange), proxy: proxy}
 }
 
 // withChannel runs f on a channel of a direct connection to url.
@@ -404,7 +404,7 @@ func withChannel(t *testing.T, url string, f func(*amqp091.Channel) error) {
 // openSQS is the AWS SDK's client with its defaults on a fresh SQS test server
 // through a fresh proxy.
 func openSQS(t *testing.T, reg *registry.Registry) slowTarget {
-	srv, err := sqsserver.New()
+	srv, err := sqstest.New()
 	if err != nil {
 		t.Fatal(err)
 	}
