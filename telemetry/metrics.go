@@ -128,6 +128,7 @@ type Metrics struct {
 	calls, probes, transitions, bypassed          metric.Int64ObservableCounter
 	rampRefused                                   metric.Int64ObservableCounter
 	outPublished, outDeferred, outFailed, outDead metric.Int64ObservableCounter
+	storeErrs                                     storeErrors // see storeerrors.go
 
 	regs      []metric.Registration
 	closeOnce sync.Once
@@ -243,6 +244,9 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 		return fmt.Errorf("telemetry: registering the circuit callback: %w", err)
 	}
 	m.regs = append(m.regs, r)
+	if err := m.storeErrorInstruments(meter); err != nil {
+		return err
+	}
 	if c.backlog == nil {
 		return nil
 	}
