@@ -767,9 +767,11 @@ func truncate(s string) string {
 // releases the rows its batch still leases, so a stopped Run leaves no row leased, and
 // returns nil (or the release's error).
 //
-// Run does not end on errors: after a failed batch it releases the batch's rows,
-// passes the error to the WithErrorHandler function (by default it is logged through
-// log/slog), and claims again after a capped, jittered backoff (WithErrorBackoff)
+// Run does not end on errors: after a failed batch it passes the error to the
+// WithErrorHandler function (by default it is logged through log/slog), releases the
+// batch's rows (if the release fails too, it tries again once a batch succeeds, so
+// the rows come back before their lease ends), and claims again after a capped,
+// jittered backoff (WithErrorBackoff)
 // that grows while batches keep failing and starts over after one that succeeds. No
 // error is treated as final: a missing table can be migrated, a permission granted,
 // a database brought back.
@@ -783,18 +785,27 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer w.stop()
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
-	failures := 0 // batches failed in a row
+	failures := 0           // batches failed in a row
+	var unreleased []string // tokens of failed batches whose release failed too (runerrors.go)
 	for {
-		drain(w.wake) // this claim sees every row announced so far
+		drain(w.wake)      // this claim sees every row announced so far
+		if failures == 0 { // the store answers again
+			unreleased = p.releaseAgain(ctx, unreleased, release)
+		}
 		rep, token, err := p.process(ctx)
 		if ctx.Err() != nil {
-			return release(token)
+			return errors.Join(release(token), p.releaseAll(unreleased, release))
 		}
 		var more bool
 		if err != nil {
-			err = errors.Join(err, release(token))
+			p.onError(err) // before the release, which may wait for a silent store too
+			if release(token) != nil {
+				unreleased = append(unreleased, token)
+			}
 		} else {
-			more, err = p.retain(ctx, p.now())
+			if more, err = p.retain(ctx, p.now()); err != nil {
+				p.onError(err)
+			}
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -803,7 +814,6 @@ func (p *Processor) Run(ctx context.Context) error {
 		if err != nil {
 			failures++
 			wait = p.errorBackoff.Delay(failures, p.random())
-			p.onError(err)
 		} else if failures = 0; rep.Claimed > 0 || more {
 			continue
 		}

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"context"
 	"log/slog"
 	"time"
 )
@@ -50,4 +51,34 @@ func (p *Processor) bindStore() {
 	}
 	hooks, _ := p.hooks.(StoreErrorHooks)
 	p.store = boundedStore{inner: p.store, timeout: p.storeTimeout, hooks: hooks}
+}
+
+// maxUnreleased bounds the tokens Run keeps to release again: past it the oldest
+// one's rows wait for their lease to end instead.
+const maxUnreleased = 64
+
+// releaseAgain retries the releases that failed after failed batches, so that a
+// batch cut short by a store outage comes back as soon as the store answers rather
+// than when its lease ends. It returns the tokens still not released.
+func (p *Processor) releaseAgain(ctx context.Context, tokens []string, release func(string) error) []string {
+	if len(tokens) > maxUnreleased {
+		tokens = tokens[len(tokens)-maxUnreleased:]
+	}
+	for i, tok := range tokens {
+		if ctx.Err() != nil || release(tok) != nil {
+			return tokens[i:]
+		}
+	}
+	return nil
+}
+
+// releaseAll tries once more, as Run stops, to release the tokens, until one fails:
+// the store is still down, and the rest wait for their leases to end.
+func (p *Processor) releaseAll(tokens []string, release func(string) error) error {
+	for _, tok := range tokens {
+		if err := release(tok); err != nil {
+			return err
+		}
+	}
+	return nil
 }

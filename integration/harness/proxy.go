@@ -175,6 +175,10 @@ func (p *Proxy) Forward(upstream string) {
 	p.mu.Unlock()
 }
 
+// Close stops the proxy and closes every connection through it now, hung ones
+// included (clients see them end); it is also done when the test ends.
+func (p *Proxy) Close() { p.close() }
+
 func (p *Proxy) close() {
 	p.Resume()
 	p.ln.Close()
