@@ -81,17 +81,7 @@ func TestStoreErrorAlertThroughADatabaseOutage(t *testing.T) {
 		return n
 	}
 
-	target := strings.TrimPrefix(strings.TrimSuffix(s.url, "/metrics"), "http://")
-	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: [rules.yml]
-scrape_configs:
-  - job_name: brokerguard-test
-    static_configs:
-      - targets: [%q]
-`, target)
-	api := promAPI{t: t, base: harness.Prometheus(t, config, map[string]string{"rules.yml": fastRules(t, string(rules))})}
+	api := promAPI{t: t, base: harness.Prometheus(t, scrapeConfig(s), map[string]string{"rules.yml": fastRules(t, string(rules))})}
 	enqueue(50)
 	waitFor(t, "the first rows to go out", 20*time.Second, func() bool { return pending() == 0 })
 	waitFor(t, "Prometheus to scrape the service", 20*time.Second, func() bool {
@@ -118,4 +108,19 @@ scrape_configs:
 	enqueue(50)
 	waitFor(t, "every row to go out after the outage", 30*time.Second, func() bool { return pending() == 0 })
 	waitFor(t, alert+" to resolve", 30*time.Second, func() bool { _, firing := api.alerts()[alert]; return !firing })
+}
+
+// scrapeConfig is a Prometheus configuration that scrapes s every second as job
+// brokerguard-test and evaluates rules.yml every second.
+func scrapeConfig(s *promService) string {
+	target := strings.TrimPrefix(strings.TrimSuffix(s.url, "/metrics"), "http://")
+	return fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [rules.yml]
+scrape_configs:
+  - job_name: brokerguard-test
+    static_configs:
+      - targets: [%q]
+`, target)
 }

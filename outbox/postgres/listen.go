@@ -28,16 +28,14 @@ import (
 // only. Session-mode pooling works.
 type Connector func(ctx context.Context, listen func(*pgx.Conn) error) error
 
-// ConnString opens a new connection from a pgx connection string each time.
+// ConnString opens a new connection from a pgx connection string each time (a string
+// that does not parse is the error of every attempt).
 func ConnString(dsn string) Connector {
-	return func(ctx context.Context, listen func(*pgx.Conn) error) error {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(context.WithoutCancel(ctx))
-		return listen(conn)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return func(context.Context, func(*pgx.Conn) error) error { return err }
 	}
+	return ConnConfig(cfg)
 }
 
 // PoolConn takes a connection out of pool for good (it no longer counts against the
