@@ -416,8 +416,13 @@ WITH RECURSIVE ended AS (
 ), locked AS (
 	-- Lock only the rows taken, not every destination's candidates; a row another
 	-- claim took meanwhile is skipped, or fails the lease test once its lock is had.
+	-- "Not settled" rather than status = 'pending': the latter lets the planner
+	-- read the ids through the partial index of pending rows, which on a table
+	-- without statistics looks tiny and is walked whole (10,220 buffers and 450 ms
+	-- for 100 rows of 20,000 keyed ones) where the primary key finds them at once.
 	SELECT o.id FROM ` + Table + ` o
-	WHERE o.id = ANY (ARRAY(SELECT id FROM due)) AND o.status = 'pending' AND (o.lease_until IS NULL OR o.lease_until <= $1)
+	WHERE o.id = ANY (ARRAY(SELECT id FROM due)) AND o.status NOT IN ('published', 'dead')
+		AND (o.lease_until IS NULL OR o.lease_until <= $1)
 	FOR UPDATE SKIP LOCKED
 )
 UPDATE ` + Table + ` o SET lease_owner = $2, lease_until = $3
