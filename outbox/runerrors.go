@@ -82,3 +82,4 @@ func (p *Processor) releaseAll(tokens []string, release func(string) error) erro
 	}
 	return nil
 }
+

@@ -10,13 +10,15 @@ import (
 )
 
 // DefaultTimeout bounds each call of a Store (but Enqueue) and each step of its
-// Listener unless WithTimeout says otherwise: a third of outbox.DefaultLease, as the
+// Listener unless WithTimeout says otherwise (a Listener's steps keep it even when
+// the Store's calls have no bound): a third of outbox.DefaultLease, as the
 // Processor's own store timeout.
 const DefaultTimeout = 10 * time.Second
 
 // WithTimeout bounds every call of the Store but Enqueue (which runs in the caller's
 // transaction, on the caller's context) to d, unless the caller's context ends
-// sooner, and every step of its Listeners (connecting, LISTEN, the receive check).
+// sooner, and each step of its Listeners (LISTEN, the receive check; connecting is
+// bounded by the connection string's connect_timeout).
 // A database that stopped answering is then an error within d. A call that ran out
 // of time also closes the idle connections of the Store's pool, when it is a
 // *pgxpool.Pool: the path that went silent (a lost host, a failover that moved the

@@ -126,7 +126,7 @@ type Listener struct {
 	channel  string
 	minDelay time.Duration
 	maxDelay time.Duration
-	timeout  time.Duration // each step: connect, LISTEN, a check's round trip; 0: none
+	timeout  time.Duration // each step: LISTEN, a check's round trip
 	interval time.Duration // idle time after which the connection is checked
 	checks   atomic.Uint64 // numbers the checks' payloads
 	db       Execer        // sends the checks' notifications: the Store's DB
@@ -176,7 +176,7 @@ func (s *Store) Listener(connect Connector, opts ...ListenerOption) (*Listener, 
 	}
 	l := &Listener{connect: connect, channel: s.table.Channel(),
 		minDelay: DefaultReconnectDelay, maxDelay: DefaultMaxReconnectDelay,
-		timeout: max(s.timeout, 0), interval: DefaultCheckInterval, onError: logListenError, db: s.db}
+		timeout: s.timeout, interval: DefaultCheckInterval, onError: logListenError, db: s.db}
 	for _, o := range opts {
 		o(l)
 	}
@@ -188,6 +188,9 @@ func (s *Store) Listener(connect Connector, opts ...ListenerOption) (*Listener, 
 	}
 	if l.onError == nil {
 		l.onError = func(error) {}
+	}
+	if l.timeout <= 0 { // the Store has no bound of its own; the check still needs one
+		l.timeout = DefaultTimeout
 	}
 	return l, nil
 }
@@ -214,9 +217,6 @@ func (s *Store) CommitWaker() outbox.Waker {
 
 // within runs f with the Listener's step timeout.
 func (l *Listener) within(ctx context.Context, f func(ctx context.Context) error) error {
-	if l.timeout <= 0 {
-		return f(ctx)
-	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	return f(ctx)
