@@ -82,4 +82,3 @@ func (p *Processor) releaseAll(tokens []string, release func(string) error) erro
 	}
 	return nil
 }
-
