@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -323,4 +324,54 @@ func TestRunWithDefaultsSurvivesARestart(t *testing.T) {
 		t.Errorf("%d duplicate publishes; want at most one batch per relay", d)
 	}
 	t.Logf("all %d rows published %v after the restart; %d duplicates", len(ids), time.Since(restarted).Round(time.Millisecond), duplicates(pub, ids))
+}
+
+// relayCount counts the rows one relay published.
+type relayCount struct{ n atomic.Int64 }
+
+func (c *relayCount) RecordDispatch(_ transport.Destination, published, _, _, _ int) {
+	c.n.Add(int64(published))
+}
+
+// TestRelaysShareTheRows runs three relays at the defaults on 6,000 rows, each with
+// its own key: every relay publishes at least half its share (claims made at the same
+// instant used to pick the same rows, and the ones that came back empty waited out
+// their poll interval: 15,969 / 4,031 / 0 of 20,000), and every row goes out once.
+func TestRelaysShareTheRows(t *testing.T) {
+	const relays, rows = 3, 6000
+	dsn := harness.PostgresSchema(t)
+	db := newPool(t, dsn, nil)
+	if err := postgres.Migrate(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.New(db)
+	ids := enqueueRows(t, db, store, rows)
+	pub := newCounting(slowPublisher{time.Millisecond})
+	counts := make([]*relayCount, relays)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for i := range counts {
+		counts[i] = &relayCount{}
+		p, err := outbox.NewProcessor(postgres.New(newPool(t, dsn, nil)), nil, pub,
+			outbox.WithIDHeader(idHeader), outbox.WithHooks(counts[i]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { _ = p.Run(ctx) })
+	}
+	waitPublished(t, pub, ids, 60*time.Second)
+	var got []int64
+	for _, c := range counts {
+		got = append(got, c.n.Load())
+	}
+	for i, n := range got {
+		if n < rows/(2*relays) {
+			t.Errorf("relay %d published %d of %d rows (all: %v); want a fair part", i, n, rows, got)
+		}
+	}
+	if d := duplicates(pub, ids); d != 0 {
+		t.Errorf("%d duplicate publishes", d)
+	}
+	t.Logf("rows per relay: %v", got)
 }
