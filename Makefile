@@ -16,14 +16,22 @@ help: ## List the targets.
 services: ## Install and start what the integration tests need (idempotent).
 	@bash scripts/services.sh
 
+STATICCHECK_VERSION ?= v0.8.2
+
 .PHONY: lint
-lint: ## gofmt, go vet and tidy go.mod files, for the root module and the nested ones.
+lint: ## gofmt, go vet, staticcheck and tidy go.mod files, for the root module and the nested ones.
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) mod tidy -diff) || exit 1; done
+	@sc=$$($(GO) env GOPATH)/bin/staticcheck; $$sc -version 2>/dev/null | grep -q "($(STATICCHECK_VERSION:v%=%))" || \
+		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(GO) vet ./... && $(GO) mod tidy -diff && $$($(GO) env GOPATH)/bin/staticcheck ./...
+	for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) mod tidy -diff && $$($(GO) env GOPATH)/bin/staticcheck ./...) || exit 1; done
+
+.PHONY: vulncheck
+vulncheck: ## govulncheck every module against an offline copy of the Go vulnerability database.
+	@bash scripts/vulncheck.sh $(MODULES)
 
 .PHONY: test
-test: services lint ## The test command: services, lint, then every test with -race.
+test: services lint vulncheck ## The test command: services, lint, vulncheck, then every test with -race.
 	$(GO) test $(TESTFLAGS) ./...
 	for m in $(MODULES); do (cd $$m && $(GO) test $(TESTFLAGS) ./...) || exit 1; done
 

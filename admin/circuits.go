@@ -35,6 +35,11 @@ type Circuit struct {
 	OverrideUntil *time.Time `json:"override_until,omitempty"`
 	Mode          string     `json:"mode"`
 	Bypassed      uint64     `json:"bypassed"`
+	// Unusable, when present, says why the destination cannot take messages although
+	// its broker answers (missing, forbidden, misconfigured), and UnusableSince since
+	// when; the circuit stays closed for it.
+	Unusable      string     `json:"unusable,omitempty"`
+	UnusableSince *time.Time `json:"unusable_since,omitempty"`
 }
 
 // Circuits is the body of GET /api/circuits.
@@ -61,6 +66,7 @@ func View(d transport.Destination, s breaker.Snapshot, now time.Time) Circuit {
 		Failures: s.Failures, Calls: s.Calls, InFlight: s.InFlight, Probes: s.Probes,
 		NotBefore: timePtr(s.NotBefore), Override: s.Override.String(),
 		OverrideUntil: timePtr(s.OverrideUntil), Mode: s.Mode.String(), Bypassed: s.Bypassed,
+		Unusable: s.Unusable, UnusableSince: timePtr(s.UnusableSince),
 	}
 	end := s.NotBefore
 	if s.Override != breaker.NoOverride {
@@ -103,7 +109,16 @@ func (h *Handler) getCircuit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, View(d, c.Snapshot(), h.now()))
+	writeJSON(w, http.StatusOK, View(d, h.snapshot(d, c), h.now()))
+}
+
+// snapshot is d's snapshot as the registry reports it (with the destination's
+// unusable mark), or c's own when d is no longer live.
+func (h *Handler) snapshot(d transport.Destination, c breaker.Circuit) breaker.Snapshot {
+	if s, ok := h.reg.Snapshot(d); ok {
+		return s
+	}
+	return c.Snapshot()
 }
 
 // holdRequest is the body of force-open and force-close: exactly one of For and Until.
@@ -217,7 +232,7 @@ func (h *Handler) mutate(w http.ResponseWriter, r *http.Request) {
 		ev.Status, ev.Err = ae.Status, ae.Msg
 		writeError(w, ae)
 	} else {
-		writeJSON(w, http.StatusOK, View(d, c.Snapshot(), h.now()))
+		writeJSON(w, http.StatusOK, View(d, h.snapshot(d, c), h.now()))
 	}
 	if h.audit != nil {
 		h.audit(r.Context(), ev)

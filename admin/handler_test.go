@@ -137,8 +137,7 @@ func TestReadRoutes(t *testing.T) {
 		t.Fatalf("transitions: %d %v", code, body)
 	}
 
-	code, body = f.do(t, req{method: "GET", path: "/"})
-	if code != 200 {
+	if code, _ = f.do(t, req{method: "GET", path: "/"}); code != 200 {
 		t.Fatalf("dashboard: %d", code)
 	}
 }

@@ -26,8 +26,11 @@ type OutboxStats struct {
 	OldestMS     int64                `json:"oldest_pending_ms"`
 	Destinations []DestinationBacklog `json:"destinations,omitempty"`
 	Held         []HeldDestination    `json:"held,omitempty"`
-	Dead         []DeadCount          `json:"dead,omitempty"`
-	Error        *string              `json:"error,omitempty"` // a query failed: the numbers are unknown
+	// Unusable counts the held destinations that are held because they are unusable
+	// (their HeldDestination.Unusable is set), not for an outage.
+	Unusable int         `json:"unusable"`
+	Dead     []DeadCount `json:"dead,omitempty"`
+	Error    *string     `json:"error,omitempty"` // a query failed: the numbers are unknown
 }
 
 // DestinationBacklog is one destination's pending rows.
@@ -44,6 +47,10 @@ type HeldDestination struct {
 	Until       time.Time `json:"until"`
 	Since       time.Time `json:"since"` // when the outage began
 	RemainingMS int64     `json:"remaining_ms"`
+	// Unusable, when present, is why the destination is held: it cannot take messages
+	// although its broker answers (the publish error that said so). Absent for an
+	// outage.
+	Unusable string `json:"unusable,omitempty"`
 }
 
 // DeadCount is how many dead rows have one reason (outbox.DeadReason).
@@ -89,7 +96,10 @@ func readOutbox(ctx context.Context, o Outbox, now time.Time) (OutboxStats, erro
 		out.Held = []HeldDestination{}
 		for _, h := range hs {
 			out.Held = append(out.Held, HeldDestination{Destination: h.Destination.String(), Until: h.Until,
-				Since: h.Since, RemainingMS: max(h.Until.Sub(now), 0).Milliseconds()})
+				Since: h.Since, RemainingMS: max(h.Until.Sub(now), 0).Milliseconds(), Unusable: h.Unusable})
+			if h.Unusable != "" {
+				out.Unusable++
+			}
 		}
 		dc, err := oc.DeadCounts(ctx)
 		if err != nil {

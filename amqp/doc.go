@@ -9,9 +9,10 @@
 //     needs a connection is rejected at once instead of waiting out a dial. NewManager
 //     starts the manager's one goroutine (the watcher); Close stops it.
 //   - Publisher sends messages on confirm-mode channels taken from a pool (one publish
-//     per channel at a time) and waits for the broker's confirms, bounded by a confirm
-//     timeout the library sets (WithConfirmTimeout). Guard it with
-//     registry.Registry.Guard(pub, amqp.Classify).
+//     per channel at a time, at most WithMaxChannels channels per Manager, default
+//     256) and waits for the broker's confirms, bounded by a confirm timeout the
+//     library sets (WithConfirmTimeout). NewPublisher takes the registry: every
+//     exchange gets its own circuit, so do not guard it again.
 //   - Classify maps what a publish returned to a circuit outcome.
 //
 // # Destinations
@@ -33,10 +34,12 @@
 //	broker out of resources (506), internal error (541)  *amqp091.Error                       Failure
 //	dial refused, reset, timed out, EOF in handshake     *DialError, net errors, 501          Failure
 //	connection circuit open: broker known to be down     *DialError (breaker.ErrOpen)         Failure
-//	exchange missing (404 NOT_FOUND)                     *ChannelError (ErrExchangeNotFound)  Neutral
-//	access refused (403), precondition failed (406)      *ChannelError, *amqp091.Error        Neutral
-//	other request errors: 311, 312, 402, 405, 530, 540   *amqp091.Error                       Neutral
-//	mandatory message returned unroutable                *ReturnedError (ErrUnroutable)       Neutral
+//	login refused (403, 530 at connection.open)          *DialError (ErrLoginRefused)         Unusable
+//	exchange missing (404 NOT_FOUND)                     *ChannelError (ErrExchangeNotFound)  Unusable
+//	access refused (403), vhost (530), 402, 405, 540     *ChannelError, *amqp091.Error        Unusable
+//	message too large (311), over max size (406)         *ChannelError, *amqp091.Error        Rejected
+//	mandatory message returned unroutable (312)          *ReturnedError (ErrUnroutable)       Rejected
+//	channel ids exhausted, a channel this process closed ErrClientSide, amqp091.ErrChannelMax Neutral
 //	caller's context cancelled or past its deadline      context.Canceled, DeadlineExceeded   Neutral (see below)
 //	caller's Manager.Close with the confirm outstanding  ErrClosedInFlight                    Neutral
 //	caller's Manager.Close while a channel opens         ErrManagerClosed                     Neutral
@@ -64,7 +67,27 @@
 // A missing exchange is a trap with confirms: the SDK reports the message as nacked
 // with no error, and the broker's 404 arrives only on the channel's close
 // notification. The publisher reads that notification and returns a *ChannelError
-// that names the exchange, so it is classified Neutral, not as a nack.
+// that names the exchange, so it is classified Unusable, not as a nack.
+//
+// # Channels and dials
+//
+// A Manager bounds the confirm-mode channels its publishers hold open, idle or in
+// use, to WithMaxChannels (default DefaultMaxChannels, 256; it must not exceed the
+// connection's channel_max, 2047 on a default RabbitMQ). A publish beyond the bound
+// waits for a channel to come free, at most the confirm timeout, and then fails with
+// an error matching ErrClientSide (Neutral): the busy publishes carry the broker's
+// verdict. A publish that times out keeps its channel in the pool (its late confirm
+// is simply ignored), so a slow broker is not sent a channel.open and a
+// channel.close per timed-out publish. amqp091.ErrChannelMax and channels this
+// process closed are never the broker's verdict (Neutral).
+//
+// A login the broker refuses (wrong credentials, a vhost that is missing or that
+// the user may not use: 403 or 530 at connection.open) is Unusable to the
+// exchanges' circuits but a Failure to the connection circuit, which opens after
+// three such dials and then admits one dial per break: with DefaultDialPolicy at
+// most 8 dials in the first minute and 2 a minute after, whatever the publish rate.
+// The error matches ErrLoginRefused and says so, also while the circuit refuses
+// dials (DialError.Last is the refused dial).
 //
 // # Goroutines
 //

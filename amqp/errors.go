@@ -40,7 +40,20 @@ var (
 	// ErrWrongBroker is returned (wrapped, naming the destination) by Publish for a
 	// destination whose broker is not "amqp".
 	ErrWrongBroker = errors.New(`amqp: destination broker is not "amqp"`)
+	// ErrClientSide is matched by errors of this process's own making, never the
+	// broker's verdict: amqp091's channel ids exhausted (amqp091.ErrChannelMax) or a
+	// channel this process closed. Classify calls them Neutral.
+	ErrClientSide = errors.New("amqp: client-side channel error, not the broker's verdict")
+	// ErrLoginRefused is matched by a *DialError whose dial the broker refused at
+	// connection.open: wrong credentials (403 ACCESS_REFUSED) or a vhost that does
+	// not exist or that the user may not use (530 NOT_ALLOWED), also while the
+	// connection circuit refuses dials because of it. Classify calls it Unusable.
+	ErrLoginRefused = errors.New("amqp: the broker refused the login (credentials or vhost)")
 )
+
+// clientSide wraps err, an error the client made itself, so that it matches
+// ErrClientSide.
+func clientSide(err error) error { return fmt.Errorf("%w: %w", ErrClientSide, err) }
 
 // quote names an exchange in a message; the default exchange's name is empty.
 func quote(exchange string) string {
@@ -144,18 +157,45 @@ func (e *BlockedError) Is(target error) bool { return target == ErrBlocked }
 var ErrClosedInFlight = fmt.Errorf("%w while the publish waited for its confirm; the message may or may not have been routed", ErrManagerClosed)
 
 // DialError is a connection the manager could not open: the dial failed, or the
-// connection circuit rejected it (errors.Is(err, breaker.ErrOpen)) because the broker
-// is known to be down.
+// connection circuit rejected it (errors.Is(err, breaker.ErrOpen)) because dials
+// have been failing. It matches ErrLoginRefused when the broker refused the login
+// (403, 530 at connection.open), also while the circuit refuses dials for that.
 type DialError struct {
 	Addr string // host:port
 	Err  error
+	// Last is, when the connection circuit refused the dial, the error of the last
+	// dial that was made (nil when none failed).
+	Last error
 }
 
-// Error names the broker address and the cause.
-func (e *DialError) Error() string { return "amqp: connect to " + e.Addr + ": " + e.Err.Error() }
+// Error names the broker address and the cause, and the last dial's error when the
+// circuit refused this one.
+func (e *DialError) Error() string {
+	msg := "amqp: connect to " + e.Addr + ": " + e.Err.Error()
+	if refusedLogin(e.Err) || refusedLogin(e.Last) {
+		msg += " (the broker refused the login: check the user's password, the vhost and its permissions; dials back off while it lasts)"
+	}
+	if e.Last != nil {
+		msg += "; last dial: " + e.Last.Error()
+	}
+	return msg
+}
 
 // Unwrap returns the cause.
 func (e *DialError) Unwrap() error { return e.Err }
+
+// Is matches ErrLoginRefused when the dial, or the last dial before the circuit
+// refused this one, was refused at login.
+func (e *DialError) Is(target error) bool {
+	return target == ErrLoginRefused && (refusedLogin(e.Err) || refusedLogin(e.Last))
+}
+
+// refusedLogin reports whether err is the broker's refusal of a connection.open:
+// 403 ACCESS_REFUSED (credentials, SASL) or 530 NOT_ALLOWED (the vhost).
+func refusedLogin(err error) bool {
+	ae, ok := errors.AsType[*amqp091.Error](err)
+	return ok && (ae.Code == amqp091.AccessRefused || ae.Code == amqp091.NotAllowed)
+}
 
 // Classify maps an error of this package, or of amqp091-go, to what it says about the
 // broker's health. See the package documentation for the table. A registry guarding
@@ -166,8 +206,13 @@ func Classify(err error) breaker.Outcome {
 	if err == nil {
 		return breaker.Success
 	}
-	if errors.Is(err, ErrUnroutable) {
-		return breaker.Neutral
+	switch {
+	case errors.Is(err, ErrUnroutable):
+		return breaker.Rejected // no queue is bound for this message's routing key
+	case errors.Is(err, ErrClientSide), errors.Is(err, amqp091.ErrChannelMax):
+		return breaker.Neutral // our own making, never the broker's verdict
+	case errors.Is(err, ErrLoginRefused):
+		return breaker.Unusable // no publish through this manager can succeed
 	}
 	if ce := (*ConfirmError)(nil); errors.As(err, &ce) || errors.Is(err, ErrChannelTimeout) || errors.Is(err, ErrBlocked) {
 		return breaker.Failure
@@ -203,10 +248,19 @@ func classifyCode(code int) breaker.Outcome {
 		amqp091.ResourceError,   // 506: the broker is out of a resource
 		amqp091.InternalError:   // 541
 		return breaker.Failure
+	case amqp091.AccessRefused, // 403: the user may not write the exchange
+		amqp091.NotFound,       // 404: the exchange does not exist
+		amqp091.InvalidPath,    // 402: the vhost path is wrong
+		amqp091.ResourceLocked, // 405: another connection holds it exclusively
+		amqp091.NotAllowed,     // 530: the vhost is missing or forbidden
+		amqp091.NotImplemented: // 540: the broker does not do what we ask
+		return breaker.Unusable
+	case amqp091.ContentTooLarge, // 311
+		amqp091.NoRoute,            // 312
+		amqp091.PreconditionFailed: // 406: e.g. a message over the broker's max_message_size
+		return breaker.Rejected
 	}
-	// 311 CONTENT_TOO_LARGE, 312 NO_ROUTE, 402 INVALID_PATH, 403 ACCESS_REFUSED,
-	// 404 NOT_FOUND, 405 RESOURCE_LOCKED, 406 PRECONDITION_FAILED, 530 NOT_ALLOWED,
-	// 540 NOT_IMPLEMENTED and the rest: the request or the configuration is wrong,
-	// not the broker.
+	// The rest (SyntaxError 502, CommandInvalid 503, ...): the client's request is
+	// wrong, not the broker.
 	return breaker.Neutral
 }

@@ -24,17 +24,15 @@ func ExampleNewPublisher() {
 	}
 	defer m.Close() // stops the manager's watcher goroutine and closes the connection
 
-	pub, err := amqp.NewPublisher(m, amqp.WithConfirmTimeout(2*time.Second))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pub.Close()
-
 	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
-	guarded := reg.Guard(pub, amqp.Classify)
+	guarded, err := amqp.NewPublisher(m, reg, amqp.WithConfirmTimeout(2*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer guarded.Close()
 
 	ctx := context.Background()
 	msg := transport.Message{
@@ -65,7 +63,7 @@ func ExampleClassify() {
 	// Output:
 	// failure
 	// failure
-	// neutral
+	// unusable
 	// neutral
 }
 

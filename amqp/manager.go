@@ -18,6 +18,10 @@ import (
 const (
 	DefaultDialTimeout = 5 * time.Second
 	DefaultRedialDelay = 500 * time.Millisecond
+	// DefaultMaxChannels bounds the channels a Manager's publishers hold open at
+	// once (see WithMaxChannels): far below RabbitMQ's default channel_max of 2047,
+	// and above the publishes in flight that one connection serves well.
+	DefaultMaxChannels = 256
 )
 
 // DefaultDialPolicy is the connection circuit's policy unless WithDialPolicy says
@@ -76,6 +80,23 @@ func WithDialPolicy(p breaker.Policy) ManagerOption {
 	}
 }
 
+// WithMaxChannels bounds the confirm-mode channels the Manager's publishers hold
+// open at once, idle or in use (default DefaultMaxChannels). A publish takes one
+// for its duration; past the bound it waits for one to come free (bounded by its
+// context and the publisher's confirm timeout) instead of opening more, so the
+// connection never runs out of channel ids (amqp091.ErrChannelMax) and a slow broker
+// is not sent a channel.open per waiting caller. n must not exceed the connection's
+// channel_max (WithConfig's ChannelMax, when set; the broker's, 2047 by default).
+func WithMaxChannels(n int) ManagerOption {
+	return func(m *Manager) error {
+		if n <= 0 {
+			return fmt.Errorf("amqp: WithMaxChannels(%d): the bound must be positive", n)
+		}
+		m.maxChannels = n
+		return nil
+	}
+}
+
 // WithDialBreakerOptions passes options (an observer, a clock) to the connection
 // circuit.
 func WithDialBreakerOptions(opts ...breaker.Option) ManagerOption {
@@ -108,6 +129,10 @@ type Manager struct {
 	dialPolicy  breaker.Policy
 	breakerOpts []breaker.Option
 	circuit     *breaker.Breaker
+	maxChannels int
+	// slots holds one token per publisher channel open or opening: the channel pool's
+	// bound (pool.go).
+	slots chan struct{}
 
 	kick    chan struct{} // wakes the watcher to look at the state again; capacity 1
 	done    chan struct{} // closed by Close
@@ -119,7 +144,12 @@ type Manager struct {
 	closes  chan *amqp091.Error // conn's close notification
 	block   *blockEpoch         // conn's flow-control state since its last change
 	dialing *dialCall           // the dial in progress, if any
-	retired []*amqp091.Channel  // channels the watcher is to close
+	retired []retiree           // channels the watcher is to close
+	// lastDial is the error of the last dial that failed, nil after one succeeded.
+	lastDial error
+	// publishers are the Manager's open publishers, whose idle channels another
+	// publisher may close to take their slots (pool.go).
+	publishers []*Publisher
 }
 
 // dialCall is one dial whose result every caller that waited for it shares.
@@ -142,6 +172,7 @@ func NewManager(url string, opts ...ManagerOption) (*Manager, error) {
 		dialTimeout: DefaultDialTimeout,
 		redialDelay: DefaultRedialDelay,
 		dialPolicy:  DefaultDialPolicy,
+		maxChannels: DefaultMaxChannels,
 		kick:        make(chan struct{}, 1),
 		done:        make(chan struct{}),
 		stopped:     make(chan struct{}),
@@ -154,6 +185,10 @@ func NewManager(url string, opts ...ManagerOption) (*Manager, error) {
 	if m.cfg.Dial == nil {
 		m.cfg.Dial = amqp091.DefaultDial(m.dialTimeout)
 	}
+	if cm := int(m.cfg.ChannelMax); cm > 0 && m.maxChannels > cm {
+		return nil, fmt.Errorf("amqp: WithMaxChannels(%d) exceeds the connection's ChannelMax %d: lower WithMaxChannels or raise Config.ChannelMax", m.maxChannels, cm)
+	}
+	m.slots = make(chan struct{}, m.maxChannels)
 	m.circuit, err = breaker.New("amqp-connection:"+m.addr, m.dialPolicy, m.breakerOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("amqp: connection circuit: %w", err)
@@ -226,15 +261,34 @@ func (m *Manager) runDial(call *dialCall) {
 func (m *Manager) dial() (*amqp091.Connection, error) {
 	permit, err := m.circuit.Acquire(context.Background())
 	if err != nil {
-		return nil, &DialError{Addr: m.addr, Err: err}
+		m.mu.Lock()
+		last := m.lastDial
+		m.mu.Unlock()
+		return nil, &DialError{Addr: m.addr, Err: err, Last: last}
 	}
 	conn, err := amqp091.DialConfig(m.url, m.cfg)
+	m.mu.Lock()
+	m.lastDial = err
+	m.mu.Unlock()
 	if err != nil {
-		permit.Complete(Classify(err))
+		permit.Complete(dialOutcome(err))
 		return nil, &DialError{Addr: m.addr, Err: err}
 	}
 	permit.Complete(breaker.Success)
 	return conn, nil
+}
+
+// dialOutcome is what a failed dial tells the connection circuit. A refused login
+// (wrong credentials, a vhost that is missing or forbidden) is Unusable to the
+// exchanges, but to the connection circuit it is a Failure: every dial will be
+// refused the same way until someone fixes the configuration, so the circuit opens
+// and the dials back off (DefaultDialPolicy: at most one per 30 s once open)
+// instead of one TCP and AMQP handshake per publish.
+func dialOutcome(err error) breaker.Outcome {
+	if refusedLogin(err) {
+		return breaker.Failure
+	}
+	return Classify(err)
 }
 
 // blockEpoch is a stretch of time during which a connection's flow-control state does
@@ -303,14 +357,26 @@ func (m *Manager) wake() {
 	}
 }
 
+// retiree is a channel the watcher is to close, and what to call once it is closed
+// (giving back its pool slot).
+type retiree struct {
+	ch     *amqp091.Channel
+	closed func()
+}
+
 // retire hands an open channel that must not be used again to the watcher, which
-// closes it: closing waits for the broker's reply, and publishers should not.
-func (m *Manager) retire(ch *amqp091.Channel) {
+// closes it and then calls closed (which may be nil): closing waits for the broker's
+// reply, and publishers should not.
+func (m *Manager) retire(ch *amqp091.Channel, closed func()) {
 	m.mu.Lock()
 	if !m.closed { // otherwise closing the connection closes the channel
-		m.retired = append(m.retired, ch)
+		m.retired = append(m.retired, retiree{ch, closed})
+		closed = nil
 	}
 	m.mu.Unlock()
+	if closed != nil {
+		closed()
+	}
 	m.wake()
 }
 
@@ -324,8 +390,11 @@ func (m *Manager) watch() {
 		conn, closes, retired := m.conn, m.closes, m.retired
 		m.retired = nil
 		m.mu.Unlock()
-		for _, ch := range retired {
-			_ = ch.Close()
+		for _, r := range retired {
+			_ = r.ch.Close()
+			if r.closed != nil {
+				r.closed()
+			}
 		}
 		if conn == nil {
 			closes = nil // a nil channel never fires

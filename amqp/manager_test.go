@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
 	"github.com/brokerguard/brokerguard/amqp"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
@@ -30,7 +32,7 @@ func TestManagerFailsFastOnceTheBrokerIsKnownDead(t *testing.T) {
 	if got := m.Circuit().Identity(); got != "amqp-connection:"+addr {
 		t.Fatalf("circuit %q", got)
 	}
-	pub, err := amqp.NewPublisher(m)
+	pub, err := amqp.NewPublisher(m, testRegistry(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestPublishRejectsOtherBrokersAndChecksOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	pub, err := amqp.NewPublisher(m)
+	pub, err := amqp.NewPublisher(m, testRegistry(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +105,19 @@ func TestPublishRejectsOtherBrokersAndChecksOptions(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 	for name, f := range map[string]func() error{
-		"confirm timeout": func() error { _, err := amqp.NewPublisher(m, amqp.WithConfirmTimeout(0)); return err },
-		"idle channels":   func() error { _, err := amqp.NewPublisher(m, amqp.WithMaxIdleChannels(-1)); return err },
-		"dial timeout":    func() error { _, err := amqp.NewManager("amqp://h/", amqp.WithDialTimeout(0)); return err },
-		"redial delay":    func() error { _, err := amqp.NewManager("amqp://h/", amqp.WithRedialDelay(-1)); return err },
+		"confirm timeout": func() error { _, err := amqp.NewPublisher(m, testRegistry(t), amqp.WithConfirmTimeout(0)); return err },
+		"idle channels": func() error {
+			_, err := amqp.NewPublisher(m, testRegistry(t), amqp.WithMaxIdleChannels(-1))
+			return err
+		},
+		"no registry":  func() error { _, err := amqp.NewPublisher(m, nil); return err },
+		"max channels": func() error { _, err := amqp.NewManager("amqp://h/", amqp.WithMaxChannels(0)); return err },
+		"max channels over ChannelMax": func() error {
+			_, err := amqp.NewManager("amqp://h/", amqp.WithConfig(amqp091.Config{ChannelMax: 16}), amqp.WithMaxChannels(64))
+			return err
+		},
+		"dial timeout": func() error { _, err := amqp.NewManager("amqp://h/", amqp.WithDialTimeout(0)); return err },
+		"redial delay": func() error { _, err := amqp.NewManager("amqp://h/", amqp.WithRedialDelay(-1)); return err },
 		"dial policy": func() error {
 			_, err := amqp.NewManager("amqp://h/", amqp.WithDialPolicy(breaker.Policy{FailureThreshold: 1}))
 			return err
@@ -128,4 +139,14 @@ func TestDestinationNamesTheDefaultExchange(t *testing.T) {
 	if d.String() != "amqp:orders" || amqp.Exchange(d) != "orders" {
 		t.Fatalf("orders: %v -> %q", d, amqp.Exchange(d))
 	}
+}
+
+// testRegistry is a registry for publishers under test.
+func testRegistry(t *testing.T) *registry.Registry {
+	t.Helper()
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }

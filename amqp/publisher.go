@@ -23,8 +23,10 @@ const DefaultExchange = "amq.default"
 
 // Defaults of a Publisher.
 const (
-	DefaultConfirmTimeout  = 5 * time.Second
-	DefaultMaxIdleChannels = 16
+	DefaultConfirmTimeout = 5 * time.Second
+	// DefaultMaxIdleChannels is the Manager's DefaultMaxChannels: a publisher keeps
+	// every channel it opened, so that bursts and timeouts cost no channel.open.
+	DefaultMaxIdleChannels = DefaultMaxChannels
 )
 
 // Exchange returns the RabbitMQ exchange a destination names: d.Name, except that
@@ -71,9 +73,10 @@ func WithMandatory() PublisherOption {
 	}
 }
 
-// WithMaxIdleChannels bounds the confirm-mode channels kept open between publishes
-// (default DefaultMaxIdleChannels). Concurrent publishes beyond it open channels of
-// their own, closed afterwards.
+// WithMaxIdleChannels bounds the confirm-mode channels the publisher keeps open
+// between publishes (default DefaultMaxIdleChannels). A channel a publish gives back
+// beyond it is closed. Channels open at once are bounded by the Manager
+// (WithMaxChannels), idle or not.
 func WithMaxIdleChannels(n int) PublisherOption {
 	return func(p *Publisher) error {
 		if n < 0 {
@@ -85,30 +88,38 @@ func WithMaxIdleChannels(n int) PublisherOption {
 }
 
 // Publisher publishes to RabbitMQ exchanges with publisher confirms over a Manager's
-// connection. It is a transport.Publisher whose errors Classify understands; guard it
-// with registry.Registry.Guard(p, amqp.Classify) so that every exchange has its own
-// circuit, "amqp:<exchange>" ("amqp:amq.default" for the default exchange).
+// connection, each exchange under its own circuit of the registry given to
+// NewPublisher, "amqp:<exchange>" ("amqp:amq.default" for the default exchange),
+// judged by Classify and the registry's deadline rule. It is guarded already: do not
+// guard it again.
 //
 // A message's Key is the routing key, its Value the body, its Headers the AMQP
 // headers as byte arrays (a later header overwrites an earlier one of the same key).
 // Messages are published persistent (delivery mode 2).
 //
-// Every publish takes a confirm-mode channel of its own from a pool, so no channel is
-// used by two publishes at once. A channel the broker closed is dropped; a channel
-// left with confirms outstanding (a timeout, a cancelled caller) is retired and closed
-// by the manager's watcher. It is safe for concurrent use.
+// Every publish takes a confirm-mode channel of its own from a pool bounded by the
+// Manager (WithMaxChannels), so no channel is used by two publishes at once and the
+// connection never runs out of channel ids. A channel the broker closed is dropped;
+// a channel left with confirms outstanding (a timeout, a cancelled caller) goes back
+// to the pool, except with WithMandatory, where it is closed by the manager's
+// watcher. It is safe for concurrent use.
 type Publisher struct {
 	m              *Manager
+	reg            *registry.Registry
 	confirmTimeout time.Duration
 	mandatory      bool
 	maxIdle        int
 
-	mu     sync.Mutex // guards the fields below
-	idle   []*channel
+	idle chan *channel // idle channels, each holding a slot of the manager's pool (pool.go)
+
+	mu     sync.Mutex // guards closed
 	closed bool
 }
 
-var _ transport.Publisher = (*Publisher)(nil)
+var (
+	_ transport.Publisher   = (*Publisher)(nil)
+	_ transport.Classifying = (*Publisher)(nil)
+)
 
 // channel is a confirm-mode channel with its notifications.
 type channel struct {
@@ -128,31 +139,47 @@ func (c *channel) blocked() <-chan struct{} {
 	return c.block.blocked
 }
 
-// NewPublisher returns a publisher over m's connection.
-func NewPublisher(m *Manager, opts ...PublisherOption) (*Publisher, error) {
+// NewPublisher returns a publisher over m's connection whose publishes go through
+// reg's circuits, one per exchange.
+func NewPublisher(m *Manager, reg *registry.Registry, opts ...PublisherOption) (*Publisher, error) {
 	if m == nil {
 		return nil, fmt.Errorf("amqp: NewPublisher: nil Manager")
 	}
-	p := &Publisher{m: m, confirmTimeout: DefaultConfirmTimeout, maxIdle: DefaultMaxIdleChannels}
+	if reg == nil {
+		return nil, fmt.Errorf("amqp: NewPublisher: nil Registry: the publisher guards every exchange with a circuit of it")
+	}
+	p := &Publisher{m: m, reg: reg, confirmTimeout: DefaultConfirmTimeout, maxIdle: DefaultMaxIdleChannels}
 	for _, o := range opts {
 		if err := o(p); err != nil {
 			return nil, err
 		}
 	}
+	p.idle = make(chan *channel, p.maxIdle)
+	m.addPublisher(p)
 	return p, nil
 }
 
-// Publish sends msgs to the exchange d names and waits for the broker's confirms. A
-// nil error means every message was confirmed (and, with WithMandatory, routed). When
-// only some messages failed the error is a *transport.BatchError; otherwise it is the
-// error of the messages (see Classify for what each kind means).
+// Classifier returns Classify: the outbox takes it from the publisher
+// (transport.Classifying).
+func (p *Publisher) Classifier() transport.Classifier { return Classify }
+
+// Publish sends msgs to the exchange d names, under its circuit, and waits for the
+// broker's confirms. A nil error means every message was confirmed (and, with
+// WithMandatory, routed). A circuit that refuses the call gives a
+// *registry.RejectedError without sending anything. When only some messages failed
+// the error is a *transport.BatchError; otherwise it is the error of the messages
+// (see Classify for what each kind means).
 func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
 	if d.Broker != Broker {
 		return fmt.Errorf("%w: %s", ErrWrongBroker, d)
 	}
-	if len(msgs) == 0 {
-		return registry.NoMessagesError(d)
-	}
+	return p.reg.Call(ctx, d, len(msgs), Classify, func(ctx context.Context) error {
+		return p.publish(ctx, d, msgs)
+	})
+}
+
+// publish is Publish without the circuit.
+func (p *Publisher) publish(ctx context.Context, d transport.Destination, msgs []transport.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -304,6 +331,14 @@ func (p *Publisher) explain(c *channel, exchange string, errs []error, settled b
 		lost = ErrClosedInFlight
 	case reason != nil:
 		lost = &ChannelError{Exchange: exchange, Err: reason}
+	case !c.conn.IsClosed():
+		// The channel is closed with no exception from the broker while the
+		// connection lives: this process closed it. Not the broker's verdict.
+		for i, err := range errs {
+			if errors.Is(err, amqp091.ErrClosed) {
+				errs[i] = clientSide(err)
+			}
+		}
 	}
 	if lost != nil {
 		for i, err := range errs {
@@ -312,7 +347,10 @@ func (p *Publisher) explain(c *channel, exchange string, errs []error, settled b
 			}
 		}
 	}
-	return errs, settled && reason == nil && !c.ch.IsClosed()
+	// Outstanding confirms do not keep a channel from serving the next publish
+	// (confirms are per message), but a late return would be taken for the next
+	// mandatory publish's.
+	return errs, (settled || !p.mandatory) && reason == nil && !c.ch.IsClosed()
 }
 
 // result turns the messages' errors into Publish's error.
@@ -346,126 +384,4 @@ func publishing(m transport.Message) amqp091.Publishing {
 		}
 	}
 	return amqp091.Publishing{Headers: headers, Body: m.Value, DeliveryMode: amqp091.Persistent}
-}
-
-// get takes an idle channel on the current connection, or opens one.
-func (p *Publisher) get(ctx context.Context) (*channel, error) {
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
-		return nil, ErrPublisherClosed
-	}
-	conn, err := p.m.Connection(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// A blocked broker reads nothing more from the connection: fail now rather than
-	// wait for a confirm or a channel that cannot come before the alarm clears.
-	block := p.m.blocking(conn)
-	var blocked <-chan struct{}
-	if block != nil {
-		blocked = block.blocked
-		select {
-		case <-blocked:
-			return nil, block.err(p.m.addr)
-		default:
-		}
-	}
-	p.mu.Lock()
-	for len(p.idle) > 0 {
-		c := p.idle[len(p.idle)-1]
-		p.idle = p.idle[:len(p.idle)-1]
-		if c.conn == conn && !c.ch.IsClosed() {
-			p.mu.Unlock()
-			c.block = block
-			return c, nil
-		}
-		// Its connection is gone, and the channel with it.
-	}
-	p.mu.Unlock()
-	// Opening a channel and entering confirm mode are broker round trips that amqp091
-	// does not bound: a broker that stops answering would hold the publish until
-	// heartbeats give up. Wait no longer than the confirm timeout or the caller; the
-	// opening goes on until the broker answers or the connection dies, and a channel
-	// that comes too late is retired, never used.
-	opened := make(chan openResult, 1)
-	go func() { c, err := p.open(conn); opened <- openResult{c, err} }()
-	timer := time.NewTimer(p.confirmTimeout)
-	defer timer.Stop()
-	select {
-	case r := <-opened:
-		if r.err != nil && p.m.isClosed() {
-			// The caller's own Close ended the opening (amqp091 reports whatever
-			// the closing connection said), not the broker.
-			return nil, fmt.Errorf("%w while the publish opened its channel (%v)", ErrManagerClosed, r.err)
-		}
-		if r.c != nil {
-			r.c.block = block
-		}
-		return r.c, r.err
-	case <-timer.C:
-		err = fmt.Errorf("%w after %v", ErrChannelTimeout, p.confirmTimeout)
-	case <-blocked:
-		err = block.err(p.m.addr)
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	go func() {
-		if r := <-opened; r.c != nil {
-			p.m.retire(r.c.ch)
-		}
-	}()
-	return nil, err
-}
-
-type openResult struct {
-	c   *channel
-	err error
-}
-
-// open opens a channel on conn and puts it in confirm mode.
-func (p *Publisher) open(conn *amqp091.Connection) (*channel, error) {
-	ch, err := conn.Channel()
-	if err != nil {
-		return nil, fmt.Errorf("amqp: open channel: %w", err)
-	}
-	c := &channel{ch: ch, conn: conn, closes: ch.NotifyClose(make(chan *amqp091.Error, 1))}
-	if p.mandatory {
-		c.returns = ch.NotifyReturn(make(chan amqp091.Return, 1))
-	}
-	if err := ch.Confirm(false); err != nil {
-		p.m.retire(ch)
-		return nil, fmt.Errorf("amqp: confirm mode: %w", err)
-	}
-	return c, nil
-}
-
-// put gives a channel back to the pool, or retires it.
-func (p *Publisher) put(c *channel, reusable bool) {
-	if reusable {
-		p.mu.Lock()
-		if !p.closed && len(p.idle) < p.maxIdle {
-			p.idle = append(p.idle, c)
-			p.mu.Unlock()
-			return
-		}
-		p.mu.Unlock()
-	}
-	if !c.ch.IsClosed() {
-		p.m.retire(c.ch)
-	}
-}
-
-// Close closes the idle channels; later publishes fail with ErrPublisherClosed. The
-// manager's connection stays open.
-func (p *Publisher) Close() error {
-	p.mu.Lock()
-	idle := p.idle
-	p.idle, p.closed = nil, true
-	p.mu.Unlock()
-	for _, c := range idle {
-		_ = c.ch.Close()
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -46,7 +47,8 @@ type Bypass struct {
 }
 
 // WithRandom sets the source of jitter, and of where a ramp's sequence of decisions
-// starts: f returns a number in [0, 1). The default is math/rand/v2.Float64.
+// starts: f returns a number in [0, 1). The default is math/rand/v2.Float64; New
+// refuses nil.
 func WithRandom(f func() float64) Option { return func(b *Breaker) { b.random = f } }
 
 // Transition reports a change of state. Every transition starts a new generation.
@@ -158,6 +160,10 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 	}
 	for _, o := range opts {
 		o(b)
+	}
+	if b.random == nil {
+		// Jitter is drawn while the lock is held: a nil source would panic there.
+		return nil, fmt.Errorf("breaker: circuit %q: WithRandom(nil); leave the option out for the default", identity)
 	}
 	if b.clock != nil {
 		b.epoch = b.clock.Now()
@@ -619,6 +625,14 @@ type Snapshot struct {
 	RampUntil   time.Time
 	RampShare   float64
 	RampRefused uint64
+	// Unusable, when not empty, says why the destination cannot take messages
+	// although its broker answers (the text of the last error classified
+	// Unusable), and UnusableSince since when; the circuit stays closed for it. A
+	// circuit leaves both empty: the registry that guards the calls fills them in
+	// (registry.Registry.Snapshots, Snapshot) and clears them at the next call
+	// that reaches the destination.
+	Unusable      string
+	UnusableSince time.Time
 }
 
 // Snapshot returns a consistent view of the circuit.

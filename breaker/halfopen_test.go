@@ -104,10 +104,9 @@ func TestNeutralProbeReleasesSlot(t *testing.T) {
 func TestFailedProbesDoubleTheBreakUpToMax(t *testing.T) {
 	h := newHarness(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, MaxBreakDuration: 5 * time.Second})
 	h.open(1)
-	now := t0
 	for i, want := range []time.Duration{2, 4, 5, 5} {
 		h.clock.Set(h.rejected().NotBefore)
-		now = h.clock.Now()
+		now := h.clock.Now()
 		h.call(breaker.Failure) // the probe fails
 		oe := h.rejected()
 		if got := oe.NotBefore.Sub(now); got != want*time.Second {
@@ -193,8 +192,11 @@ func TestMaxInFlight(t *testing.T) {
 	if _, err := h.b.Acquire(context.Background()); err != breaker.ErrSaturated {
 		t.Fatalf("second probe with one free slot left taken: %v, want ErrSaturated", err)
 	}
-	if b.Complete(breaker.Success) || b.Complete(breaker.Success) {
+	if b.Complete(breaker.Success) {
 		t.Fatal("stale permit completed as live")
+	}
+	if b.Complete(breaker.Success) {
+		t.Fatal("stale permit completed as live a second time")
 	}
 	if s := h.b.Snapshot(); s.InFlight != 1 || s.Probes != 1 {
 		t.Fatalf("after the stale completion: InFlight %d Probes %d, want 1 and 1", s.InFlight, s.Probes)

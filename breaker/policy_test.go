@@ -171,3 +171,13 @@ func FuzzPolicyValidate(f *testing.F) {
 		}
 	})
 }
+
+// A nil jitter source would panic on the first trip, inside the circuit's lock: New
+// refuses it rather than leave a circuit that blocks every caller after a recovered panic.
+func TestNewRefusesANilRandom(t *testing.T) {
+	p := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, Jitter: 0.2}
+	_, err := breaker.New("kafka:orders", p, breaker.WithRandom(nil))
+	if err == nil || !strings.Contains(err.Error(), "WithRandom(nil)") {
+		t.Fatalf("New with WithRandom(nil) = %v; want an error naming WithRandom(nil)", err)
+	}
+}

@@ -29,7 +29,14 @@ func (s State) String() string {
 	return "State(" + strconv.Itoa(int(s)) + ")"
 }
 
-// Outcome is what a completed call says about the health of the dependency.
+// Outcome is what a completed call says about the health of the dependency and, for
+// a failed call, whose fault it was.
+//
+// A circuit counts only Success and Failure: every other Outcome is Neutral to it (no
+// counts, no state change, a probe's slot freed). Rejected and Unusable tell callers
+// that keep messages (the outbox) and the people on call what the error was about:
+// the message (Rejected, worth an attempt of that message) or the destination
+// (Unusable, where every message would fail until someone fixes it).
 type Outcome uint8
 
 // The outcomes a caller reports through [Permit.Complete]. The zero Outcome is treated
@@ -42,9 +49,24 @@ const (
 	// Neutral says nothing about the dependency: the caller gave up, the input was
 	// bad, or the error belongs to the application. It changes no counts and no state.
 	Neutral
+	// Rejected says the broker is healthy and refused this message for a reason of
+	// the message's own (too large, malformed): another message may well go through.
+	// A circuit treats it as Neutral; the outbox charges the row an attempt.
+	Rejected
+	// Unusable says the broker is healthy but the destination cannot take any
+	// message: it is missing, forbidden to these credentials, or misconfigured.
+	// Every message to it fails until someone fixes it, and nothing about the
+	// message is wrong. A circuit treats it as Neutral (opening would not help, and
+	// the broker answers); the outbox holds the destination without spending
+	// attempts, and the registry reports it (Snapshot.Unusable).
+	Unusable
 )
 
-// String returns "success", "failure" or "neutral".
+// Counts reports whether a circuit counts o: only Success and Failure are evidence
+// about the dependency's health.
+func (o Outcome) Counts() bool { return o == Success || o == Failure }
+
+// String returns "success", "failure", "neutral", "rejected" or "unusable".
 func (o Outcome) String() string {
 	switch o {
 	case Success:
@@ -53,6 +75,10 @@ func (o Outcome) String() string {
 		return "failure"
 	case Neutral, 0:
 		return "neutral"
+	case Rejected:
+		return "rejected"
+	case Unusable:
+		return "unusable"
 	}
 	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }

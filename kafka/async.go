@@ -70,6 +70,7 @@ func (t *tracker) write(ctx context.Context, p *Publisher, permit breaker.Permit
 	o := registry.Outcome(ctx, start, err, len(msgs), t.classify)
 	judged = true
 	t.forget(c, o)
+	t.reg.NoteOutcome(c.dest, o, err)
 	return err
 }
 
@@ -110,22 +111,25 @@ func (t *tracker) completion(msgs []kafkago.Message, err error) {
 	}
 	t.mu.Unlock()
 	for _, c := range done {
-		t.reg.Complete(c.dest, c.permit, c.outcome(t.classify))
+		o, err := c.outcome(t.classify)
+		t.reg.Complete(c.dest, c.permit, o)
+		t.reg.NoteOutcome(c.dest, o, err)
 	}
 	if t.next != nil {
 		t.next(msgs, err)
 	}
 }
 
-// outcome is the call's outcome once every message is reported; it requires that no
-// other goroutine can still change the call.
-func (c *call) outcome(classify transport.Classifier) breaker.Outcome {
+// outcome is the call's outcome once every message is reported, and its error (nil
+// when every message went out); it requires that no other goroutine can still change
+// the call.
+func (c *call) outcome(classify transport.Classifier) (breaker.Outcome, error) {
 	if len(c.failed) == 0 {
-		return breaker.Success
+		return breaker.Success, nil
 	}
 	slices.SortFunc(c.failed, func(a, b transport.MessageError) int { return a.Index - b.Index })
 	be := &transport.BatchError{Destination: c.dest, Failed: c.failed}
-	return registry.Outcome(context.Background(), registry.Start{}, be, c.n, classify)
+	return registry.Outcome(context.Background(), registry.Start{}, be, c.n, classify), be
 }
 
 // abandon completes every pending call's permit as Neutral and forgets the calls;

@@ -54,8 +54,8 @@ func classify(err error, inWriter bool) breaker.Outcome {
 			continue
 		case kafkago.Error:
 			return kafkacode.Code(int16(e))
-		case kafkago.MessageTooLargeError:
-			return breaker.Neutral
+		case kafkago.MessageTooLargeError: // over the writer's BatchBytes: the message's own
+			return breaker.Rejected
 		case protocol.Error: // a plain string with no Unwrap
 			return protocolOutcome(e)
 		}
@@ -85,27 +85,24 @@ func classify(err error, inWriter bool) breaker.Outcome {
 	return breaker.Neutral
 }
 
-// anyFailure is Failure when any of errs is, and Neutral otherwise.
+// anyFailure is the worst outcome of errs (transport.WorstOf).
 func anyFailure(errs []error, inWriter bool) breaker.Outcome {
-	for _, e := range errs {
-		if e != nil && classify(e, inWriter) == breaker.Failure {
-			return breaker.Failure
-		}
-	}
-	return breaker.Neutral
+	return transport.WorstOf(errs, func(e error) breaker.Outcome { return classify(e, inWriter) })
 }
 
 // protocolOutcome is the table of kafka-go's client-side protocol errors. A partition
-// without a leader is the broker side's unavailability. The other named ones are about
-// the topic or the request (a topic or partition missing from the metadata, an empty
-// record set). Any other value comes from protocol.Errorf while reading the broker's
+// without a leader is the broker side's unavailability. A topic or partition missing
+// from the metadata makes the topic Unusable; an empty record set or a reset is about
+// the request. Any other value comes from protocol.Errorf while reading the broker's
 // answer (a correlation id mismatch, a bad checksum): the connection's byte stream
 // cannot be trusted, a Failure.
 func protocolOutcome(e protocol.Error) breaker.Outcome {
 	switch e {
 	case protocol.ErrNoLeader:
 		return breaker.Failure
-	case protocol.ErrNoTopic, protocol.ErrNoPartition, protocol.ErrNoRecord, protocol.ErrNoReset:
+	case protocol.ErrNoTopic, protocol.ErrNoPartition:
+		return breaker.Unusable
+	case protocol.ErrNoRecord, protocol.ErrNoReset:
 		return breaker.Neutral
 	}
 	return breaker.Failure

@@ -12,7 +12,9 @@
 // [Classify] maps what kafka-go returns to what it says about the broker's health.
 // It looks through wrapping, through kafka-go's WriteErrors entry by entry (that type
 // has no Unwrap), through [*transport.BatchError] and [*TopicsError]; a multi-message
-// error is a Failure when any of its parts is.
+// error is its parts' worst (transport.Worst: Failure, then Rejected, then Unusable).
+// Rejected and Unusable are Neutral to the circuit; the outbox charges a Rejected
+// row an attempt and holds an Unusable topic (docs/classification.md).
 //
 //	Error                                                        Outcome
 //	-----------------------------------------------------------  -------
@@ -34,18 +36,21 @@
 //	other protocol.Error values, made by protocol.Errorf while   Failure
 //	  reading an answer ("correlation id mismatch", checksum
 //	  mismatch): the connection's byte stream is broken
-//	protocol.ErrNoTopic "topic not found", ErrNoPartition        Neutral
-//	  "topic partition not found" (missing from the metadata),
-//	  ErrNoRecord, ErrNoReset
+//	protocol.ErrNoTopic "topic not found", ErrNoPartition        Unusable
+//	  "topic partition not found" (missing from the metadata)
+//	protocol.ErrNoRecord, ErrNoReset                             Neutral
 //	bare context.Canceled / context.DeadlineExceeded (kafka-go   Neutral
 //	  returns the caller's context error as is; see below)
-//	message codes: MessageSizeTooLarge, MessageTooLargeError,    Neutral
-//	  InvalidMessage, InvalidMessageSize, RecordListTooLarge,
-//	  InvalidRecord, InvalidTimestamp
-//	configuration codes: UnknownTopicOrPartition, InvalidTopic,  Neutral
+//	message codes: MessageSizeTooLarge, MessageTooLargeError     Rejected
+//	  (over the writer's BatchBytes), InvalidMessage,
+//	  RecordListTooLarge, InvalidRecord, InvalidTimestamp
+//	destination codes: UnknownTopicOrPartition, InvalidTopic,    Unusable
 //	  TopicAuthorizationFailed, ClusterAuthorizationFailed,
-//	  InvalidRequiredAcks, UnsupportedVersion, PolicyViolation,
-//	  and every other broker code
+//	  InvalidRequiredAcks, UnsupportedForMessageFormat,
+//	  TransactionalIDAuthorizationFailed, SaslAuthenticationFailed,
+//	  UnsupportedCompressionType
+//	every other broker code (InvalidMessageSize, PolicyViolation, Neutral
+//	  UnsupportedVersion, ...)
 //	kafka-go's plain errors.New / fmt.Errorf strings: "mismatching Neutral
 //	  leaders" (never for the writer's one-partition requests),
 //	  an unregistered compression codec, "no address was given",

@@ -21,7 +21,7 @@ func ExampleClassify() {
 	fmt.Println(kafka.Classify(context.Canceled))
 	// Output:
 	// failure
-	// neutral
+	// rejected
 	// neutral
 }
 

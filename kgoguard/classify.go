@@ -39,12 +39,7 @@ func Classify(err error) breaker.Outcome {
 		case interface{ Unwrap() error }:
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }: // *transport.BatchError, errors.Join
-			for _, e := range u.Unwrap() {
-				if e != nil && Classify(e) == breaker.Failure {
-					return breaker.Failure
-				}
-			}
-			return breaker.Neutral
+			return transport.WorstOf(u.Unwrap(), Classify)
 		default:
 			return breaker.Neutral
 		}

@@ -44,9 +44,9 @@ var faults = []fault{
 	{name: "request timed out", arm: answer(kafkacode.RequestTimedOut), is: kgo.ErrRecordRetries, want: breaker.Failure},
 	{name: "no leader", arm: answer(kafkacode.LeaderNotAvailable), is: kerr.LeaderNotAvailable, want: breaker.Failure},
 	{name: "not enough replicas", arm: answer(kafkacode.NotEnoughReplicas), is: kerr.NotEnoughReplicas, want: breaker.Failure},
-	{name: "message too large (broker)", arm: answer(kerr.MessageTooLarge.Code), is: kerr.MessageTooLarge, want: breaker.Neutral},
-	{name: "authorization", arm: answer(kerr.TopicAuthorizationFailed.Code), is: kerr.TopicAuthorizationFailed, want: breaker.Neutral},
-	{name: "message too large (client)", large: true, is: kerr.MessageTooLarge, want: breaker.Neutral,
+	{name: "message too large (broker)", arm: answer(kerr.MessageTooLarge.Code), is: kerr.MessageTooLarge, want: breaker.Rejected},
+	{name: "authorization", arm: answer(kerr.TopicAuthorizationFailed.Code), is: kerr.TopicAuthorizationFailed, want: breaker.Unusable},
+	{name: "message too large (client)", large: true, is: kerr.MessageTooLarge, want: breaker.Rejected,
 		arm: func(*env) (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
 	{name: "caller cancel", is: context.Canceled, want: breaker.Neutral,
 		arm: func(e *env) (context.Context, context.CancelFunc) {

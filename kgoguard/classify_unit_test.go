@@ -33,13 +33,14 @@ func TestClassifyShapes(t *testing.T) {
 		want breaker.Outcome
 	}{
 		{"nil", nil, breaker.Success},
-		{"code wrapped as franz-go wraps MessageTooLarge", fmt.Errorf("%w (uncompressed_bytes=9)", kerr.MessageTooLarge), breaker.Neutral},
+		{"code wrapped as franz-go wraps MessageTooLarge", fmt.Errorf("%w (uncompressed_bytes=9)", kerr.MessageTooLarge), breaker.Rejected},
 		{"failure code wrapped", fmt.Errorf("produce: %w", kerr.NotLeaderForPartition), breaker.Failure},
 		{"connection cut", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), breaker.Failure},
 		{"closed client", kgo.ErrClientClosed, breaker.Neutral},
 		{"record context", context.Canceled, breaker.Neutral},
 		{"batch with one failure", batch(kerr.MessageTooLarge, kerr.LeaderNotAvailable), breaker.Failure},
-		{"batch of neutral", batch(kerr.MessageTooLarge, kerr.TopicAuthorizationFailed), breaker.Neutral},
+		{"batch rejected and unusable", batch(kerr.MessageTooLarge, kerr.TopicAuthorizationFailed), breaker.Rejected},
+		{"batch unusable", batch(kerr.UnknownTopicOrPartition, kerr.TopicAuthorizationFailed), breaker.Unusable},
 		{"joined", errors.Join(errors.New("x"), kgo.ErrRecordTimeout), breaker.Failure},
 		{"rejected", &registry.RejectedError{Destination: d, Err: breaker.ErrOpen}, breaker.Neutral},
 		{"unknown", errors.New("boom"), breaker.Neutral},

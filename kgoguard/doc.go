@@ -19,7 +19,7 @@
 //
 // [Classify] judges Kafka error codes with the table the kafka package uses
 // (internal/kafkacode), and franz-go's own errors as below. It looks through wrapping
-// and through [*transport.BatchError] (Failure when any entry is).
+// and through [*transport.BatchError] (its entries' worst: transport.Worst).
 //
 //	Error                                                       Outcome
 //	----------------------------------------------------------  -------
@@ -32,8 +32,12 @@
 //	  retry limit or delivery timeout ran out)
 //	network: *net.OpError, *net.DNSError, io.EOF,               Failure
 //	  io.ErrUnexpectedEOF, ECONNREFUSED, ECONNRESET, timeouts
-//	*kerr.Error: MessageTooLarge, TopicAuthorizationFailed,     Neutral
-//	  UnknownTopicOrPartition, InvalidRecord, ... (every other code)
+//	*kerr.Error: MessageTooLarge, CorruptMessage, InvalidRecord, Rejected
+//	  RecordListTooLarge, InvalidTimestamp
+//	*kerr.Error: UnknownTopicOrPartition, TopicAuthorization-    Unusable
+//	  Failed, ClusterAuthorizationFailed, InvalidTopicException, ...
+//	  (the kafka package's Unusable codes)
+//	*kerr.Error: every other code                               Neutral
 //	kgo.ErrClientClosed, kgo.ErrAborting, kgo.ErrMaxBuffered,   Neutral
 //	  context.Canceled, context.DeadlineExceeded,
 //	  *registry.RejectedError, anything else

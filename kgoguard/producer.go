@@ -100,7 +100,9 @@ func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo
 		}
 	}()
 	p.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-		p.reg.Complete(d, permit, registry.Outcome(ctx, start, err, 1, p.classify))
+		o := registry.Outcome(ctx, start, err, 1, p.classify)
+		p.reg.Complete(d, permit, o)
+		p.reg.NoteOutcome(d, o, err)
 		if promise != nil {
 			promise(r, err)
 		}
@@ -186,9 +188,11 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 	}
 	for _, d := range order {
 		if g := groups[d]; g.refused == nil {
-			o := registry.Outcome(ctx, g.start, resultsErr(d, g.recs, byTopic[d]), len(g.recs), p.classify)
+			err := resultsErr(d, g.recs, byTopic[d])
+			o := registry.Outcome(ctx, g.start, err, len(g.recs), p.classify)
 			g.done = true
 			p.reg.Complete(d, g.permit, o)
+			p.reg.NoteOutcome(d, o, err)
 		}
 	}
 	return append(out, res...)

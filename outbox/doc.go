@@ -25,15 +25,23 @@
 //
 // # Attempts measure the message, time measures the destination
 //
-// A failure is an outage or the message's own, as WithClassifier says (without one,
-// a failed publish as a whole is an outage and each refused entry of a
-// transport.BatchError is the message's own):
+// A failure is an outage, the destination's, or the message's own, as the classifier
+// says: WithClassifier's, else the publisher's (transport.Classifying: every
+// adapter's publisher and registry.Guard's have one); NewProcessor refuses to run
+// without one (ErrNoClassifier):
 //
-//   - An outage spends the destination's time, never a row's attempts: a destination
-//     held for longer than MaxCircuitDeferral has its rows enqueued more than
-//     MaxCircuitDeferral ago made dead with ReasonDeferralExhausted, when the hold is
-//     renewed (at the end of a break).
-//   - The message's own failure costs the row an attempt and a capped, jittered
+//   - An outage (breaker.Failure, or the circuit's refusal) spends the destination's
+//     time, never a row's attempts: a destination held for longer than
+//     MaxCircuitDeferral has its rows enqueued more than MaxCircuitDeferral ago made
+//     dead with ReasonDeferralExhausted, when the hold is renewed (at the end of a
+//     break).
+//   - A destination that is unusable (breaker.Unusable: missing, forbidden,
+//     misconfigured; its broker is healthy and its circuit stays closed) is held as
+//     an outage is, for the unusable backoff (WithUnusableBackoff: 5 s doubling to 5
+//     minutes), then probed with one row; the hold records why (HoldInfo.Unusable)
+//     and UnusableHooks are told. Its rows spend no attempts, and go out in order
+//     once a probe goes through.
+//   - The message's own failure (breaker.Rejected, breaker.Neutral) costs the row an attempt and a capped, jittered
 //     backoff; the MaxAttempts-th makes it dead with ReasonAttemptsExhausted. When a
 //     publish of several rows fails as a whole for a message's reason, the rows are
 //     sent again one at a time, so that the bad one ends alone.

@@ -21,7 +21,7 @@ func ExamplePurge() {
 	_, _ = store.Enqueue(ctx,
 		outbox.Entry{Destination: orders, Message: transport.Message{Value: []byte("order 1")}},
 		outbox.Entry{Destination: orders, Message: transport.Message{Value: []byte("order 2")}})
-	proc, _ := outbox.NewProcessor(store, nil, printer{}, outbox.WithClock(clock))
+	proc, _ := outbox.NewProcessor(store, nil, printer{}, outbox.WithClock(clock), outbox.WithClassifier(func(error) breaker.Outcome { return breaker.Failure }))
 	_, _ = proc.ProcessPending(ctx)
 
 	r := outbox.Retention{Published: 24 * time.Hour, Dead: 30 * 24 * time.Hour}

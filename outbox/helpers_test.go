@@ -26,6 +26,9 @@ type publishCall struct {
 	Msgs []transport.Message
 }
 
+// outageOnError classifies every error as an outage of the broker.
+func outageOnError(error) breaker.Outcome { return breaker.Failure }
+
 // fakePublisher records its calls and answers with fn (nil: success).
 type fakePublisher struct {
 	mu    sync.Mutex

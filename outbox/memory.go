@@ -30,6 +30,7 @@ type MemoryStore struct {
 type memoryHold struct {
 	until, since time.Time
 	probeToken   string
+	reason       string // Hold.Reason of the last Hold
 }
 
 var (
@@ -308,6 +309,7 @@ func (s *MemoryStore) Hold(ctx context.Context, h Hold) (int, error) {
 	case h.Until.After(cur.until):
 		cur.until = h.Until
 	}
+	cur.reason = h.Reason
 	s.holdWrites++
 	if h.Now.Sub(cur.since) <= h.MaxDeferral {
 		return 0, nil

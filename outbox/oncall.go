@@ -17,6 +17,10 @@ type HoldInfo struct {
 	Destination transport.Destination
 	Until       time.Time
 	Since       time.Time
+	// Unusable, when not empty, says the destination is held because it cannot take
+	// messages although its broker answers (Hold.Reason: the error that said so);
+	// empty for an outage (an open circuit, an unhealthy broker).
+	Unusable string
 }
 
 // DeadCount is how many dead rows have one reason (DeadReason of their LastError).
@@ -52,7 +56,7 @@ func (s *MemoryStore) Holds(ctx context.Context) ([]HoldInfo, error) {
 	defer s.mu.Unlock()
 	out := make([]HoldInfo, 0, len(s.holds))
 	for d, h := range s.holds {
-		out = append(out, HoldInfo{Destination: d, Until: h.until, Since: h.since})
+		out = append(out, HoldInfo{Destination: d, Until: h.until, Since: h.since, Unusable: h.reason})
 	}
 	slices.SortFunc(out, func(a, b HoldInfo) int { return strings.Compare(a.Destination.String(), b.Destination.String()) })
 	return out, nil

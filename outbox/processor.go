@@ -185,13 +185,15 @@ func WithProbeBatch(n int) ProcessorOption {
 	return positive("WithProbeBatch", n, func(p *Processor) { p.probeBatch = n })
 }
 
-// WithClassifier tells the Processor which publish errors are an outage of the
-// destination (breaker.Failure) and which belong to the message (breaker.Neutral):
-// give it the classifier of the guarded publisher (kafka.Classify, amqp.Classify,
-// sqs.Classify). An outage holds the destination and spends its MaxCircuitDeferral
-// time; a message's own failure spends the row's attempts. Without it every error of
-// a whole publish is an outage (as registry.Guard counts a nil classifier), and every
-// entry of a transport.BatchError is the message's own.
+// WithClassifier tells the Processor whose fault each publish error is: an outage of
+// the broker (breaker.Failure) holds the destination and spends its
+// MaxCircuitDeferral time; a destination that is unusable (breaker.Unusable:
+// missing, forbidden, misconfigured) is held too, probed after the unusable backoff
+// (WithUnusableBackoff), and spends that time as well; any other outcome
+// (breaker.Rejected, breaker.Neutral) is the message's own and spends the row's
+// attempts. Without it the Processor takes the publisher's classifier
+// (transport.Classifying: registry.Guard's publisher and the adapters' have one),
+// and NewProcessor fails with ErrNoClassifier when the publisher has none.
 func WithClassifier(c transport.Classifier) ProcessorOption {
 	return func(p *Processor) error { p.classify = c; return nil }
 }
@@ -281,6 +283,11 @@ type Processor struct {
 	backoff        Backoff
 	storeTimeout   time.Duration // see WithStoreTimeout; 0 until NewProcessor derives it
 	errorBackoff   Backoff       // Run's wait after failed batches
+
+	// Unusable destinations (unusable.go).
+	unusableBackoff Backoff
+	unusable        unusableHolds
+	idPrefix        string
 }
 
 // NewProcessor returns a Processor that claims rows from store and publishes them
@@ -306,11 +313,16 @@ func NewProcessor(store Store, circuits Circuits, pub transport.Publisher, opts 
 		backoff:        DefaultBackoff,
 		errorBackoff:   DefaultErrorBackoff,
 		onError:        logError,
+
+		unusableBackoff: DefaultUnusableBackoff,
 	}
 	for _, o := range opts {
 		if err := o(p); err != nil {
 			return nil, err
 		}
+	}
+	if err := p.resolveClassifier(); err != nil {
+		return nil, err
 	}
 	if p.owner == "" {
 		host, _ := os.Hostname()
@@ -443,15 +455,6 @@ func (p *Processor) holdUntil(d transport.Destination, now time.Time, rejection 
 		return until
 	}
 	return now.Add(p.rejectedDelay)
-}
-
-// outage reports whether a publish error says the destination, not the message, is
-// at fault.
-func (p *Processor) outage(err error) bool {
-	if errors.Is(err, breaker.ErrOpen) || errors.Is(err, breaker.ErrSaturated) || errors.Is(err, breaker.ErrUnavailable) {
-		return true
-	}
-	return p.classify == nil || p.classify(err) == breaker.Failure
 }
 
 // claim is one ProcessPending's claim: its token fences every write-back, and its
@@ -602,7 +605,7 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 			msgs[i].Headers = append(h, transport.Header{Key: p.idHeader, Value: strconv.AppendInt(nil, r.ID, 10)})
 		}
 	}
-	pubErr := p.pub.Publish(ctx, d, msgs...)
+	pubErr := p.pub.Publish(transport.WithMessageIDs(ctx, p.messageIDs(recs)), d, msgs...)
 	var be *transport.BatchError
 	partial := errors.As(pubErr, &be) && validIndexes(be, len(recs))
 	cancelled := pubErr != nil && ctx.Err() != nil
@@ -619,13 +622,18 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 	var out sent
 	switch {
 	case pubErr == nil:
+		p.unusable.clear(d)
 		n, err := p.store.MarkPublished(wctx, token, now, ids(recs))
 		out.counts.Published, out.published = n, true
 		return out, err
-	case !partial && p.outage(pubErr):
+	case !partial && p.judge(pubErr) == outage:
 		out.held = p.holdUntil(d, now, pubErr)
 		c, err := p.hold(wctx, token, d, recs, now, out.held)
 		out.counts = c
+		return out, err
+	case !partial && p.judge(pubErr) == unusable:
+		var err error
+		out.held, out.counts, err = p.holdUnusable(wctx, token, d, recs, now, pubErr)
 		return out, err
 	case !partial:
 		return sent{messageFailure: true, err: pubErr}, nil
@@ -634,19 +642,34 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 	for _, f := range be.Failed {
 		failed[f.Index] = f.Err
 	}
-	var ok, own, down []Record
+	var ok, own, down, refused []Record
 	var errs []error
+	var refusal error
 	for i, r := range recs {
-		switch e, isFailed := failed[i]; {
+		e, isFailed := failed[i]
+		switch {
 		case !isFailed:
 			ok = append(ok, r)
-		case p.classify != nil && p.classify(e) == breaker.Failure:
+		case p.judge(e) == outage:
 			down = append(down, r)
+		case p.judge(e) == unusable:
+			refused, refusal = append(refused, r), e
 		default:
 			own, errs = append(own, r), append(errs, e)
 		}
 	}
+	if len(down) > 0 { // the outage holds the destination, whatever else it said
+		down = append(down, refused...)
+	} else if len(refused) > 0 {
+		until, c, err := p.holdUnusable(wctx, token, d, refused, now, refusal)
+		out.held = until
+		out.counts.add(c)
+		if err != nil {
+			return out, err
+		}
+	}
 	if len(ok) > 0 {
+		p.unusable.clear(d)
 		n, err := p.store.MarkPublished(wctx, token, now, ids(ok))
 		out.counts.Published, out.published = n, true
 		if err != nil {
@@ -691,10 +714,15 @@ func ids(recs []Record) []int64 {
 // hold holds d until until (plus jitter), which makes dead the rows whose outage
 // budget is spent, and gives the claimed rows still pending back uncharged.
 func (p *Processor) hold(ctx context.Context, token string, d transport.Destination, recs []Record, now, until time.Time) (Counts, error) {
+	return p.holdFor(ctx, token, d, recs, now, until, "")
+}
+
+// holdFor is hold with the Hold's Reason: why d is unusable, or "" for an outage.
+func (p *Processor) holdFor(ctx context.Context, token string, d transport.Destination, recs []Record, now, until time.Time, reason string) (Counts, error) {
 	dead, err := p.store.Hold(ctx, Hold{
 		Destination: d, Token: token, Now: now,
 		Until:       until.Add(time.Duration(p.random() * float64(p.deferralJitter))),
-		MaxDeferral: p.maxDeferral,
+		MaxDeferral: p.maxDeferral, Reason: reason,
 	})
 	if err != nil {
 		return Counts{}, err

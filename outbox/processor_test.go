@@ -253,7 +253,7 @@ func TestAttemptsExhaustionMakesRowsDead(t *testing.T) {
 }
 
 func TestBatchErrorFailsOnlyTheListedMessages(t *testing.T) {
-	f := newFixture(t, policy)
+	f := newFixture(t, policy, outbox.WithClassifier(neutral))
 	ids := f.enqueue(t, orders, 3)
 	f.inner.fn = func(_ context.Context, d transport.Destination, _ []transport.Message) error {
 		return &transport.BatchError{Destination: d, Failed: []transport.MessageError{{Index: 1, Err: errBroker}}}
@@ -456,13 +456,20 @@ func TestInvalidProcessorOptions(t *testing.T) {
 		"owner":    outbox.WithOwner(""),
 		"clock":    outbox.WithClock(nil),
 		"probe":    outbox.WithProbeBatch(0),
+		"unusable": outbox.WithUnusableBackoff(outbox.Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 0.5}),
 	} {
-		if _, err := outbox.NewProcessor(store, nil, pub, opt); err == nil {
+		if _, err := outbox.NewProcessor(store, nil, pub, opt, outbox.WithClassifier(outageOnError)); err == nil {
 			t.Errorf("%s: NewProcessor accepted an invalid option", name)
 		}
 	}
 	if _, err := outbox.NewProcessor(nil, nil, pub); err == nil {
 		t.Error("NewProcessor accepted a nil store")
+	}
+	// A raw publisher says nothing of its errors: without WithClassifier the
+	// Processor cannot tell a bad message from a broker outage, and refuses.
+	if _, err := outbox.NewProcessor(store, nil, &fakePublisher{}); !errors.Is(err, outbox.ErrNoClassifier) ||
+		!strings.Contains(err.Error(), "WithClassifier") {
+		t.Errorf("NewProcessor without a classifier: %v, want ErrNoClassifier naming WithClassifier", err)
 	}
 }
 

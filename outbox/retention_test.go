@@ -90,15 +90,15 @@ func TestRetentionValidation(t *testing.T) {
 		if err := r.Validate(); err == nil {
 			t.Errorf("%+v accepted", r)
 		}
-		if _, err := outbox.NewProcessor(outbox.NewMemoryStore(nil), nil, &fakePublisher{}, outbox.WithRetention(r)); err == nil {
+		if _, err := outbox.NewProcessor(outbox.NewMemoryStore(nil), nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithRetention(r)); err == nil {
 			t.Errorf("WithRetention(%+v) accepted", r)
 		}
 	}
-	_, err := outbox.NewProcessor(failingStore{}, nil, &fakePublisher{}, outbox.WithRetention(outbox.Retention{Dead: time.Hour}))
+	_, err := outbox.NewProcessor(failingStore{}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithRetention(outbox.Retention{Dead: time.Hour}))
 	if err != nil {
 		t.Errorf("a MemoryStore embedded in another store is a Purger: %v", err)
 	}
-	_, err = outbox.NewProcessor(claimOnly{}, nil, &fakePublisher{}, outbox.WithRetention(outbox.Retention{Dead: time.Hour}))
+	_, err = outbox.NewProcessor(claimOnly{}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithRetention(outbox.Retention{Dead: time.Hour}))
 	if err == nil {
 		t.Error("WithRetention accepted a store that cannot delete")
 	}

@@ -139,7 +139,7 @@ func TestRunErrors(t *testing.T) {
 			old := slog.Default()
 			slog.SetDefault(slog.New(logs))
 			defer slog.SetDefault(old)
-			proc, err := outbox.NewProcessor(failingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{},
+			proc, err := outbox.NewProcessor(failingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 				outbox.WithRandom(func() float64 { return 0 }))
 			if err != nil {
 				t.Fatal(err)
@@ -162,7 +162,7 @@ func TestRunErrors(t *testing.T) {
 			var seen []error
 			ctx, cancel := context.WithCancel(context.Background())
 			hooks := &storeErrorHooks{}
-			proc, err := outbox.NewProcessor(failingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{},
+			proc, err := outbox.NewProcessor(failingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 				outbox.WithRandom(func() float64 { return 0 }), outbox.WithHooks(hooks),
 				outbox.WithErrorBackoff(outbox.Backoff{Initial: time.Second, Max: 4 * time.Second, Multiplier: 2}),
 				outbox.WithErrorHandler(func(err error) {
@@ -196,7 +196,7 @@ func TestRunErrors(t *testing.T) {
 			var seen []error
 			var at []time.Duration
 			start := time.Now()
-			proc, err := outbox.NewProcessor(hangingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{},
+			proc, err := outbox.NewProcessor(hangingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 				outbox.WithLease(30*time.Second), outbox.WithRandom(func() float64 { return 0 }),
 				outbox.WithErrorHandler(func(err error) {
 					seen, at = append(seen, err), append(at, time.Since(start))
@@ -224,7 +224,7 @@ func TestRunErrors(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			start := time.Now()
 			var at time.Duration
-			proc, err := outbox.NewProcessor(hangingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{},
+			proc, err := outbox.NewProcessor(hangingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 				outbox.WithStoreTimeout(2*time.Second),
 				outbox.WithErrorHandler(func(error) { at = time.Since(start); cancel() }))
 			if err != nil {
@@ -244,7 +244,7 @@ func TestRunErrors(t *testing.T) {
 			"WithStoreTimeout(0)":    outbox.WithStoreTimeout(0),
 			"WithErrorBackoff(zero)": outbox.WithErrorBackoff(outbox.Backoff{}),
 		} {
-			if _, err := outbox.NewProcessor(outbox.NewMemoryStore(nil), nil, &fakePublisher{}, o); err == nil {
+			if _, err := outbox.NewProcessor(outbox.NewMemoryStore(nil), nil, &fakePublisher{}, o, outbox.WithClassifier(outageOnError)); err == nil {
 				t.Errorf("%s accepted", name)
 			}
 		}

@@ -164,6 +164,10 @@ type Hold struct {
 	Token       string
 	Now, Until  time.Time
 	MaxDeferral time.Duration
+	// Reason, when not empty, says the destination is held because it is unusable
+	// (breaker.Unusable: missing, forbidden, misconfigured) and why; empty for an
+	// outage. The store keeps the last Hold's Reason for OnCall.Holds.
+	Reason string
 }
 
 // Failure is the outcome of a failed publish for one row: the store adds one to its

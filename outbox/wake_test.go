@@ -75,7 +75,7 @@ func TestRunClaimsOnceForABurstOfSignals(t *testing.T) {
 		store := &countingStore{MemoryStore: outbox.NewMemoryStore(nil)}
 		w := &chanWaker{bursts: make(chan int), sent: make(chan struct{})}
 		pub := &fakePublisher{}
-		proc, err := outbox.NewProcessor(store, nil, pub, outbox.WithPollInterval(time.Hour), outbox.WithWaker(w))
+		proc, err := outbox.NewProcessor(store, nil, pub, outbox.WithClassifier(outageOnError), outbox.WithPollInterval(time.Hour), outbox.WithWaker(w))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func TestRunReportsAWakerThatCannotListenAndKeepsPolling(t *testing.T) {
 		errListen := errors.New("cannot listen")
 		store := outbox.NewMemoryStore(nil)
 		var seen []error
-		proc, err := outbox.NewProcessor(store, nil, &fakePublisher{}, outbox.WithPollInterval(time.Second),
+		proc, err := outbox.NewProcessor(store, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithPollInterval(time.Second),
 			outbox.WithWaker(&chanWaker{err: errListen}), outbox.WithErrorHandler(func(err error) { seen = append(seen, err) }))
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +162,7 @@ func TestRunReportsAWakerThatCannotListenAndKeepsPolling(t *testing.T) {
 }
 
 func TestWithWakerNil(t *testing.T) {
-	if _, err := outbox.NewProcessor(outbox.NewMemoryStore(nil), nil, &fakePublisher{}, outbox.WithWaker(nil)); err == nil {
+	if _, err := outbox.NewProcessor(outbox.NewMemoryStore(nil), nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithWaker(nil)); err == nil {
 		t.Fatal("WithWaker(nil) accepted")
 	}
 }
@@ -170,7 +170,7 @@ func TestWithWakerNil(t *testing.T) {
 func TestMemoryStoreWakesTheProcessorOnEnqueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := outbox.NewMemoryStore(nil)
-		proc, err := outbox.NewProcessor(store, nil, &fakePublisher{}, outbox.WithPollInterval(time.Hour), outbox.WithWaker(store))
+		proc, err := outbox.NewProcessor(store, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithPollInterval(time.Hour), outbox.WithWaker(store))
 		if err != nil {
 			t.Fatal(err)
 		}

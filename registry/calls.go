@@ -56,7 +56,7 @@ func (r *Registry) Report() []CircuitReport {
 	entries := r.entries()
 	out := make([]CircuitReport, len(entries))
 	for i, e := range entries {
-		out[i] = CircuitReport{Destination: e.dest, Snapshot: e.circuit.Snapshot()}
+		out[i] = CircuitReport{Destination: e.dest, Snapshot: e.snapshot()}
 		if c := e.calls; c != nil {
 			out[i].Calls = CallCounts{
 				Published: c[published].Load(), Failed: c[failed].Load(),

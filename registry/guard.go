@@ -55,6 +55,11 @@ type guarded struct {
 	classify transport.Classifier
 }
 
+// Classifier returns the classifier the publisher was guarded with (every error a
+// Failure when Guard was given none), so that code keeping messages for it (the
+// outbox) judges errors as its circuits do. It implements transport.Classifying.
+func (g *guarded) Classifier() transport.Classifier { return g.classify }
+
 func (g *guarded) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
 	return g.r.Call(ctx, d, len(msgs), g.classify, func(ctx context.Context) error {
 		return g.pub.Publish(ctx, d, msgs...)
@@ -130,6 +135,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 	o := Outcome(ctx, start, err, n, classify)
 	completed = true
 	e.complete(permit, o)
+	e.note(o, err, r)
 	return err
 }
 
@@ -175,7 +181,8 @@ func failAll(error) breaker.Outcome { return breaker.Failure }
 //     answer), else Neutral (the deadline was too short to be a verdict);
 //   - a *transport.BatchError is classified message by message: a Failure among them
 //     is a Failure, and a batch of which some messages were published is otherwise a
-//     Success;
+//     Success; a batch of which none was published is Unusable when every message
+//     was, else Rejected when one was, else Neutral;
 //   - any other error is what classify says.
 func Outcome(ctx context.Context, s Start, err error, n int, classify transport.Classifier) breaker.Outcome {
 	switch ended := ctx.Err(); {
@@ -191,13 +198,24 @@ func Outcome(ctx context.Context, s Start, err error, n int, classify transport.
 	if !errors.As(err, &be) {
 		return classify(err)
 	}
+	unusable, rejected := 0, false
 	for _, f := range be.Failed {
-		if classify(f.Err) == breaker.Failure {
+		switch classify(f.Err) {
+		case breaker.Failure:
 			return breaker.Failure
+		case breaker.Unusable:
+			unusable++
+		case breaker.Rejected:
+			rejected = true
 		}
 	}
-	if len(be.Failed) < n {
+	switch {
+	case len(be.Failed) < n:
 		return breaker.Success
+	case unusable == len(be.Failed):
+		return breaker.Unusable
+	case rejected:
+		return breaker.Rejected
 	}
 	return breaker.Neutral
 }

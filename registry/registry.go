@@ -152,10 +152,11 @@ type Registry struct {
 type entry struct {
 	dest      transport.Destination
 	circuit   breaker.Circuit
-	minBudget time.Duration // the policy's MinCallBudget, normalized
-	used      atomic.Bool   // set by use, cleared by each eviction sweep
-	idleAt    time.Time     // when a sweep first found it unused; guarded by Registry.mu
-	calls     *callCounts   // nil unless WithCallCounts
+	minBudget time.Duration                // the policy's MinCallBudget, normalized
+	used      atomic.Bool                  // set by use, cleared by each eviction sweep
+	idleAt    time.Time                    // when a sweep first found it unused; guarded by Registry.mu
+	calls     *callCounts                  // nil unless WithCallCounts
+	unusable  atomic.Pointer[unusableNote] // set while calls say the destination is unusable (unusable.go)
 }
 
 // New returns a registry whose destinations get the defaults policy unless an
@@ -409,7 +410,7 @@ func (r *Registry) Len() int {
 func (r *Registry) Snapshots() map[transport.Destination]breaker.Snapshot {
 	out := map[transport.Destination]breaker.Snapshot{}
 	for _, e := range r.entries() {
-		out[e.dest] = e.circuit.Snapshot()
+		out[e.dest] = e.snapshot()
 	}
 	return out
 }

@@ -53,11 +53,4 @@ func Classify(err error) breaker.Outcome {
 var _ transport.Classifier = Classify
 
 // anyFailure is Failure when any of errs is, and Neutral otherwise.
-func anyFailure(errs []error) breaker.Outcome {
-	for _, e := range errs {
-		if e != nil && Classify(e) == breaker.Failure {
-			return breaker.Failure
-		}
-	}
-	return breaker.Neutral
-}
+func anyFailure(errs []error) breaker.Outcome { return transport.WorstOf(errs, Classify) }

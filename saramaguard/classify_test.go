@@ -47,8 +47,8 @@ var faults = []fault{
 	{name: "request timed out", arm: answer(sarama.ErrRequestTimedOut), is: sarama.ErrRequestTimedOut, raw: breaker.Failure},
 	{name: "no leader", arm: answer(sarama.ErrLeaderNotAvailable), is: sarama.ErrLeaderNotAvailable, raw: breaker.Failure},
 	{name: "not enough replicas", arm: answer(sarama.ErrNotEnoughReplicas), is: sarama.ErrNotEnoughReplicas, raw: breaker.Failure},
-	{name: "message too large (broker)", arm: answer(sarama.ErrMessageSizeTooLarge), is: sarama.ErrMessageSizeTooLarge, raw: breaker.Neutral},
-	{name: "authorization", arm: answer(sarama.ErrTopicAuthorizationFailed), is: sarama.ErrTopicAuthorizationFailed, raw: breaker.Neutral},
+	{name: "message too large (broker)", arm: answer(sarama.ErrMessageSizeTooLarge), is: sarama.ErrMessageSizeTooLarge, raw: breaker.Rejected},
+	{name: "authorization", arm: answer(sarama.ErrTopicAuthorizationFailed), is: sarama.ErrTopicAuthorizationFailed, raw: breaker.Unusable},
 	// sarama refuses it before sending, as a configuration error.
 	{name: "message too large (client)", large: true, raw: breaker.Neutral, check: func(err error) bool {
 		var ce sarama.ConfigurationError
@@ -86,7 +86,7 @@ func TestClassifyRows(t *testing.T) {
 			if f.large {
 				m.Value = sarama.ByteEncoder(make([]byte, 128<<10))
 			}
-			ctx, cancel := f.arm(e)
+			_, cancel := f.arm(e) // the raw producer takes no context; arming sets the fault
 			_, _, err := raw.SendMessage(m)
 			cancel()
 			checkErr(t, "raw", f, err)
@@ -99,7 +99,7 @@ func TestClassifyRows(t *testing.T) {
 			}
 			for _, path := range []string{"SendMessage", "Publish"} {
 				before := e.circuit(0).Failures
-				ctx, cancel = f.arm(e)
+				ctx, cancel := f.arm(e)
 				if path == "SendMessage" {
 					m := e.message(0, 2)
 					if f.large {

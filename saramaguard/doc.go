@@ -28,8 +28,8 @@
 //
 // [Classify] judges Kafka error codes (sarama.KError) with the table the kafka package
 // uses (internal/kafkacode), and sarama's own errors as below. It looks through
-// wrapping, sarama.ProducerErrors, [*SendError] and [*transport.BatchError] (Failure
-// when any entry is).
+// wrapping, sarama.ProducerErrors, [*SendError] and [*transport.BatchError] (their
+// entries' worst: transport.Worst).
 //
 //	Error                                                       Outcome
 //	----------------------------------------------------------  -------
@@ -42,8 +42,11 @@
 //	  ErrControllerNotAvailable, ErrIncompleteResponse
 //	network: *net.OpError, io.EOF, ECONNREFUSED, read/write     Failure
 //	  timeouts (Net.ReadTimeout on a hung broker)
-//	KError: ErrMessageSizeTooLarge, ErrTopicAuthorizationFailed, Neutral
-//	  ErrUnknownTopicOrPartition, ... (every other code)
+//	KError: ErrMessageSizeTooLarge, ErrInvalidMessage, ...      Rejected
+//	  (the kafka package's Rejected codes)
+//	KError: ErrTopicAuthorizationFailed, ErrUnknownTopicOrPartition, Unusable
+//	  ... (the kafka package's Unusable codes)
+//	KError: every other code                                    Neutral
 //	ConfigurationError (a message over MaxMessageBytes),        Neutral
 //	  ErrShuttingDown, ErrClosedClient, ErrClosed, context
 //	  errors, *registry.RejectedError, anything else

@@ -206,7 +206,9 @@ func (s *SyncProducer) SendMessages(ctx context.Context, msgs []*sarama.Producer
 	}
 	for _, g := range groups {
 		if g.refused == nil {
-			o := registry.Outcome(ctx, g.start, batchErr(g.topic, g.failed), g.n, s.classify)
+			err := batchErr(g.topic, g.failed)
+			o := registry.Outcome(ctx, g.start, err, g.n, s.classify)
+			s.reg.NoteOutcome(dest(g.topic), o, err)
 			g.done = true
 			s.reg.Complete(dest(g.topic), g.permit, o)
 		}

@@ -55,10 +55,16 @@ func Classify(err error) breaker.Outcome {
 	}
 	if entry, ok := errors.AsType[*EntryError](err); ok {
 		// A throttled entry is the queue shedding load, whichever side SQS blames.
-		if entry.SenderFault && !failureCodes[entry.Code] {
-			return breaker.Neutral
+		switch {
+		case failureCodes[entry.Code] || !entry.SenderFault:
+			return breaker.Failure
+		case unusableCodes[entry.Code]:
+			return breaker.Unusable
 		}
-		return breaker.Failure
+		return breaker.Rejected
+	}
+	if _, ok := errors.AsType[*InvalidMessageError](err); ok {
+		return breaker.Rejected
 	}
 	switch {
 	case errors.Is(err, ErrMissingResult):
@@ -94,6 +100,33 @@ var failureCodes = map[string]bool{
 	"ServiceUnavailable":      true,
 }
 
+// unusableCodes are the API error codes that say the queue cannot take any message
+// from this client: it does not exist, the credentials may not send to it, or its KMS
+// key cannot be used. Every send fails until someone fixes the queue or the IAM
+// policy.
+var unusableCodes = map[string]bool{
+	"AWS.SimpleQueueService.NonExistentQueue":     true,
+	"QueueDoesNotExist":                           true,
+	"AWS.SimpleQueueService.QueueDeletedRecently": true,
+	"QueueDeletedRecently":                        true,
+	"AccessDenied":                                true,
+	"AccessDeniedException":                       true,
+	"InvalidSecurity":                             true,
+	"InvalidAddress":                              true,
+	"InvalidClientTokenId":                        true,
+	"UnrecognizedClientException":                 true,
+	"SignatureDoesNotMatch":                       true,
+	"ExpiredToken":                                true,
+	"UnsupportedOperation":                        true,
+	"AWS.SimpleQueueService.UnsupportedOperation": true,
+	"KMS.AccessDeniedException":                   true,
+	"KMS.DisabledException":                       true,
+	"KMS.NotFoundException":                       true,
+	"KMS.InvalidStateException":                   true,
+	"KMS.InvalidKeyUsageException":                true,
+	"KMS.OptInRequired":                           true,
+}
+
 // classifyAPI classifies an error SQS answered with; apiErr is the first
 // smithy.APIError in err's chain.
 func classifyAPI(err error, apiErr smithy.APIError) breaker.Outcome {
@@ -104,23 +137,28 @@ func classifyAPI(err error, apiErr smithy.APIError) breaker.Outcome {
 	switch {
 	case errors.As(err, &throttled), errors.As(err, &kmsThrottled):
 		return breaker.Failure
-	case isConfigurationError(err):
-		return breaker.Neutral
+	case isUnusableError(err), unusableCodes[apiErr.ErrorCode()]:
+		return breaker.Unusable
 	case failureCodes[apiErr.ErrorCode()], apiErr.ErrorFault() == smithy.FaultServer:
 		return breaker.Failure
 	}
-	if resp, ok := errors.AsType[*awshttp.ResponseError](err); ok && resp.HTTPStatusCode() >= 500 {
+	resp, ok := errors.AsType[*awshttp.ResponseError](err)
+	switch {
+	case ok && resp.HTTPStatusCode() >= 500:
 		return breaker.Failure
+	case ok && resp.HTTPStatusCode() == 403:
+		return breaker.Unusable // forbidden, whatever the code: the credentials or the policy
 	}
-	return breaker.Neutral
+	// What is left is the request's own fault (InvalidMessageContents,
+	// InvalidParameterValue, a batch too long, ...): the message was rejected.
+	return breaker.Rejected
 }
 
-// isConfigurationError reports the modelled errors that say the queue, the
-// message or the queue's KMS key is wrong, not that SQS is unhealthy.
-func isConfigurationError(err error) bool {
+// isUnusableError reports the modelled errors that say the queue or the queue's KMS
+// key is missing or unusable, not that SQS is unhealthy.
+func isUnusableError(err error) bool {
 	var (
 		missing     *types.QueueDoesNotExist
-		contents    *types.InvalidMessageContents
 		kmsDenied   *types.KmsAccessDenied
 		kmsDisabled *types.KmsDisabled
 		kmsNotFound *types.KmsNotFound
@@ -128,7 +166,7 @@ func isConfigurationError(err error) bool {
 		kmsKeyUsage *types.KmsInvalidKeyUsage
 		kmsNotOptIn *types.KmsOptInRequired
 	)
-	return errors.As(err, &missing) || errors.As(err, &contents) ||
+	return errors.As(err, &missing) ||
 		errors.As(err, &kmsDenied) || errors.As(err, &kmsDisabled) ||
 		errors.As(err, &kmsNotFound) || errors.As(err, &kmsState) ||
 		errors.As(err, &kmsKeyUsage) || errors.As(err, &kmsNotOptIn)

@@ -44,8 +44,13 @@
 // Queues whose name ends in ".fifo" are FIFO queues: MessageGroupId is
 // Message.Key unless [WithGroupID] says otherwise, and a message without one
 // is refused before sending. MessageDeduplicationId comes from
-// [WithDeduplicationID] (for example FromHeader("dedup-id")); without it the
-// queue needs ContentBasedDeduplication. Standard queues get neither.
+// [WithDeduplicationID] (for example FromHeader("dedup-id")) or, when that
+// gives none, from the message's id (transport.WithMessageIDs): the outbox
+// passes each row's, so a row published twice within SQS's five-minute window
+// is stored once while distinct rows with equal bodies are all stored. A
+// message with neither needs ContentBasedDeduplication on the queue, which
+// drops every message whose body equals one sent in the last five minutes: do
+// not rely on it for rows that may repeat a body. Standard queues get neither.
 //
 // # Errors
 //
@@ -69,31 +74,40 @@
 // MinCallBudget (default 100ms: the queue had a fair chance and did not
 // answer, which with the SDK's default HTTP client, which has no timeout of
 // its own, is the only way a hung queue shows) and Neutral if it started with
-// less. A batch is Failure when any failed entry is. A Publish of no messages
-// is refused with registry.ErrNoMessages before any permit is taken.
+// less. A batch is its failed entries' worst (transport.Worst). A Publish of no
+// messages is refused with registry.ErrNoMessages before any permit is taken.
+// Rejected and Unusable are Neutral to the circuit; the outbox charges a Rejected
+// row an attempt and holds an Unusable queue (docs/classification.md).
 //
 //	Error                                                       Outcome
-//	*EntryError with SenderFault, unless its code is throttling Neutral
+//	*EntryError with SenderFault and a destination code         Unusable
+//	  (AccessDenied, NonExistentQueue, KMS.*: see below)
+//	*EntryError with SenderFault, any other non-throttling code Rejected
 //	*EntryError without SenderFault, or with a throttling code  Failure
 //	ErrMissingResult (a batch response that omits an entry)     Failure
 //	context.Canceled                                            Neutral
 //	*types.RequestThrottled, *types.KmsThrottled                Failure
-//	*types.QueueDoesNotExist                                    Neutral
-//	*types.InvalidMessageContents                               Neutral
+//	*types.QueueDoesNotExist                                    Unusable
+//	*types.InvalidMessageContents                               Rejected
 //	*types.KmsAccessDenied, KmsDisabled, KmsNotFound,
-//	  KmsInvalidState, KmsInvalidKeyUsage, KmsOptInRequired     Neutral
+//	  KmsInvalidState, KmsInvalidKeyUsage, KmsOptInRequired     Unusable
+//	API error code AccessDenied, AccessDeniedException,
+//	  InvalidSecurity, InvalidClientTokenId, SignatureDoesNotMatch,
+//	  ExpiredToken, QueueDeletedRecently, UnsupportedOperation,
+//	  or HTTP status 403                                        Unusable
 //	API error code ThrottlingException (and Throttling,
 //	  RequestThrottled, RequestLimitExceeded)                   Failure
 //	API error code InternalError, InternalFailure,
 //	  ServiceUnavailable, or any HTTP status of 500 or more     Failure
 //	any other API error: InvalidParameterValue (also "message
-//	  too long"), AccessDenied, batch-request errors, ...        Neutral
+//	  too long"), batch-request errors, ...                     Rejected
 //	retry quota exhausted (ratelimit.QuotaExceededError)        Failure
 //	attempts exhausted (*retry.MaxAttemptsError)                Failure
 //	context.DeadlineExceeded or a net.Error timeout             Failure
 //	connection refused or reset, EOF, broken pipe, any
 //	  *net.OpError or *smithyhttp.RequestSendError              Failure
-//	*InvalidMessageError, invalid destination                   Neutral
+//	*InvalidMessageError (refused before sending)              Rejected
+//	invalid destination                                         Neutral
 //	anything else                                               Neutral
 //
 // A deadline Classify sees counts as a Failure because the publisher only asks

@@ -61,7 +61,7 @@ func ExampleClassify() {
 	fmt.Println(sqs.Classify(context.Canceled))
 	// Output:
 	// failure
-	// neutral
+	// unusable
 	// failure
 	// neutral
 }

@@ -68,8 +68,9 @@ var (
 )
 
 // entry converts message i for queue q into a batch entry (without its Id) and
-// returns the size SQS counts for it.
-func (p *Publisher) entry(q queue, i int, m transport.Message) (types.SendMessageBatchRequestEntry, int, error) {
+// returns the size SQS counts for it; id is the message's own id
+// (transport.MessageIDs), "" when it has none.
+func (p *Publisher) entry(q queue, i int, m transport.Message, id string) (types.SendMessageBatchRequestEntry, int, error) {
 	body := string(m.Value)
 	e := types.SendMessageBatchRequestEntry{MessageBody: &body}
 	size := len(body)
@@ -104,9 +105,12 @@ func (p *Publisher) entry(q queue, i int, m transport.Message) (types.SendMessag
 		}
 		e.MessageGroupId = &group
 		if p.dedupID != nil {
-			if id := p.dedupID(m); id != "" {
-				e.MessageDeduplicationId = &id
+			if own := p.dedupID(m); own != "" {
+				id = own
 			}
+		}
+		if id != "" {
+			e.MessageDeduplicationId = &id
 		}
 	}
 	return e, size, nil

@@ -67,8 +67,12 @@ func WithGroupID(f func(transport.Message) string) Option {
 }
 
 // WithDeduplicationID sets how a message's MessageDeduplicationId is chosen
-// for FIFO queues; "" sends none. Without it no deduplication ID is sent, and
-// FIFO queues need ContentBasedDeduplication.
+// for FIFO queues. When it is not given, or returns "", a message published with
+// an id (transport.WithMessageIDs: the outbox gives each row's) is deduplicated by
+// that id, so that a row published again within SQS's five-minute window is stored
+// once and rows with equal bodies are all stored; a message without either sends
+// none, and the queue needs ContentBasedDeduplication (which drops equal bodies
+// sent within five minutes of each other).
 func WithDeduplicationID(f func(transport.Message) string) Option {
 	return func(p *Publisher) error {
 		p.dedupID = f
@@ -150,8 +154,16 @@ func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs .
 	}
 	entries := make([]types.SendMessageBatchRequestEntry, len(msgs))
 	sizes := make([]int, len(msgs))
+	ids := transport.MessageIDs(ctx)
+	if len(ids) != len(msgs) {
+		ids = nil
+	}
 	for i, m := range msgs {
-		if entries[i], sizes[i], err = p.entry(q, i, m); err != nil {
+		id := ""
+		if ids != nil {
+			id = ids[i]
+		}
+		if entries[i], sizes[i], err = p.entry(q, i, m, id); err != nil {
 			return err
 		}
 	}

@@ -360,10 +360,43 @@ func TestMessagesBecomeEntries(t *testing.T) {
 	}
 }
 
+// Messages published with ids (the outbox's rows) are deduplicated by them on FIFO
+// queues unless WithDeduplicationID gives one; standard queues get none.
+func TestMessageIDsAreFIFODeduplicationIDs(t *testing.T) {
+	api := &fakeAPI{}
+	pub, _, _ := newTestPublisher(t, api, loose, WithDeduplicationID(FromHeader("dedup")))
+	ms := []transport.Message{
+		{Key: []byte("g"), Value: []byte("same"), Headers: []transport.Header{{Key: "dedup", Value: []byte("own")}}},
+		{Key: []byte("g"), Value: []byte("same")},
+	}
+	ctx := transport.WithMessageIDs(context.Background(), []string{"41", "42"})
+	if err := pub.Publish(ctx, ordersF, ms...); err != nil {
+		t.Fatal(err)
+	}
+	es := api.batches[0].Entries
+	if got := []string{aws.ToString(es[0].MessageDeduplicationId), aws.ToString(es[1].MessageDeduplicationId)}; got[0] != "own" || got[1] != "42" {
+		t.Errorf("deduplication ids %q, want the header's then the message id", got)
+	}
+	// Ids that do not match the messages one for one are not used.
+	short := transport.WithMessageIDs(context.Background(), []string{"1"})
+	if err := pub.Publish(short, ordersF, ms[1], ms[1]); err != nil {
+		t.Fatal(err)
+	}
+	if es := api.batches[1].Entries; es[0].MessageDeduplicationId != nil || es[1].MessageDeduplicationId != nil {
+		t.Errorf("mismatched ids were used: %v %v", es[0].MessageDeduplicationId, es[1].MessageDeduplicationId)
+	}
+	if err := pub.Publish(ctx, orders, ms[1], ms[1]); err != nil {
+		t.Fatal(err)
+	}
+	if es := api.batches[2].Entries; es[0].MessageDeduplicationId != nil {
+		t.Error("a standard queue got a deduplication id")
+	}
+}
+
 func TestEntrySizeCountsWhatSQSCounts(t *testing.T) {
 	pub, _, _ := newTestPublisher(t, &fakeAPI{}, loose)
 	q, _ := resolve(orders)
-	_, size, err := pub.entry(q, 0, transport.Message{Value: []byte("12345"), Headers: []transport.Header{{Key: "ab", Value: []byte("xyz")}, {Key: "c", Value: []byte{0}}}})
+	_, size, err := pub.entry(q, 0, transport.Message{Value: []byte("12345"), Headers: []transport.Header{{Key: "ab", Value: []byte("xyz")}, {Key: "c", Value: []byte{0}}}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,8 +425,8 @@ func TestInvalidMessagesAreRefusedBeforeSending(t *testing.T) {
 			if !ok || ie.Index != 1 || !errors.Is(err, ErrInvalidMessage) {
 				t.Fatalf("publish: %v, want an InvalidMessageError for message 1", err)
 			}
-			if Classify(err) != breaker.Neutral {
-				t.Errorf("Classify(%v) = %v, want neutral", err, Classify(err))
+			if Classify(err) != breaker.Rejected {
+				t.Errorf("Classify(%v) = %v, want rejected", err, Classify(err))
 			}
 			if len(api.batches)+len(api.singles)+len(api.lookups) != 0 {
 				t.Error("an invalid message reached the client")

@@ -162,7 +162,7 @@ func collectFrom(r *sdkmetric.ManualReader) (collection, error) {
 func seriesKey(name string, attrs attribute.Set) string {
 	var kv []string
 	for _, a := range attrs.ToSlice() {
-		kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+		kv = append(kv, string(a.Key)+"="+a.Value.String())
 	}
 	slices.Sort(kv)
 	return name + "{" + strings.Join(kv, ",") + "}"

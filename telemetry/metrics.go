@@ -128,7 +128,9 @@ type Metrics struct {
 	calls, probes, transitions, bypassed          metric.Int64ObservableCounter
 	rampRefused                                   metric.Int64ObservableCounter
 	outPublished, outDeferred, outFailed, outDead metric.Int64ObservableCounter
-	storeErrs                                     storeErrors // see storeerrors.go
+	storeErrs                                     storeErrors                   // see storeerrors.go
+	unusable                                      metric.Float64ObservableGauge // unusable.go
+	outUnusable                                   metric.Int64ObservableCounter // unusable.go
 
 	regs      []metric.Registration
 	closeOnce sync.Once
@@ -235,11 +237,12 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 	m.outFailed = counter("brokerguard.outbox.failed", "{message}",
 		"Outbox messages whose publish failed and will be retried.")
 	m.outDead = counter("brokerguard.outbox.dead", "{message}", "Outbox messages given up on.")
+	errs = append(errs, m.unusableInstruments(meter))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("telemetry: creating instruments: %w", err)
 	}
 	r, err := meter.RegisterCallback(m.observeCircuits, m.open, m.failures, m.state, m.override, m.unhealthy,
-		m.calls, m.probes, m.transitions, m.bypassed, m.rampRefused, m.outPublished, m.outDeferred, m.outFailed, m.outDead)
+		m.calls, m.probes, m.transitions, m.bypassed, m.rampRefused, m.outPublished, m.outDeferred, m.outFailed, m.outDead, m.unusable, m.outUnusable)
 	if err != nil {
 		return fmt.Errorf("telemetry: registering the circuit callback: %w", err)
 	}
@@ -309,6 +312,7 @@ func (m *Metrics) observeCircuits(_ context.Context, o metric.Observer) error {
 				o.ObserveInt64(c, rec.outbox[i].Load(), a.dest)
 			}
 		}
+		m.observeUnusable(o, rec, s, a, now)
 	}
 	o.ObserveInt64(m.open, open)
 	o.ObserveInt64(m.failures, failures)

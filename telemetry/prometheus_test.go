@@ -39,11 +39,10 @@ type promService struct {
 
 // promConfig says how to build a promService.
 type promConfig struct {
-	policy     breaker.Policy
-	regOpts    []registry.Option
-	opts       []telemetry.Option
-	limit      int // the provider's cardinality limit; 0: telemetry.CardinalityLimit of the registry's default cap
-	serveOnTCP string
+	policy  breaker.Policy
+	regOpts []registry.Option
+	opts    []telemetry.Option
+	limit   int // the provider's cardinality limit; 0: telemetry.CardinalityLimit of the registry's default cap
 }
 
 func newPromService(t testing.TB, cfg promConfig) *promService {

@@ -48,6 +48,8 @@ type record struct {
 	unhealthySince atomic.Int64
 	dispatched     atomic.Bool     // some outbox count is non-zero
 	outbox         [4]atomic.Int64 // published, deferred, failed, dead
+	unusableHolds  atomic.Int64    // outbox holds of the destination for being unusable (unusable.go)
+	unusableSeen   atomic.Bool     // the destination was seen unusable once: its gauge is observed from then on
 
 	missed int // consecutive collections that did not find the destination live; guarded by Recorder.pruneMu
 }

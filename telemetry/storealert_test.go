@@ -46,6 +46,7 @@ func TestStoreErrorAlertThroughADatabaseOutage(t *testing.T) {
 	// The error backoff's cap stays well inside the rule's window (2 minutes, 4 s
 	// here); at real speed the default 5 s cap does.
 	proc, err := outbox.NewProcessor(store, s.reg, s.pub, outbox.WithHooks(s.m),
+		outbox.WithClassifier(func(error) breaker.Outcome { return breaker.Failure }),
 		outbox.WithErrorBackoff(outbox.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.5}))
 	if err != nil {
 		t.Fatal(err)

@@ -328,6 +328,33 @@ var contract = []check{
 			e.t.Fatal("the slot of a Neutral probe was not freed")
 		}
 	}},
+	// Rejected and Unusable say whose fault an error was, for the outbox; to a circuit
+	// they are Neutral: no count in any state, and a probe's slot freed.
+	{"RejectedAndUnusableAreNeutral", func(e *env) {
+		c := e.circuit(e.policy())
+		e.call(c, breaker.Failure)
+		e.call(c, breaker.Failure)
+		e.call(c, breaker.Rejected)
+		e.call(c, breaker.Unusable)
+		s := e.state(c, breaker.Closed)
+		if s.Failures != 2 {
+			e.t.Fatalf("failures %d after Rejected and Unusable, want the 2 before", s.Failures)
+		}
+	}},
+	{"RejectedAndUnusableProbesFreeTheirSlots", func(e *env) {
+		c := e.circuit(e.policy())
+		e.open(c)
+		e.clock.Advance(10 * time.Second)
+		for _, o := range []breaker.Outcome{breaker.Rejected, breaker.Unusable} {
+			if !e.acquire(c).Complete(o) {
+				e.t.Fatalf("a %v probe within its lease should be live", o)
+			}
+			e.state(c, breaker.HalfOpen)
+		}
+		if !e.acquire(c).Probe() {
+			e.t.Fatal("the slot of a Rejected or Unusable probe was not freed")
+		}
+	}},
 	{"ExpiredLeaseFreesTheSlotAndItsOutcomeIsStale", func(e *env) {
 		c := e.circuit(e.policy())
 		e.open(c)

@@ -26,7 +26,7 @@ type options struct {
 	cfg                              sharedstate.Config
 	staleness, retryDelay, ioTimeout time.Duration
 	prefix                           string
-	nilClock                         bool
+	nilClock, nilRandom              bool
 }
 
 // WithMaxStateStaleness sets how old the process-local snapshot of the item may be
@@ -65,8 +65,10 @@ func WithOwner(owner string) Option { return func(o *options) { o.cfg.Owner = ow
 func WithIdentityPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
 
 // WithRandom sets the source of jitter: f returns a number in [0, 1) and must be safe
-// for concurrent use. The default is math/rand/v2.Float64.
-func WithRandom(f func() float64) Option { return func(o *options) { o.cfg.Random = f } }
+// for concurrent use. The default is math/rand/v2.Float64; New refuses nil.
+func WithRandom(f func() float64) Option {
+	return func(o *options) { o.cfg.Random, o.nilRandom = f, f == nil }
+}
 
 // WithObserver adds a function called after every transition this replica writes or
 // learns of from the table, outside any lock and in generation order. A transition
@@ -152,6 +154,8 @@ func newCircuit(d sharedstate.Driver, table, identity string, p breaker.Policy, 
 		return nil, fmt.Errorf("dynamo: circuit %q: BackendRetryDelay must not be negative (got %v)", identity, o.retryDelay)
 	case o.nilClock:
 		return nil, fmt.Errorf("dynamo: circuit %q: WithClock(nil)", identity)
+	case o.nilRandom:
+		return nil, fmt.Errorf("dynamo: circuit %q: WithRandom(nil)", identity)
 	case o.ioTimeout <= 0:
 		return nil, fmt.Errorf("dynamo: circuit %q: IOTimeout must be positive (got %v)", identity, o.ioTimeout)
 	}

@@ -192,6 +192,7 @@ func TestNewRefusesWhatItCannotProvide(t *testing.T) {
 		{"negative retry delay", testID, []Option{WithBackendRetryDelay(-time.Second)}},
 		{"zero I/O timeout", testID, []Option{WithIOTimeout(0)}},
 		{"nil clock", testID, []Option{WithClock(nil)}},
+		{"nil random", testID, []Option{WithRandom(nil)}},
 		{"empty identity", "", nil},
 	} {
 		if _, err := newCircuit(newMemStore(), testTable, tt.identity, sharedPolicy(), tt.opts...); err == nil {

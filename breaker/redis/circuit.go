@@ -28,7 +28,7 @@ type options struct {
 	staleness, retryDelay, ioTimeout time.Duration
 	keyPrefix, idPrefix              string
 	ttl                              time.Duration
-	nilClock                         bool
+	nilClock, nilRandom              bool
 }
 
 // WithKeyPrefix puts prefix before every key (default "brokerguard:circuit:"), so that
@@ -73,8 +73,10 @@ func WithClock(clk breaker.Clock) Option {
 func WithOwner(owner string) Option { return func(o *options) { o.cfg.Owner = owner } }
 
 // WithRandom sets the source of jitter: f returns a number in [0, 1) and must be safe
-// for concurrent use. The default is math/rand/v2.Float64.
-func WithRandom(f func() float64) Option { return func(o *options) { o.cfg.Random = f } }
+// for concurrent use. The default is math/rand/v2.Float64; New refuses nil.
+func WithRandom(f func() float64) Option {
+	return func(o *options) { o.cfg.Random, o.nilRandom = f, f == nil }
+}
 
 // WithObserver adds a function called after every transition this replica writes or
 // learns of from Redis, outside any lock and in generation order. A transition
@@ -124,6 +126,8 @@ func New(client redis.Scripter, identity string, p breaker.Policy, opts ...Optio
 		return nil, fmt.Errorf("redisstate: circuit %q: IOTimeout must be positive (got %v)", identity, o.ioTimeout)
 	case o.nilClock:
 		return nil, fmt.Errorf("redisstate: circuit %q: WithClock(nil)", identity)
+	case o.nilRandom:
+		return nil, fmt.Errorf("redisstate: circuit %q: WithRandom(nil)", identity)
 	}
 	o.cfg.Identity, o.cfg.Policy, o.cfg.Scope, o.cfg.Driver = identity, p, breaker.SharedDependency, d
 	o.cfg.Unavailable = func(err error) error { return &UnavailableError{Identity: identity, Key: key, Err: err} }

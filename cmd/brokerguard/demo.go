@@ -95,12 +95,7 @@ func (r router) Publish(ctx context.Context, d transport.Destination, msgs ...tr
 // classify tells the outbox an outage (a Failure by any adapter's table) from a
 // message's own failure.
 func classify(err error) breaker.Outcome {
-	for _, c := range []transport.Classifier{kafka.Classify, amqp.Classify, sqs.Classify} {
-		if c(err) == breaker.Failure {
-			return breaker.Failure
-		}
-	}
-	return breaker.Neutral
+	return transport.Worst(kafka.Classify(err), amqp.Classify(err), sqs.Classify(err))
 }
 
 // store is the outbox store with the two calls the demo makes besides the Store contract.
@@ -578,12 +573,12 @@ func rabbitDestination(ctx context.Context, url string, reg *registry.Registry) 
 		m.Close()
 		return transport.Destination{}, nil, nil, fmt.Errorf("--amqp-url: declaring exchange brokerguard-demo: %w", err)
 	}
-	pub, err := amqp.NewPublisher(m)
+	pub, err := amqp.NewPublisher(m, reg)
 	if err != nil {
 		m.Close()
 		return transport.Destination{}, nil, nil, err
 	}
-	return amqp.Destination("brokerguard-demo"), reg.Guard(pub, amqp.Classify), func() { m.Close() }, nil
+	return amqp.Destination("brokerguard-demo"), pub, func() { m.Close() }, nil
 }
 
 func sqsDestination(ctx context.Context, endpoint string, reg *registry.Registry) (transport.Destination, transport.Publisher, error) {

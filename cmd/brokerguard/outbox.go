@@ -301,21 +301,25 @@ func ms(n int64) string {
 }
 
 // statsTable answers "how far behind is the outbox": the backlog per destination,
-// with each held destination's hold end, then the dead rows by reason.
+// with each held destination's hold end and, when it is held for being unusable
+// rather than for an outage, why; then the dead rows by reason.
 func statsTable(w io.Writer, st admin.OutboxStats) {
 	fmt.Fprintf(w, "pending %d, oldest waiting %s\n\n", st.Pending, ms(st.OldestMS))
 	held := map[string]admin.HeldDestination{}
 	for _, h := range st.Held {
 		held[h.Destination] = h
 	}
-	fmt.Fprintln(w, "DESTINATION\tPENDING\tOLDEST\tHELD UNTIL\tREMAINING")
+	fmt.Fprintln(w, "DESTINATION\tPENDING\tOLDEST\tHELD UNTIL\tREMAINING\tUNUSABLE")
 	line := func(dest string, pending int64, oldest string) {
-		until, remaining := "-", "-"
+		until, remaining, unusable := "-", "-", "-"
 		if h, ok := held[dest]; ok {
 			until, remaining = fmtTime(&h.Until), ms(h.RemainingMS)
+			if h.Unusable != "" {
+				unusable = strconv.Quote(h.Unusable)
+			}
 			delete(held, dest)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", dest, pending, oldest, until, remaining)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", dest, pending, oldest, until, remaining, unusable)
 	}
 	for _, d := range st.Destinations {
 		line(d.Destination, d.Pending, ms(d.OldestMS))

@@ -35,7 +35,7 @@ var (
 
 // fillOutbox enqueues four rows through enqueue and leaves ids 1-3 dead (two
 // attempts_exhausted of orders, one circuit_deferral_exhausted of emails), 4 pending
-// on emails, and emails held for ten minutes.
+// on emails, and emails held for ten minutes because it is unusable.
 func fillOutbox(t *testing.T, s onCallStore, enqueue func(...outbox.Entry) ([]int64, error)) {
 	t.Helper()
 	ctx := context.Background()
@@ -58,7 +58,8 @@ func fillOutbox(t *testing.T, s onCallStore, enqueue func(...outbox.Entry) ([]in
 	}); n != 3 || err != nil {
 		t.Fatalf("Fail = %d, %v", n, err)
 	}
-	if _, err := s.Hold(ctx, outbox.Hold{Destination: cliEmails, Now: now, Until: now.Add(10 * time.Minute), MaxDeferral: time.Hour}); err != nil {
+	if _, err := s.Hold(ctx, outbox.Hold{Destination: cliEmails, Now: now, Until: now.Add(10 * time.Minute), MaxDeferral: time.Hour,
+		Reason: "403 ACCESS_REFUSED"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -75,7 +76,7 @@ func checkOutboxCommands(t *testing.T, s onCallStore, where ...string) {
 	if code != 0 {
 		t.Fatalf("stats: exit %d %s", code, errOut)
 	}
-	for _, want := range []string{`pending 1,`, `kafka:emails +1 +\S+ +\d{4}-\d\d-\d\dT\S+Z +(9m5\ds|10m0s)\n`,
+	for _, want := range []string{`pending 1,`, `kafka:emails +1 +\S+ +\d{4}-\d\d-\d\dT\S+Z +(9m5\ds|10m0s) +"403 ACCESS_REFUSED"\n`,
 		`attempts_exhausted +2\n`, `circuit_deferral_exhausted +1\n`} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("stats prints no %s:\n%s", want, out)

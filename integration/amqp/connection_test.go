@@ -1,7 +1,6 @@
 package amqp_test
 
 import (
-	"context"
 	"errors"
 	"runtime"
 	"syscall"
@@ -41,7 +40,7 @@ func TestConfirmTimeoutIsFailure(t *testing.T) {
 	if snap := s.reg.Snapshots()[amqp.Destination(x)]; snap.State != breaker.Open {
 		t.Fatalf("circuit %v after a confirm timeout, want open", snap.State)
 	}
-	// The channel with the late confirm was retired; the next publish takes another.
+	// The connection still serves publishes.
 	if err := s.raw.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
 		t.Fatal(err)
 	}
@@ -86,15 +85,14 @@ func TestConnectionForcedIsFailureAndManagerRedials(t *testing.T) {
 	goroutinesBack(t, before)
 }
 
-// countingPublisher counts the calls that reach the adapter.
-type countingPublisher struct {
-	transport.Publisher
-	calls int
-}
-
-func (c *countingPublisher) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
-	c.calls++
-	return c.Publisher.Publish(ctx, d, msgs...)
+// madeCalls counts the calls reg's circuits let through (every call but the
+// rejected ones).
+func madeCalls(reg *registry.Registry) uint64 {
+	var n uint64
+	for _, r := range reg.Report() {
+		n += r.Calls.Total() - r.Calls.Rejected
+	}
+	return n
 }
 
 func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
@@ -112,20 +110,18 @@ func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close() // when the test fails before the explicit Close
-	raw, err := amqp.NewPublisher(m)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The exchange circuits run on a fake clock: an open one stays open however slow
 	// the machine is, until the test moves the clock past its break.
 	clock := fakeclock.New(time.Now())
 	exchangePolicy := breaker.Policy{FailureThreshold: 2, BreakDuration: 500 * time.Millisecond}
-	reg, err := registry.New(exchangePolicy, registry.WithClock(clock))
+	reg, err := registry.New(exchangePolicy, registry.WithClock(clock), registry.WithCallCounts())
 	if err != nil {
 		t.Fatal(err)
 	}
-	counting := &countingPublisher{Publisher: raw}
-	pub := reg.Guard(counting, amqp.Classify)
+	pub, err := amqp.NewPublisher(m, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, x := range exchanges {
 		if err := pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
 			t.Fatal(err)
@@ -161,13 +157,13 @@ func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 		}
 	}
 	// Calls now fail fast: the guard rejects without reaching the adapter.
-	calls := counting.calls
+	calls := madeCalls(reg)
 	for _, x := range exchanges {
 		if err := pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); !errors.Is(err, breaker.ErrOpen) {
 			t.Fatalf("publish to an open circuit: %v", err)
 		}
 	}
-	if counting.calls != calls {
+	if madeCalls(reg) != calls {
 		t.Fatal("a rejected publish reached the adapter")
 	}
 	// The connection circuit is open too and rejects a dial instead of trying it.
@@ -204,7 +200,7 @@ func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 			t.Fatalf("circuit of %s is %v after one successful probe", x, s.State)
 		}
 	}
-	if err := raw.Close(); err != nil {
+	if err := pub.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Close(); err != nil {
@@ -224,7 +220,7 @@ func TestManagerCloseIsBoundedWhileTheBrokerHangs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := amqp.NewPublisher(m, amqp.WithConfirmTimeout(100*time.Millisecond))
+	raw, err := amqp.NewPublisher(m, newRegistry(t), amqp.WithConfirmTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +260,7 @@ func TestOpeningAChannelIsBoundedWhileTheBrokerHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { p.Resume(); m.Close() }()
-	raw, err := amqp.NewPublisher(m, amqp.WithConfirmTimeout(200*time.Millisecond))
+	raw, err := amqp.NewPublisher(m, newRegistry(t), amqp.WithConfirmTimeout(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

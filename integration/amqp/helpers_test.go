@@ -116,16 +116,37 @@ func newSetup(t testing.TB, url string, policy breaker.Policy, mopts []amqp.Mana
 			t.Error(err)
 		}
 	})
-	raw, err := amqp.NewPublisher(m, popts...)
+	reg := registryWith(t, policy)
+	// raw publishes on the same connection under circuits that never open, for the
+	// steps that must reach the broker whatever reg's circuits say.
+	pub, raw := publisherOn(t, m, reg, popts), publisherOn(t, m, registryWith(t, breaker.Policy{FailureThreshold: 1 << 30, BreakDuration: time.Second}), popts)
+	return &setup{url: url, m: m, reg: reg, raw: raw, pub: pub}
+}
+
+// newRegistry is a registry whose circuits open after 5 failures in a row for a
+// minute.
+func newRegistry(t testing.TB) *registry.Registry {
+	return registryWith(t, breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute})
+}
+
+func registryWith(t testing.TB, p breaker.Policy) *registry.Registry {
+	t.Helper()
+	reg, err := registry.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = raw.Close() })
-	reg, err := registry.New(policy)
+	return reg
+}
+
+// publisherOn is a publisher over m and reg, closed in cleanup.
+func publisherOn(t testing.TB, m *amqp.Manager, reg *registry.Registry, opts []amqp.PublisherOption) *amqp.Publisher {
+	t.Helper()
+	pub, err := amqp.NewPublisher(m, reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &setup{url: url, m: m, reg: reg, raw: raw, pub: reg.Guard(raw, amqp.Classify)}
+	t.Cleanup(func() { _ = pub.Close() })
+	return pub
 }
 
 var defaultPolicy = breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second}

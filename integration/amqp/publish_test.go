@@ -84,7 +84,7 @@ func TestConcurrentPublishes(t *testing.T) {
 	}
 }
 
-func TestMissingExchangeIsNeutralAndNamed(t *testing.T) {
+func TestMissingExchangeIsUnusableAndNamed(t *testing.T) {
 	url := harness.AMQPURL(t)
 	s := newSetup(t, url, breaker.Policy{FailureThreshold: 1, BreakDuration: breakLong}, nil)
 	x := unique("missing")
@@ -97,11 +97,12 @@ func TestMissingExchangeIsNeutralAndNamed(t *testing.T) {
 		if !strings.Contains(err.Error(), `"`+x+`" does not exist`) {
 			t.Fatalf("message does not name the exchange: %v", err)
 		}
-		if got := amqp.Classify(err); got != breaker.Neutral {
+		if got := amqp.Classify(err); got != breaker.Unusable {
 			t.Fatalf("Classify = %v", got)
 		}
 	}
-	if snap := s.reg.Snapshots()[amqp.Destination(x)]; snap.State != breaker.Closed || snap.Failures != 0 {
+	if snap := s.reg.Snapshots()[amqp.Destination(x)]; snap.State != breaker.Closed || snap.Failures != 0 ||
+		!strings.Contains(snap.Unusable, "does not exist") {
 		t.Fatalf("circuit %+v", snap)
 	}
 	// The broker closed that channel; the next publish gets a new one.
@@ -154,7 +155,7 @@ func TestMandatoryReturnIsNeutral(t *testing.T) {
 	if !errors.As(err, &be) || len(be.Failed) != 1 || be.Failed[0].Index != 1 || !errors.As(err, &re) {
 		t.Fatalf("mandatory batch: %v", err)
 	}
-	if re.Code != amqp091.NoRoute || re.RoutingKey != "nowhere" || amqp.Classify(re) != breaker.Neutral {
+	if re.Code != amqp091.NoRoute || re.RoutingKey != "nowhere" || amqp.Classify(re) != breaker.Rejected {
 		t.Fatalf("return %+v classified %v", re, amqp.Classify(re))
 	}
 	if snap := s.reg.Snapshots()[amqp.Destination(x)]; snap.State != breaker.Closed {
@@ -170,14 +171,14 @@ func TestMandatoryReturnIsNeutral(t *testing.T) {
 
 // The broker's refusals that a publish cannot provoke through this API are produced
 // with the SDK directly and classified.
-func TestBrokerRefusalsAreNeutral(t *testing.T) {
+func TestBrokerRefusalsAreNotFailures(t *testing.T) {
 	url := harness.AMQPURL(t)
 
 	internal := declareExchange(t, url, "fanout", true)
 	s := newSetup(t, url, defaultPolicy, nil)
 	err := s.pub.Publish(ctx(t), amqp.Destination(internal), transport.Message{Value: []byte("x")})
 	var ce *amqp.ChannelError
-	if !errors.As(err, &ce) || ce.Err.Code != amqp091.AccessRefused || amqp.Classify(err) != breaker.Neutral {
+	if !errors.As(err, &ce) || ce.Err.Code != amqp091.AccessRefused || amqp.Classify(err) != breaker.Unusable {
 		t.Fatalf("publish to an internal exchange: %v (%v)", err, amqp.Classify(err))
 	}
 
@@ -185,7 +186,7 @@ func TestBrokerRefusalsAreNeutral(t *testing.T) {
 	q := declareQueue(t, url, "", "", nil)
 	_, err = ch.QueueDeclare(q, true, false, false, false, nil) // durable differs
 	var ae *amqp091.Error
-	if !errors.As(err, &ae) || ae.Code != amqp091.PreconditionFailed || amqp.Classify(err) != breaker.Neutral {
+	if !errors.As(err, &ae) || ae.Code != amqp091.PreconditionFailed || amqp.Classify(err) != breaker.Rejected {
 		t.Fatalf("redeclare with other arguments: %v (%v)", err, amqp.Classify(err))
 	}
 	// The channel is closed now: using it gives amqp091.ErrClosed, a dead channel.
@@ -195,7 +196,7 @@ func TestBrokerRefusalsAreNeutral(t *testing.T) {
 	}
 
 	_, err = amqp091.Dial(strings.Replace(url, "guest:guest", "guest:wrong", 1))
-	if !errors.As(err, &ae) || ae.Code != amqp091.AccessRefused || amqp.Classify(err) != breaker.Neutral {
+	if !errors.As(err, &ae) || ae.Code != amqp091.AccessRefused || amqp.Classify(err) != breaker.Unusable {
 		t.Fatalf("bad credentials: %v (%v)", err, amqp.Classify(err))
 	}
 }

@@ -154,11 +154,11 @@ func hungRabbit(t *testing.T, reg *registry.Registry) (transport.Publisher, tran
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() }) // the hung broker never confirms the close: bounded by the dial timeout
-	raw, err := amqp.NewPublisher(m)
+	pub, err := amqp.NewPublisher(m, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reg.Guard(raw, amqp.Classify), amqp.Destination(exchange), proxy
+	return pub, amqp.Destination(exchange), proxy
 }
 
 // hungSQS is the AWS SDK's client with its defaults (no overall HTTP timeout, three

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -45,16 +46,27 @@ type openCalls struct {
 	open  map[transport.Destination]int
 }
 
-func (o *openCalls) arrived(d transport.Destination) {
+func (o *openCalls) arrived(d transport.Destination) { o.calling(d)(nil) }
+
+// calling reads d's state as a call to d starts, and returns what records the call
+// once it ended with err: unless err says the circuit rejected it (a guarded
+// publisher's own circuit), the call arrived at the broker.
+func (o *openCalls) calling(d transport.Destination) func(err error) {
 	c, err := o.reg.Circuit(d)
 	if err != nil {
-		return
+		return func(error) {}
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.calls[d]++
-	if c.Snapshot().State == breaker.Open {
-		o.open[d]++
+	open := c.Snapshot().State == breaker.Open
+	return func(err error) {
+		if _, rejected := errors.AsType[*registry.RejectedError](err); rejected {
+			return
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.calls[d]++
+		if open {
+			o.open[d]++
+		}
 	}
 }
 
@@ -109,13 +121,15 @@ func TestOutagesMidStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mgr.Close()
-	rawAMQP, err := amqp.NewPublisher(mgr, amqp.WithConfirmTimeout(2*time.Second))
+	guardedAMQP, err := amqp.NewPublisher(mgr, reg, amqp.WithConfirmTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	watched := publisherFunc(func(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
-		watch.arrived(d)
-		return rawAMQP.Publish(ctx, d, msgs...)
+		done := watch.calling(d)
+		err := guardedAMQP.Publish(ctx, d, msgs...)
+		done(err)
+		return err
 	})
 
 	// SQS: the in-process server, with throttling switched on and off.
@@ -141,12 +155,15 @@ func TestOutagesMidStream(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pub := routes{"kafka": kpub, "amqp": reg.Guard(watched, amqp.Classify), "sqs": spub}
+	pub := routes{"kafka": kpub, "amqp": watched, "sqs": spub}
 
 	// The outbox on PostgreSQL, one dispatcher.
 	store, pool, _ := outboxOnPostgres(t)
 	var failedReported atomic.Int64
-	proc, err := outbox.NewProcessor(store, reg, pub, outbox.WithIDHeader(idHeader), outbox.WithBatchSize(250),
+	classify := func(err error) breaker.Outcome {
+		return transport.Worst(kafka.Classify(err), amqp.Classify(err), sqs.Classify(err))
+	}
+	proc, err := outbox.NewProcessor(store, reg, pub, outbox.WithClassifier(classify), outbox.WithIDHeader(idHeader), outbox.WithBatchSize(250),
 		outbox.WithPollInterval(10*time.Millisecond), outbox.WithMaxAttempts(1000), outbox.WithDeferralJitter(50*time.Millisecond),
 		outbox.WithRejectedDelay(100*time.Millisecond), outbox.WithLease(time.Minute),
 		outbox.WithBackoff(outbox.Backoff{Initial: 20 * time.Millisecond, Max: 300 * time.Millisecond, Multiplier: 2, Jitter: 0.2}),

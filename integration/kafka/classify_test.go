@@ -20,6 +20,7 @@ import (
 	"github.com/brokerguard/brokerguard/internal/kfakeproduce"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
 )
 
 // high enough that no row opens the circuit, so each row's failure count shows.
@@ -51,17 +52,17 @@ func TestClassifyBrokerCodes(t *testing.T) {
 		{kafkago.PreferredLeaderNotAvailable, breaker.Failure},
 		{kafkago.EligibleLeadersNotAvailable, breaker.Failure},
 		{kafkago.ThrottlingQuotaExceeded, breaker.Failure},
-		{kafkago.MessageSizeTooLarge, breaker.Neutral},
-		{kafkago.InvalidMessage, breaker.Neutral},
+		{kafkago.MessageSizeTooLarge, breaker.Rejected},
+		{kafkago.InvalidMessage, breaker.Rejected},
 		{kafkago.InvalidMessageSize, breaker.Neutral},
-		{kafkago.RecordListTooLarge, breaker.Neutral},
-		{kafkago.InvalidRecord, breaker.Neutral},
-		{kafkago.InvalidTimestamp, breaker.Neutral},
-		{kafkago.UnknownTopicOrPartition, breaker.Neutral},
-		{kafkago.InvalidTopic, breaker.Neutral},
-		{kafkago.TopicAuthorizationFailed, breaker.Neutral},
-		{kafkago.ClusterAuthorizationFailed, breaker.Neutral},
-		{kafkago.InvalidRequiredAcks, breaker.Neutral},
+		{kafkago.RecordListTooLarge, breaker.Rejected},
+		{kafkago.InvalidRecord, breaker.Rejected},
+		{kafkago.InvalidTimestamp, breaker.Rejected},
+		{kafkago.UnknownTopicOrPartition, breaker.Unusable},
+		{kafkago.InvalidTopic, breaker.Unusable},
+		{kafkago.TopicAuthorizationFailed, breaker.Unusable},
+		{kafkago.ClusterAuthorizationFailed, breaker.Unusable},
+		{kafkago.InvalidRequiredAcks, breaker.Unusable},
 		{kafkago.UnsupportedVersion, breaker.Neutral},
 		{kafkago.PolicyViolation, breaker.Neutral},
 		{kafkago.InvalidProducerEpoch, breaker.Neutral},
@@ -168,10 +169,10 @@ func TestClassifyWriterAndClientErrors(t *testing.T) {
 	huge := make([]byte, 2<<20)
 	raw = e.w.WriteMessages(ctx, kafkago.Message{Topic: topic, Value: huge})
 	var tooLarge kafkago.MessageTooLargeError
-	if !errors.As(raw, &tooLarge) || kafka.Classify(raw) != breaker.Neutral {
+	if !errors.As(raw, &tooLarge) || kafka.Classify(raw) != breaker.Rejected {
 		t.Errorf("message too large: %v classified %v", raw, kafka.Classify(raw))
 	}
-	err := checkPublish(t, e, "message too large", breaker.Neutral, func() error {
+	err := checkPublish(t, e, "message too large", breaker.Rejected, func() error {
 		return e.pub.WriteMessages(ctx, kafkago.Message{Topic: topic, Value: huge})
 	})
 	if !errors.As(err, &tooLarge) {
@@ -180,12 +181,17 @@ func TestClassifyWriterAndClientErrors(t *testing.T) {
 
 	// A topic the cluster does not have fails in the metadata lookup.
 	raw = e.w.WriteMessages(ctx, kafkago.Message{Topic: "absent", Value: []byte("x")})
-	if !errors.Is(raw, kafkago.UnknownTopicOrPartition) || kafka.Classify(raw) != breaker.Neutral {
+	if !errors.Is(raw, kafkago.UnknownTopicOrPartition) || kafka.Classify(raw) != breaker.Unusable {
 		t.Errorf("unknown topic: %v classified %v", raw, kafka.Classify(raw))
 	}
 	absent := e.reg.FailureCount()
-	if err := e.pub.WriteMessages(ctx, kafkago.Message{Topic: "absent", Value: []byte("x")}); !errors.Is(err, kafkago.UnknownTopicOrPartition) || kafka.Classify(err) != breaker.Neutral || e.reg.FailureCount() != absent {
+	if err := e.pub.WriteMessages(ctx, kafkago.Message{Topic: "absent", Value: []byte("x")}); !errors.Is(err, kafkago.UnknownTopicOrPartition) || kafka.Classify(err) != breaker.Unusable || e.reg.FailureCount() != absent {
 		t.Errorf("unknown topic through the publisher: %v", err)
+	}
+	// The registry says why the topic cannot take messages, and its circuit stays closed.
+	if s, ok := e.reg.Snapshot(transport.Destination{Broker: kafka.Broker, Name: "absent"}); !ok || s.State != breaker.Closed ||
+		!strings.Contains(s.Unusable, "Unknown Topic Or Partition") || s.UnusableSince.IsZero() {
+		t.Errorf("unknown topic: snapshot %+v, want closed and unusable with the reason", s)
 	}
 }
 

@@ -43,13 +43,12 @@ func settleRows(t *testing.T, sc storeCase, clock *fakeclock.Clock, rows []struc
 	}
 	var published []int64
 	var dead []outbox.Failure
-	var pending []int64
 	for i, r := range rows {
 		switch r.end {
 		case "published":
 			published = append(published, ids[i])
 		case "":
-			pending = append(pending, ids[i])
+			// left leased; the Release below makes it pending again
 		default:
 			dead = append(dead, outbox.Failure{ID: ids[i], RetryAt: clock.Now(), Dead: true, Err: r.end})
 		}

@@ -66,7 +66,7 @@ func runChild(dsn string) error {
 		}
 		return kafkaPub.Publish(ctx, d, msgs...)
 	})
-	proc, err := outbox.NewProcessor(store, reg, pub, outbox.WithOwner(os.Getenv(childOwner)),
+	proc, err := outbox.NewProcessor(store, reg, pub, outbox.WithClassifier(outageOnError), outbox.WithOwner(os.Getenv(childOwner)),
 		outbox.WithBatchSize(1000), outbox.WithLease(childLease), outbox.WithIDHeader(idHeader))
 	if err != nil {
 		return err

@@ -25,6 +25,9 @@ var (
 )
 
 // testClassify: errDown is an outage; anything else is the message's own.
+// outageOnError classifies every error as an outage of the broker.
+func outageOnError(error) breaker.Outcome { return breaker.Failure }
+
 func testClassify(err error) breaker.Outcome {
 	if errors.Is(err, errDown) {
 		return breaker.Failure

@@ -87,7 +87,7 @@ func measureLatency(b *testing.B, e *env, listen bool) []time.Duration {
 		}
 		opts = append(opts, outbox.WithWaker(l))
 	}
-	proc, err := outbox.NewProcessor(store, nil, pub, opts...)
+	proc, err := outbox.NewProcessor(store, nil, pub, append([]outbox.ProcessorOption{outbox.WithClassifier(outageOnError)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func relayRun(b *testing.B, e *env, relays int, analyse bool) rate {
 	pub := &fakeCounting{}
 	procs := make([]*outbox.Processor, relays)
 	for i := range procs {
-		p, err := outbox.NewProcessor(store, nil, pub, outbox.WithBatchSize(relayBatch), outbox.WithOwner(fmt.Sprint("relay-", i)))
+		p, err := outbox.NewProcessor(store, nil, pub, outbox.WithClassifier(outageOnError), outbox.WithBatchSize(relayBatch), outbox.WithOwner(fmt.Sprint("relay-", i)))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -142,7 +142,7 @@ func TestListenerSurvivesItsConnectionBeingKilled(t *testing.T) {
 	}
 	woken := &signals{inner: l, ch: make(chan struct{}, 100)}
 	pub := &notifyingPublisher{ids: make(chan int64, 100)}
-	proc, err := outbox.NewProcessor(store, nil, pub, outbox.WithWaker(woken), outbox.WithIDHeader(idHeader),
+	proc, err := outbox.NewProcessor(store, nil, pub, outbox.WithClassifier(outageOnError), outbox.WithWaker(woken), outbox.WithIDHeader(idHeader),
 		outbox.WithPollInterval(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

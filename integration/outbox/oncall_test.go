@@ -51,7 +51,7 @@ func TestOnCallReadingsMatchOnBothStores(t *testing.T) {
 		now := clock.Now()
 		for _, h := range []outbox.Hold{
 			{Destination: orders, Now: now, Until: now.Add(30 * time.Second), MaxDeferral: time.Hour},
-			{Destination: emails, Now: now, Until: now.Add(time.Minute), MaxDeferral: time.Hour},
+			{Destination: emails, Now: now, Until: now.Add(time.Minute), MaxDeferral: time.Hour, Reason: "403 ACCESS_REFUSED"},
 		} {
 			if _, err := s.Hold(ctx, h); err != nil {
 				t.Fatal(err)
@@ -63,10 +63,17 @@ func TestOnCallReadingsMatchOnBothStores(t *testing.T) {
 		}
 		var got []string
 		for _, h := range hs {
-			got = append(got, fmt.Sprintf("%s until +%s since +%s", h.Destination, h.Until.Sub(now), h.Since.Sub(now)))
+			got = append(got, fmt.Sprintf("%s until +%s since +%s unusable %q", h.Destination, h.Until.Sub(now), h.Since.Sub(now), h.Unusable))
 		}
-		if want := "[kafka:emails until +1m0s since +0s kafka:orders until +30s since +0s]"; fmt.Sprint(got) != want {
+		if want := `[kafka:emails until +1m0s since +0s unusable "403 ACCESS_REFUSED" kafka:orders until +30s since +0s unusable ""]`; fmt.Sprint(got) != want {
 			t.Errorf("Holds = %v, want %s", got, want)
+		}
+		// The last hold's reason wins: an outage hold of an unusable destination says so.
+		if _, err := s.Hold(ctx, outbox.Hold{Destination: emails, Now: now, Until: now.Add(time.Minute), MaxDeferral: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if hs, err := s.Holds(ctx); err != nil || hs[0].Destination != emails || hs[0].Unusable != "" {
+			t.Errorf("after an outage hold: %+v, %v", hs, err)
 		}
 	})
 }

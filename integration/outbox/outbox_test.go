@@ -372,7 +372,7 @@ func TestRunStopLeavesNoRowLeased(t *testing.T) {
 		}
 		return pub.Publish(ctx, d, msgs...)
 	})
-	proc := e.processor(t, reg, blocking, outbox.WithBatchSize(1000))
+	proc := e.processor(t, reg, blocking, outbox.WithBatchSize(1000), outbox.WithClassifier(outageOnError))
 	e.enqueue(t, orders, 20)
 	e.enqueue(t, emails, 20)
 	ctx, cancel := context.WithCancel(context.Background())

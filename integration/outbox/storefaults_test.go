@@ -71,7 +71,8 @@ func runRelays(t *testing.T, n int, store outbox.Store, pub transport.Publisher,
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for i := range n {
-		o := append([]outbox.ProcessorOption{outbox.WithIDHeader(idHeader), outbox.WithOwner(fmt.Sprint("relay-", i))}, opts...)
+		o := append([]outbox.ProcessorOption{outbox.WithIDHeader(idHeader), outbox.WithOwner(fmt.Sprint("relay-", i)),
+			outbox.WithClassifier(testClassify)}, opts...)
 		if log != nil {
 			o = append(o, outbox.WithErrorHandler(log.handler(i)))
 		}
@@ -354,7 +355,7 @@ func TestRelaysShareTheRows(t *testing.T) {
 	for i := range counts {
 		counts[i] = &relayCount{}
 		p, err := outbox.NewProcessor(postgres.New(newPool(t, dsn, nil)), nil, pub,
-			outbox.WithIDHeader(idHeader), outbox.WithHooks(counts[i]))
+			outbox.WithIDHeader(idHeader), outbox.WithHooks(counts[i]), outbox.WithClassifier(testClassify))
 		if err != nil {
 			t.Fatal(err)
 		}

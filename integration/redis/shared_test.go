@@ -168,6 +168,7 @@ func TestNewRefusesWhatItCannotProvide(t *testing.T) {
 		{"zero staleness", sharedPolicy(), []redisstate.Option{redisstate.WithMaxStateStaleness(0)}},
 		{"tiny TTL", sharedPolicy(), []redisstate.Option{redisstate.WithTTL(time.Millisecond)}},
 		{"nil clock", sharedPolicy(), []redisstate.Option{redisstate.WithClock(nil)}},
+		{"nil random", sharedPolicy(), []redisstate.Option{redisstate.WithRandom(nil)}},
 	} {
 		if _, err := redisstate.New(e.client, identity, c.p, c.opts...); err == nil {
 			t.Errorf("%s: New succeeded", c.name)

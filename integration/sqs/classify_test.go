@@ -39,23 +39,23 @@ type classifyRow struct {
 	faults bool // needs the in-process server
 	want   breaker.Outcome
 	// publish makes the error happen and returns it with the queue's circuit.
-	publish func(t *testing.T, e *env) (error, breaker.Snapshot)
+	publish func(t *testing.T, e *env) (breaker.Snapshot, error)
 	// check asserts that err is what the SDK really returns for the row.
 	check func(t *testing.T, err error)
 }
 
 // publishTo sends msgs to target (a queue name or URL) through a fresh
 // publisher over c and returns the error and the queue's circuit afterwards.
-func publishTo(t *testing.T, ctx context.Context, c *awssqs.Client, target string, ms ...transport.Message) (error, breaker.Snapshot) {
+func publishTo(t *testing.T, ctx context.Context, c *awssqs.Client, target string, ms ...transport.Message) (breaker.Snapshot, error) {
 	t.Helper()
 	g := newGuard(t, c, tripOnFirst)
 	err := g.pub.Publish(ctx, dest(target), ms...)
-	return err, g.snapshot(t, path.Base(target))
+	return g.snapshot(t, path.Base(target)), err
 }
 
 // withFault publishes msgs to a new queue that answers every request with f.
-func withFault(f sqsserver.Fault, ms ...transport.Message) func(*testing.T, *env) (error, breaker.Snapshot) {
-	return func(t *testing.T, e *env) (error, breaker.Snapshot) {
+func withFault(f sqsserver.Fault, ms ...transport.Message) func(*testing.T, *env) (breaker.Snapshot, error) {
+	return func(t *testing.T, e *env) (breaker.Snapshot, error) {
 		c := client(t, e.endpoint, nil)
 		q := e.queue(t, c, "fault", nil)
 		e.srv.SetFault(q, f)
@@ -116,67 +116,67 @@ func TestClassifyRows(t *testing.T) {
 			publish: withFault(sqsserver.RequestThrottled, one), check: as[*types.RequestThrottled]()},
 		{name: "KmsThrottled", faults: true, want: breaker.Failure,
 			publish: withFault(sqsserver.KmsThrottled, two...), check: both(as[*types.KmsThrottled](), code("KMS.ThrottlingException"))},
-		{name: "KmsAccessDenied", faults: true, want: breaker.Neutral,
+		{name: "KmsAccessDenied", faults: true, want: breaker.Unusable,
 			publish: withFault(sqsserver.KmsAccessDenied, one), check: as[*types.KmsAccessDenied]()},
-		{name: "KmsDisabled", faults: true, want: breaker.Neutral,
+		{name: "KmsDisabled", faults: true, want: breaker.Unusable,
 			publish: withFault(sqsserver.KmsDisabled, one), check: as[*types.KmsDisabled]()},
-		{name: "AccessDenied", faults: true, want: breaker.Neutral,
+		{name: "AccessDenied", faults: true, want: breaker.Unusable,
 			publish: withFault(sqsserver.AccessDenied, two...), check: code("AccessDenied")},
-		{name: "InvalidParameterValue", faults: true, want: breaker.Neutral,
+		{name: "InvalidParameterValue", faults: true, want: breaker.Rejected,
 			publish: withFault(sqsserver.InvalidParameterValue, one), check: code("InvalidParameterValue")},
-		{name: "QueueDoesNotExist fault", faults: true, want: breaker.Neutral,
+		{name: "QueueDoesNotExist fault", faults: true, want: breaker.Unusable,
 			publish: withFault(sqsserver.QueueDoesNotExist, two...), check: as[*types.QueueDoesNotExist]()},
-		{name: "InvalidMessageContents fault", faults: true, want: breaker.Neutral,
+		{name: "InvalidMessageContents fault", faults: true, want: breaker.Rejected,
 			publish: withFault(sqsserver.InvalidMessageContents, one), check: as[*types.InvalidMessageContents]()},
-		{name: "queue does not exist", want: breaker.Neutral,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+		{name: "queue does not exist", want: breaker.Unusable,
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				return publishTo(t, context.Background(), client(t, e.endpoint, nil), "absent"+e.suffix, one)
 			},
 			check: both(as[*types.QueueDoesNotExist](), code("AWS.SimpleQueueService.NonExistentQueue"))},
-		{name: "message too long", want: breaker.Neutral,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+		{name: "message too long", want: breaker.Rejected,
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil)
 				long := transport.Message{Value: []byte(strings.Repeat("x", 1<<20+1))}
 				return publishTo(t, context.Background(), c, e.queue(t, c, "long", nil), long)
 			},
 			check: code("InvalidParameterValue")},
-		{name: "invalid message contents", want: breaker.Neutral,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+		{name: "invalid message contents", want: breaker.Rejected,
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil)
 				return publishTo(t, context.Background(), c, e.queue(t, c, "contents", nil), transport.Message{Value: []byte("bell \a")})
 			},
 			check: as[*types.InvalidMessageContents]()},
-		{name: "invalid message refused locally", want: breaker.Neutral,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+		{name: "invalid message refused locally", want: breaker.Rejected,
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil)
 				empty := transport.Message{Value: []byte("x"), Headers: []transport.Header{{Key: "k"}}}
 				return publishTo(t, context.Background(), c, e.queue(t, c, "local", nil), empty)
 			},
 			check: both(is(brokersqs.ErrInvalidMessage), as[*brokersqs.InvalidMessageError]())},
 		{name: "connection refused", want: breaker.Failure,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				return publishTo(t, context.Background(), client(t, closedPort(t), nil), "refused", one)
 			},
 			check: is(syscall.ECONNREFUSED)},
 		{name: "connection refused, SDK retryer off", want: breaker.Failure,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, closedPort(t), nil, func(o *awssqs.Options) { o.Retryer = aws.NopRetryer{} })
 				return publishTo(t, context.Background(), c, "refused", one)
 			},
 			check: both(is(syscall.ECONNREFUSED), as[*smithyhttp.RequestSendError]())},
 		{name: "connection reset, SDK retryer off", want: breaker.Failure,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, resettingPeer(t), nil, func(o *awssqs.Options) { o.Retryer = aws.NopRetryer{} })
 				return publishTo(t, context.Background(), c, "reset", one)
 			},
 			check: is(syscall.ECONNRESET)},
 		{name: "connection reset", want: breaker.Failure,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				return publishTo(t, context.Background(), client(t, resettingPeer(t), nil), "reset", one)
 			},
 			check: is(syscall.ECONNRESET)},
 		{name: "connection closed mid-request", faults: true, want: breaker.Failure,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil)
 				q := e.queue(t, c, "closed", nil)
 				e.srv.SetFault(q, sqsserver.Hang)
@@ -186,7 +186,7 @@ func TestClassifyRows(t *testing.T) {
 			},
 			check: as[*smithyhttp.RequestSendError]()},
 		{name: "timeout the client set", faults: true, want: breaker.Failure,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, &http.Client{Transport: &http.Transport{}, Timeout: 200 * time.Millisecond})
 				q := e.queue(t, c, "timeout", nil)
 				e.srv.SetFault(q, sqsserver.Hang)
@@ -194,7 +194,7 @@ func TestClassifyRows(t *testing.T) {
 			},
 			check: is(context.DeadlineExceeded)},
 		{name: "retry quota exhausted", faults: true, want: breaker.Failure,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil, retries(3, 1))
 				q := e.queue(t, c, "quota", nil)
 				e.srv.SetFault(q, sqsserver.InternalError)
@@ -202,19 +202,19 @@ func TestClassifyRows(t *testing.T) {
 			},
 			check: as[ratelimit.QuotaExceededError]()},
 		{name: "attempts exhausted", faults: true, want: breaker.Failure,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil, retries(2, 0))
 				q := e.queue(t, c, "attempts", nil)
 				e.srv.SetFault(q, sqsserver.ServiceUnavailable)
-				err, snap := publishTo(t, context.Background(), c, e.srv.QueueURL(q), two...)
+				snap, err := publishTo(t, context.Background(), c, e.srv.QueueURL(q), two...)
 				if n := e.srv.Requests(q, "SendMessageBatch"); n != 2 {
 					t.Errorf("server saw %d attempts, want 2", n)
 				}
-				return err, snap
+				return snap, err
 			},
 			check: as[*retry.MaxAttemptsError]()},
 		{name: "caller cancellation", faults: true, want: breaker.Neutral,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil)
 				q := e.queue(t, c, "cancel", nil)
 				e.srv.SetFault(q, sqsserver.Hang)
@@ -223,8 +223,8 @@ func TestClassifyRows(t *testing.T) {
 				return publishTo(t, ctx, c, e.srv.QueueURL(q), one)
 			},
 			check: is(context.Canceled)},
-		{name: "batch entry with SenderFault", faults: true, want: breaker.Neutral,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+		{name: "batch entry with SenderFault", faults: true, want: breaker.Rejected,
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil)
 				q := e.queue(t, c, "sender", nil)
 				e.srv.SetBatchEntryFault(q, failEntries(map[int]sqsserver.Fault{1: sqsserver.InvalidParameterValue}))
@@ -232,7 +232,7 @@ func TestClassifyRows(t *testing.T) {
 			},
 			check: entry("InvalidParameterValue", true)},
 		{name: "batch entry without SenderFault", faults: true, want: breaker.Failure,
-			publish: func(t *testing.T, e *env) (error, breaker.Snapshot) {
+			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
 				c := client(t, e.endpoint, nil)
 				q := e.queue(t, c, "receiver", nil)
 				e.srv.SetBatchEntryFault(q, failEntries(map[int]sqsserver.Fault{0: sqsserver.InternalError}))
@@ -246,7 +246,7 @@ func TestClassifyRows(t *testing.T) {
 			if row.faults {
 				e.faults(t)
 			}
-			err, snap := row.publish(t, e)
+			snap, err := row.publish(t, e)
 			if err == nil {
 				t.Fatal("publish succeeded; the row needs an error")
 			}
@@ -289,7 +289,7 @@ func TestCallerDeadlineRule(t *testing.T) {
 			srv.SetFault(q, sqsserver.Hang)
 			ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
 			defer cancel()
-			err, snap := publishTo(t, ctx, c, q, transport.Message{Value: []byte("late")})
+			snap, err := publishTo(t, ctx, c, q, transport.Message{Value: []byte("late")})
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("publish: %v, want the caller's deadline", err)
 			}

@@ -34,9 +34,34 @@ const (
 	ThrottlingQuotaExceeded      int16 = 89
 )
 
-// Code is the outcome of a Kafka protocol error code: Failure for the codes above,
-// Neutral for every other (message too large, unknown topic, authorization, ...).
-// Code 0 (no error) is Success.
+// Kafka protocol error codes that say the topic cannot take any record from this
+// client: it does not exist, these credentials may not write it, or the client's
+// request is one the cluster does not accept. Every record to it fails until someone
+// fixes the topic, the ACLs or the client's settings: Unusable.
+const (
+	UnknownTopicOrPartition            int16 = 3
+	InvalidTopicException              int16 = 17
+	InvalidRequiredAcks                int16 = 21
+	TopicAuthorizationFailed           int16 = 29
+	ClusterAuthorizationFailed         int16 = 31
+	UnsupportedForMessageFormat        int16 = 43
+	TransactionalIDAuthorizationFailed int16 = 53
+	SaslAuthenticationFailed           int16 = 58
+	UnsupportedCompressionType         int16 = 76
+)
+
+// Kafka protocol error codes that say the broker refused the record itself (its
+// size, its bytes, its timestamp): Rejected.
+const (
+	CorruptMessage     int16 = 2
+	MessageTooLarge    int16 = 10
+	RecordListTooLarge int16 = 18
+	InvalidTimestamp   int16 = 32
+	InvalidRecord      int16 = 87
+)
+
+// Code is the outcome of a Kafka protocol error code: Failure, Unusable and Rejected
+// for the codes above, Neutral for every other. Code 0 (no error) is Success.
 func Code(code int16) breaker.Outcome {
 	switch code {
 	case 0:
@@ -47,6 +72,12 @@ func Code(code int16) breaker.Outcome {
 		UnknownLeaderEpoch, PreferredLeaderNotAvailable, EligibleLeadersNotAvailable,
 		ThrottlingQuotaExceeded:
 		return breaker.Failure
+	case UnknownTopicOrPartition, InvalidTopicException, InvalidRequiredAcks,
+		TopicAuthorizationFailed, ClusterAuthorizationFailed, UnsupportedForMessageFormat,
+		TransactionalIDAuthorizationFailed, SaslAuthenticationFailed, UnsupportedCompressionType:
+		return breaker.Unusable
+	case CorruptMessage, MessageTooLarge, RecordListTooLarge, InvalidTimestamp, InvalidRecord:
+		return breaker.Rejected
 	}
 	return breaker.Neutral
 }

@@ -47,10 +47,32 @@ func TestCodesMatchTheClients(t *testing.T) {
 			t.Errorf("Code(%d) = %v, want Failure", tc.ours, Code(tc.ours))
 		}
 	}
-	for _, e := range []*kerr.Error{kerr.MessageTooLarge, kerr.TopicAuthorizationFailed, kerr.UnknownTopicOrPartition,
-		kerr.InvalidRecord, kerr.ClusterAuthorizationFailed, kerr.PolicyViolation} {
-		if Code(e.Code) != breaker.Neutral {
-			t.Errorf("Code(%d %s) = %v, want Neutral", e.Code, e.Message, Code(e.Code))
+	for _, tc := range []struct {
+		err  *kerr.Error
+		ours int16
+		want breaker.Outcome
+	}{
+		{kerr.UnknownTopicOrPartition, UnknownTopicOrPartition, breaker.Unusable},
+		{kerr.InvalidTopicException, InvalidTopicException, breaker.Unusable},
+		{kerr.InvalidRequiredAcks, InvalidRequiredAcks, breaker.Unusable},
+		{kerr.TopicAuthorizationFailed, TopicAuthorizationFailed, breaker.Unusable},
+		{kerr.ClusterAuthorizationFailed, ClusterAuthorizationFailed, breaker.Unusable},
+		{kerr.UnsupportedForMessageFormat, UnsupportedForMessageFormat, breaker.Unusable},
+		{kerr.TransactionalIDAuthorizationFailed, TransactionalIDAuthorizationFailed, breaker.Unusable},
+		{kerr.SaslAuthenticationFailed, SaslAuthenticationFailed, breaker.Unusable},
+		{kerr.UnsupportedCompressionType, UnsupportedCompressionType, breaker.Unusable},
+		{kerr.CorruptMessage, CorruptMessage, breaker.Rejected},
+		{kerr.MessageTooLarge, MessageTooLarge, breaker.Rejected},
+		{kerr.RecordListTooLarge, RecordListTooLarge, breaker.Rejected},
+		{kerr.InvalidTimestamp, InvalidTimestamp, breaker.Rejected},
+		{kerr.InvalidRecord, InvalidRecord, breaker.Rejected},
+		{kerr.PolicyViolation, kerr.PolicyViolation.Code, breaker.Neutral},
+	} {
+		if tc.err.Code != tc.ours {
+			t.Errorf("code %d: franz-go says %d (%s)", tc.ours, tc.err.Code, tc.err.Message)
+		}
+		if got := Code(tc.err.Code); got != tc.want {
+			t.Errorf("Code(%d %s) = %v, want %v", tc.err.Code, tc.err.Message, got, tc.want)
 		}
 	}
 	if Code(0) != breaker.Success {

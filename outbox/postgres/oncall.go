@@ -12,7 +12,7 @@ import (
 
 // The ORDER BY uses the C collation so that the order is Go's byte order, as the
 // memory store sorts.
-const holdsSQL = `SELECT destination, held_until, held_since FROM ` + HoldTable + ` ORDER BY destination COLLATE "C"`
+const holdsSQL = `SELECT destination, held_until, held_since, reason FROM ` + HoldTable + ` ORDER BY destination COLLATE "C"`
 
 // Holds implements outbox.OnCall. A hold whose destination does not parse is left
 // out: no claim would take its rows either.
@@ -28,7 +28,7 @@ func (s *Store) Holds(ctx context.Context) ([]outbox.HoldInfo, error) {
 			dest string
 			h    outbox.HoldInfo
 		)
-		if err := rows.Scan(&dest, &h.Until, &h.Since); err != nil {
+		if err := rows.Scan(&dest, &h.Until, &h.Since, &h.Unusable); err != nil {
 			return nil, fmt.Errorf("postgres: holds: %w", err)
 		}
 		if h.Destination, err = transport.ParseDestination(dest); err != nil {

@@ -562,15 +562,17 @@ func (s *Store) Defer(ctx context.Context, d outbox.Deferral) (int, error) {
 	return int(tag.RowsAffected()), nil
 }
 
-// holdSQL upserts the hold of $1 ($2 until, $3 now, $4 token) and makes dead the
-// destination's rows whose held wait passed $5 microseconds ($6 the reason).
+// holdSQL upserts the hold of $1 ($2 until, $3 now, $4 token, $7 why it is unusable)
+// and makes dead the destination's rows whose held wait passed $5 microseconds ($6
+// the reason).
 const holdSQL = `
 WITH h AS (
-	INSERT INTO ` + HoldTable + ` AS h (destination, held_until, held_since) VALUES ($1, $2, $3)
+	INSERT INTO ` + HoldTable + ` AS h (destination, held_until, held_since, reason) VALUES ($1, $2, $3, $7)
 	ON CONFLICT (destination) DO UPDATE SET
 		held_until = CASE WHEN h.probe_token = $4 THEN EXCLUDED.held_until
 			ELSE greatest(h.held_until, EXCLUDED.held_until) END,
-		probe_token = CASE WHEN h.probe_token = $4 THEN NULL ELSE h.probe_token END
+		probe_token = CASE WHEN h.probe_token = $4 THEN NULL ELSE h.probe_token END,
+		reason = EXCLUDED.reason
 	RETURNING h.held_since
 )
 UPDATE ` + Table + ` o SET status = 'dead', last_error = $6, settled_at = $3, lease_owner = NULL, lease_until = NULL
@@ -583,7 +585,7 @@ WHERE $3::timestamptz - h.held_since > $5::bigint * interval '1 microsecond'
 // Hold implements outbox.Store in one statement.
 func (s *Store) Hold(ctx context.Context, h outbox.Hold) (int, error) {
 	tag, err := s.db.Exec(ctx, s.sql(holdSQL), h.Destination.String(), h.Until, h.Now, h.Token,
-		h.MaxDeferral.Microseconds(), outbox.ReasonDeferralExhausted)
+		h.MaxDeferral.Microseconds(), outbox.ReasonDeferralExhausted, h.Reason)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: hold %s: %w", h.Destination, err)
 	}

@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS brokerguard_outbox_hold (
     held_since  timestamptz NOT NULL,     -- start of the outage: MaxCircuitDeferral counts from here
     probe_token text                      -- the claim that holds the probe, if any
 );
+-- Version 3: why a destination is held when it is unusable (empty for an outage).
+ALTER TABLE brokerguard_outbox_hold ADD COLUMN IF NOT EXISTS reason text NOT NULL DEFAULT '';
 
 -- Retention deletes settled rows oldest first; dead rows are paged from here too.
 CREATE INDEX IF NOT EXISTS brokerguard_outbox_settled

@@ -33,7 +33,7 @@ func TestClassifierOrder(t *testing.T) {
 		{"closed", closed, other, breaker.Neutral},
 		{"nack", up, fmt.Errorf("delivery not confirmed for message [%s]", "u-1"), breaker.Failure},
 		{"dead channel", up, fmt.Errorf("cannot publish msg: %w", amqp091.ErrClosed), breaker.Failure},
-		{"access refused", up, fmt.Errorf("cannot publish msg: %w", &amqp091.Error{Code: amqp091.AccessRefused}), breaker.Neutral},
+		{"access refused", up, fmt.Errorf("cannot publish msg: %w", &amqp091.Error{Code: amqp091.AccessRefused}), breaker.Unusable},
 	} {
 		if got := wmamqp.Classifier(tc.c)(tc.err); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

@@ -91,8 +91,8 @@ func TestClassifyRows(t *testing.T) {
 		{"not leader", func(e *env) { kfakeproduce.Answer(e.cluster, int16(sarama.ErrNotLeaderForPartition), false, nil) }, sarama.ErrNotLeaderForPartition, breaker.Failure, false},
 		{"request timed out", func(e *env) { kfakeproduce.Answer(e.cluster, int16(sarama.ErrRequestTimedOut), false, nil) }, sarama.ErrRequestTimedOut, breaker.Failure, false},
 		{"no leader", func(e *env) { kfakeproduce.Answer(e.cluster, int16(sarama.ErrLeaderNotAvailable), false, nil) }, sarama.ErrLeaderNotAvailable, breaker.Failure, false},
-		{"message too large (broker)", func(e *env) { kfakeproduce.Answer(e.cluster, int16(sarama.ErrMessageSizeTooLarge), false, nil) }, sarama.ErrMessageSizeTooLarge, breaker.Neutral, false},
-		{"authorization", func(e *env) { kfakeproduce.Answer(e.cluster, int16(sarama.ErrTopicAuthorizationFailed), false, nil) }, sarama.ErrTopicAuthorizationFailed, breaker.Neutral, false},
+		{"message too large (broker)", func(e *env) { kfakeproduce.Answer(e.cluster, int16(sarama.ErrMessageSizeTooLarge), false, nil) }, sarama.ErrMessageSizeTooLarge, breaker.Rejected, false},
+		{"authorization", func(e *env) { kfakeproduce.Answer(e.cluster, int16(sarama.ErrTopicAuthorizationFailed), false, nil) }, sarama.ErrTopicAuthorizationFailed, breaker.Unusable, false},
 		{"message too large (client)", func(*env) {}, nil, breaker.Neutral, true},
 		{"hung broker, sarama's read timeout", func(e *env) { kfakeproduce.Hang(e.cluster, false, nil) }, nil, breaker.Failure, false},
 	} {
