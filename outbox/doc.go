@@ -102,12 +102,19 @@
 // # Latency and dead rows
 //
 // Run claims as soon as a Waker signals that rows were committed (outbox/postgres's
-// Listener, on the NOTIFY Enqueue sends), and again at once after a batch that claimed
-// rows; it polls as the safety net. Dead rows are paged and requeued through
-// DeadLetters. A row requeued while its destination is still held counts its outage
+// Listener, on the NOTIFY Enqueue sends; a Store on a pgxpool.Pool gives one by
+// itself, see CommitWaker), and again at once after a batch that claimed rows; it
+// polls as the safety net. Dead rows are paged and requeued through DeadLetters. A row requeued while its destination is still held counts its outage
 // time from its enqueue and from the hold's start, as before: requeueing rows that died
 // of circuit_deferral_exhausted helps once the destination is back, not during the
 // outage that killed them.
+//
+// # The store's own failures
+//
+// Every store call of the Processor has a deadline (WithStoreTimeout), and Run does
+// not end on errors: it reports each one (WithErrorHandler, log/slog by default;
+// StoreErrorHooks for a metric), backs off (WithErrorBackoff) and claims again, until
+// its context ends.
 //
 // Store is the storage contract; MemoryStore keeps rows in memory for tests and demos,
 // and outbox/postgres keeps them in PostgreSQL.

@@ -226,10 +226,17 @@ func WithIDHeader(key string) ProcessorOption {
 	}
 }
 
-// WithErrorHandler has Run pass errors of a batch to f and carry on after the poll
-// interval. Without it Run returns the first error.
+// WithErrorHandler has Run pass every error of a batch (and of its Waker) to f, from
+// Run's goroutine, instead of logging it through log/slog's default logger. Either
+// way Run carries on after a backoff (WithErrorBackoff); it never ends on an error.
 func WithErrorHandler(f func(error)) ProcessorOption {
-	return func(p *Processor) error { p.onError = f; return nil }
+	return func(p *Processor) error {
+		if f == nil {
+			return errors.New("outbox: WithErrorHandler(nil)")
+		}
+		p.onError = f
+		return nil
+	}
 }
 
 func positive[T int | time.Duration](name string, v T, set func(*Processor)) ProcessorOption {
@@ -277,6 +284,8 @@ type Processor struct {
 	deferralJitter time.Duration
 	rejectedDelay  time.Duration
 	backoff        Backoff
+	storeTimeout   time.Duration // see WithStoreTimeout; 0 until NewProcessor derives it
+	errorBackoff   Backoff       // Run's wait after failed batches
 
 	// Unusable destinations (unusable.go).
 	unusableBackoff Backoff
@@ -305,6 +314,8 @@ func NewProcessor(store Store, circuits Circuits, pub transport.Publisher, opts 
 		deferralJitter: DefaultDeferralJitter,
 		rejectedDelay:  DefaultRejectedDelay,
 		backoff:        DefaultBackoff,
+		errorBackoff:   DefaultErrorBackoff,
+		onError:        logError,
 
 		unusableBackoff: DefaultUnusableBackoff,
 	}
@@ -324,6 +335,7 @@ func NewProcessor(store Store, circuits Circuits, pub transport.Publisher, opts 
 		return nil, fmt.Errorf("outbox: WithRetention: the store (%T) cannot delete rows: it is no Purger", store)
 	}
 	p.nonce = randomHex()
+	p.bindStore()
 	return p, nil
 }
 
@@ -795,13 +807,21 @@ func truncate(s string) string {
 
 // Run dispatches batches until ctx ends. After a batch that claimed rows it claims
 // again at once; only when nothing was due does it wait, for the poll interval or, with
-// WithWaker, until the Waker signals, whichever comes first. With WithRetention it
-// also deletes old settled rows, one bounded batch between claims. It runs in the
-// caller's goroutine and starts none but the Waker's. When ctx ends it releases the
-// rows its batch still leases, so a stopped Run leaves no row leased, and returns nil
-// (or the release's error). After an error of a batch it releases the batch's rows;
-// the error goes to the WithErrorHandler function, if any, and Run carries on after
-// the poll interval; without one Run returns it.
+// a Waker, until the Waker signals, whichever comes first. The Waker is the one given
+// to WithWaker or, without one, the store's own (CommitWaker), if it has one. With
+// WithRetention it also deletes old settled rows, one bounded batch between claims.
+// It runs in the caller's goroutine and starts none but the Waker's. When ctx ends it
+// releases the rows its batch still leases, so a stopped Run leaves no row leased, and
+// returns nil (or the release's error).
+//
+// Run does not end on errors: after a failed batch it passes the error to the
+// WithErrorHandler function (by default it is logged through log/slog), releases the
+// batch's rows (if the release fails too, it tries again once a batch succeeds, so
+// the rows come back before their lease ends), and claims again after a capped,
+// jittered backoff (WithErrorBackoff)
+// that grows while batches keep failing and starts over after one that succeeds. No
+// error is treated as final: a missing table can be migrated, a permission granted,
+// a database brought back.
 func (p *Processor) Run(ctx context.Context) error {
 	release := func(token string) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.lease)
@@ -812,29 +832,36 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer w.stop()
 	timer := time.NewTimer(p.poll)
 	defer timer.Stop()
+	failures := 0           // batches failed in a row
+	var unreleased []string // tokens of failed batches whose release failed too (runerrors.go)
 	for {
-		wait := p.poll
-		drain(w.wake) // this claim sees every row announced so far
+		drain(w.wake)      // this claim sees every row announced so far
+		if failures == 0 { // the store answers again
+			unreleased = p.releaseAgain(ctx, unreleased, release)
+		}
 		rep, token, err := p.process(ctx)
 		if ctx.Err() != nil {
-			return release(token)
+			return errors.Join(release(token), p.releaseAll(unreleased, release))
 		}
 		var more bool
 		if err != nil {
-			err = errors.Join(err, release(token))
+			p.onError(err) // before the release, which may wait for a silent store too
+			if release(token) != nil {
+				unreleased = append(unreleased, token)
+			}
 		} else {
-			more, err = p.retain(ctx, p.now())
+			if more, err = p.retain(ctx, p.now()); err != nil {
+				p.onError(err)
+			}
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		idle := true
+		idle, wait := true, p.poll
 		if err != nil {
-			if p.onError == nil {
-				return err
-			}
-			p.onError(err)
-		} else if rep.Claimed > 0 || more {
+			failures++
+			wait = p.errorBackoff.Delay(failures, p.random())
+		} else if failures = 0; rep.Claimed > 0 || more {
 			if rep.Pause == 0 {
 				continue
 			}
@@ -848,13 +875,11 @@ func (p *Processor) Run(ctx context.Context) error {
 			case <-timer.C:
 				idle = false
 			case <-w.wake:
-				// After an error, wait for the poll interval: a signal must not turn a
+				// After an error, wait out the backoff: a signal must not turn a
 				// failing store into a busy loop.
 				idle = err != nil
 			case lerr := <-w.failed:
-				if p.onError != nil {
-					p.onError(lerr)
-				}
+				p.onError(lerr)
 			}
 		}
 	}

@@ -21,8 +21,9 @@ type Waker interface {
 
 // WithWaker has Run start w.Listen in a goroutine of its own, stopped before Run
 // returns, and claim as soon as w signals. Polling carries on at the poll interval
-// as the safety net for signals that were lost. An error Listen returns goes to the
-// WithErrorHandler function, if any, from Run's goroutine; Run keeps polling.
+// as the safety net for signals that were lost. An error Listen returns goes to Run's
+// error handler (WithErrorHandler, or the log/slog default), from Run's goroutine;
+// Run keeps polling. Without WithWaker, a store that is a CommitWaker gives its own.
 func WithWaker(w Waker) ProcessorOption {
 	return func(p *Processor) error {
 		if w == nil {

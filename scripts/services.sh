@@ -10,6 +10,8 @@
 #               only installed: each test runs its own server on a free port
 #   Redis       127.0.0.1:6379   skipped when REDIS_ADDR is set; installs Debian's
 #               redis-server when missing (tests also start private ones on free ports)
+#   pgbouncer   Debian's pgbouncer package for the outbox's PgBouncer test; only
+#               installed: the test runs its own on a free port
 #
 # Kafka (kfake) and SQS run inside the test binaries and need nothing here.
 # Exits non-zero, naming the server, when one cannot be made ready.
@@ -71,6 +73,8 @@ if [[ -z "${REDIS_ADDR:-}" ]] && ! port_open 6379; then
 		--logfile "${TMPDIR:-/tmp}/brokerguard-redis.log" || true
 fi
 [[ -n "${REDIS_ADDR:-}" ]] || wait_port Redis 6379 30
+
+PATH=$PATH:/usr/sbin apt_install pgbouncer pgbouncer
 
 if [[ -z "${DYNAMODB_ENDPOINT:-}" ]]; then
 	dir=integration/dynalite

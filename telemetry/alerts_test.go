@@ -258,17 +258,7 @@ func TestAlertsInPrometheus(t *testing.T) {
 		})
 	}
 
-	target := strings.TrimPrefix(strings.TrimSuffix(s.url, "/metrics"), "http://")
-	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: [rules.yml]
-scrape_configs:
-  - job_name: brokerguard-test
-    static_configs:
-      - targets: [%q]
-`, target)
-	api := promAPI{t: t, base: harness.Prometheus(t, config, map[string]string{"rules.yml": fastRules(t, string(rules))})}
+	api := promAPI{t: t, base: harness.Prometheus(t, scrapeConfig(s), map[string]string{"rules.yml": fastRules(t, string(rules))})}
 	waitFor(t, "Prometheus to scrape the service", 20*time.Second, func() bool {
 		n, err := api.query(`brokerguard_circuit_calls_total{job="brokerguard-test"}`)
 		return err == nil && n > 0

@@ -42,6 +42,7 @@
 //	brokerguard.outbox.published, .deferred, .failed, .dead  counter  {message}  from RecordDispatch
 //	brokerguard.outbox.backlog              gauge          {message}     pending rows (WithOutboxBacklog)
 //	brokerguard.outbox.oldest_pending_age   gauge          s             age of the oldest pending row (WithOutboxBacklog)
+//	brokerguard.outbox.store.errors         counter        {error}       failed outbox store calls, by brokerguard.outbox.operation (RecordStoreError; from the first error on)
 //
 // Aggregates: brokerguard.circuit.open (gauge, {circuit}: live circuits open or
 // half-open), brokerguard.circuit.failures (gauge, {failure}: the sum of the circuits'

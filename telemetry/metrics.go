@@ -129,6 +129,7 @@ type Metrics struct {
 	rampRefused                                   metric.Int64ObservableCounter
 	degraded                                      metric.Int64ObservableUpDownCounter // shared store refusing evidence
 	outPublished, outDeferred, outFailed, outDead metric.Int64ObservableCounter
+	storeErrs                                     storeErrors                   // see storeerrors.go
 	unusable                                      metric.Float64ObservableGauge // unusable.go
 	outUnusable                                   metric.Int64ObservableCounter // unusable.go
 
@@ -249,6 +250,9 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 		return fmt.Errorf("telemetry: registering the circuit callback: %w", err)
 	}
 	m.regs = append(m.regs, r)
+	if err := m.storeErrorInstruments(meter); err != nil {
+		return err
+	}
 	if c.backlog == nil {
 		return nil
 	}

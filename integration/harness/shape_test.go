@@ -8,29 +8,6 @@ import (
 	"time"
 )
 
-// echoServer answers every byte it reads with the same byte until the test ends.
-func echoServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // roundTrip sends msg through c and reads the echo, returning how long it took.
 func roundTrip(t *testing.T, c net.Conn, msg []byte) time.Duration {
 	t.Helper()

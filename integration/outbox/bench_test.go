@@ -120,7 +120,7 @@ func dispatchRun(b *testing.B, e *env, guard, openFirst bool) (all, healthy rate
 		}
 		circuits, pub = reg, reg.Guard(kp, nil)
 	}
-	proc, err := outbox.NewProcessor(e.store, circuits, pub, outbox.WithBatchSize(benchBatch))
+	proc, err := outbox.NewProcessor(e.store, circuits, pub, outbox.WithBatchSize(benchBatch), outbox.WithClassifier(testClassify))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -53,6 +53,7 @@ func (c *capture) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceB
 	var setup string
 	for _, q := range d.Batch.QueuedQueries {
 		switch {
+		case strings.HasPrefix(q.SQL, "SELECT pg_advisory_xact_lock("): // the claims' lock, not a statement to explain
 		case strings.HasPrefix(q.SQL, "SELECT set_config("):
 			setup = q.SQL
 		case c.on:
@@ -89,6 +90,7 @@ type planNode struct {
 	NodeType  string     `json:"Node Type"`
 	Relation  string     `json:"Relation Name"`
 	IndexName string     `json:"Index Name"`
+	IndexCond string     `json:"Index Cond"`
 	TotalCost float64    `json:"Total Cost"`
 	Plans     []planNode `json:"Plans"`
 }
@@ -102,7 +104,7 @@ func (n planNode) scans(table string) []string {
 	if n.NodeType == "Seq Scan" && n.Relation == table || ownIndex {
 		s := n.NodeType + " on " + table
 		if n.IndexName != "" {
-			s += " using " + n.IndexName
+			s += " using " + n.IndexName + " [" + n.IndexCond + "]"
 		}
 		out = append(out, s)
 	}
@@ -180,8 +182,19 @@ func explain(t *testing.T, conn *pgxpool.Conn, s captured, generic bool) (scans 
 // them, never the whole table.
 func TestPlansDoNotDependOnStatistics(t *testing.T) {
 	const rows = 20_000
-	for _, pendingEvery := range []int{100, 2} {
-		t.Run(fmt.Sprintf("%d%% pending", 100/pendingEvery), func(t *testing.T) {
+	for _, c := range []struct {
+		pendingEvery int
+		keys         string
+		key          func(i int) []byte
+	}{
+		{100, "64 keys", func(i int) []byte { return []byte(fmt.Sprint(i % 64)) }},
+		{2, "64 keys", func(i int) []byte { return []byte(fmt.Sprint(i % 64)) }},
+		{100, "a key per row", func(i int) []byte { return []byte(fmt.Sprint("k", i)) }},
+		{2, "a key per row", func(i int) []byte { return []byte(fmt.Sprint("k", i)) }},
+		{1, "a key per row", func(i int) []byte { return []byte(fmt.Sprint("k", i)) }},
+	} {
+		pendingEvery := c.pendingEvery
+		t.Run(fmt.Sprintf("%d%% pending, %s", 100/pendingEvery, c.keys), func(t *testing.T) {
 			dsn := harness.PostgresSchema(t)
 			cap := &capture{}
 			pool := newPool(t, dsn, cap)
@@ -195,7 +208,7 @@ func TestPlansDoNotDependOnStatistics(t *testing.T) {
 			}
 			clock := fakeclock.New(start())
 			store := postgres.New(pool, postgres.WithClock(clock))
-			fillSettled(t, pool, store, rows, pendingEvery, clock.Now())
+			fillSettled(t, pool, store, rows, pendingEvery, c.key, clock.Now())
 
 			// One of each statement, with the arguments a dispatcher gives them.
 			now := clock.Now()
@@ -227,6 +240,10 @@ func TestPlansDoNotDependOnStatistics(t *testing.T) {
 					fs[i] = outbox.Failure{ID: ids[70+i], RetryAt: now.Add(time.Second), Err: "boom"}
 				}
 				_, _, err := store.Fail(ctx, "t", fs)
+				return err
+			})
+			stmts["hold"] = cap.record(t, "hold", func() error {
+				_, err := store.Hold(ctx, outbox.Hold{Destination: benchDests[1], Token: "t", Now: now, Until: now.Add(time.Minute), MaxDeferral: time.Hour})
 				return err
 			})
 			stmts["backlog"] = cap.record(t, "backlog", func() error { _, _, err := store.Backlog(ctx); return err })
@@ -284,9 +301,15 @@ func checkScans(t *testing.T, where, name string, scans []string) (ok bool) {
 		errorf("%s: the plan does not read %s", where, postgres.Table)
 	}
 	for _, s := range scans {
+		// The pending index leads with the destination: searched by another column
+		// (ids, say), it is walked whole. (Without a condition it is read in order
+		// under a limit: the skip scan's first step.)
+		if strings.Contains(s, " using "+postgres.Table+"_pending [(") && !strings.Contains(s, "[(destination") {
+			errorf("%s: %s walks the pending index without its destination", where, s)
+		}
 		switch name {
 		case "mark published", "defer", "fail":
-			if !strings.HasSuffix(s, " using "+pkey) {
+			if !strings.Contains(s, " using "+pkey+" [") {
 				errorf("%s: %s; write-backs must find their rows by the primary key", where, s)
 			}
 		default:
@@ -298,15 +321,16 @@ func checkScans(t *testing.T, where, name string, scans []string) (ok bool) {
 	return ok
 }
 
-// fillSettled enqueues n rows over four destinations and settles all but every
-// pendingEvery-th one: published, with one in ten of the settled rows dead.
-func fillSettled(t *testing.T, pool *pgxpool.Pool, store *postgres.Store, n, pendingEvery int, now time.Time) {
+// fillSettled enqueues n rows over four destinations, row i with key(i), and settles
+// all but every pendingEvery-th one: published, with one in ten of the settled rows
+// dead.
+func fillSettled(t *testing.T, pool *pgxpool.Pool, store *postgres.Store, n, pendingEvery int, key func(int) []byte, now time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	entries := make([]outbox.Entry, n)
 	for i := range entries {
 		entries[i] = outbox.Entry{Destination: benchDests[i%len(benchDests)], Message: transport.Message{
-			Key: []byte(fmt.Sprint(i % 64)), Value: make([]byte, 200),
+			Key: key(i), Value: make([]byte, 200),
 		}}
 	}
 	if _, err := store.Enqueue(ctx, postgres.Pgx(pool), entries...); err != nil {

@@ -12,7 +12,10 @@ import (
 )
 
 // A Processor woken by the NOTIFY each enqueueing commit sends publishes within
-// milliseconds; polling stays on as the safety net.
+// milliseconds; polling stays on as the safety net. A Store on a pgxpool.Pool gives
+// the Processor such a Listener by itself (CommitWaker); give one explicitly, as
+// here, when the pool reaches PostgreSQL through a pooler in transaction mode and the
+// Listener must not.
 func ExampleStore_Listener() {
 	ctx := context.Background()
 	dsn := "postgres://postgres@127.0.0.1:5432/test"
