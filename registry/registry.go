@@ -137,6 +137,7 @@ type Registry struct {
 	observers       []func(transport.Destination, breaker.Transition)
 	bypassHooks     []func(transport.Destination, breaker.Bypass)
 	countCalls      bool
+	partPolicy      PartitionPolicy // see partition.go
 
 	// Lookups read an immutable map without locking. New circuits go to fresh, under
 	// mu, and fresh is merged into a new immutable map once lookups that missed it have
@@ -152,10 +153,11 @@ type Registry struct {
 type entry struct {
 	dest      transport.Destination
 	circuit   breaker.Circuit
-	minBudget time.Duration // the policy's MinCallBudget, normalized
-	used      atomic.Bool   // set by use, cleared by each eviction sweep
-	idleAt    time.Time     // when a sweep first found it unused; guarded by Registry.mu
-	calls     *callCounts   // nil unless WithCallCounts
+	minBudget time.Duration              // the policy's MinCallBudget, normalized
+	used      atomic.Bool                // set by use, cleared by each eviction sweep
+	idleAt    time.Time                  // when a sweep first found it unused; guarded by Registry.mu
+	calls     *callCounts                // nil unless WithCallCounts
+	parts     atomic.Pointer[Partitions] // nil until an adapter asks (partition.go)
 }
 
 // New returns a registry whose destinations get the defaults policy unless an
@@ -372,7 +374,7 @@ func (r *Registry) evictLocked() int {
 			continue
 		}
 		s := e.circuit.Snapshot()
-		if now.Sub(e.idleAt) >= r.idle && s.State == breaker.Closed && s.Override == breaker.NoOverride && s.InFlight == 0 && s.Probes == 0 {
+		if now.Sub(e.idleAt) >= r.idle && s.State == breaker.Closed && s.Override == breaker.NoOverride && s.InFlight == 0 && s.Probes == 0 && e.isolatedPartitions() == nil {
 			gone = append(gone, d)
 		}
 	}
