@@ -70,7 +70,9 @@ type Publisher struct {
 	reg          *registry.Registry
 	classify     transport.Classifier
 	closeTimeout time.Duration
-	async        *tracker // nil unless the writer is asynchronous
+	async        *tracker  // nil unless the writer is asynchronous
+	bal          *balancer // the writer's Balancer (partitions.go)
+	all          allCache  // 0..n-1 for routing before a write
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -102,6 +104,12 @@ func NewPublisher(w *kafkago.Writer, reg *registry.Registry, opts ...Option) (*P
 			return nil, fmt.Errorf("kafka: NewPublisher: the writer's topic: %w", err)
 		}
 	}
+	inner := w.Balancer
+	if inner == nil {
+		inner = &kafkago.RoundRobin{} // the writer's own default
+	}
+	p.bal = &balancer{p: p, inner: inner}
+	w.Balancer = p.bal
 	if w.Async {
 		p.async = &tracker{reg: reg, classify: p.classify, next: w.Completion, pending: map[*call]struct{}{}}
 		w.Completion = p.async.completion
@@ -143,6 +151,9 @@ func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs .
 				km.Headers[j] = kafkago.Header{Key: h.Key, Value: h.Value}
 			}
 		}
+	}
+	if p.async == nil {
+		return p.writePartitioned(ctx, d, kmsgs)
 	}
 	return p.write(ctx, d, kmsgs)
 }

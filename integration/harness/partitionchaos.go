@@ -1,0 +1,174 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DeadBroker is the faults of a partition outage scenario: one broker of a
+// three-broker kfake cluster first black-holed, then refusing connections.
+type DeadBroker struct {
+	Faults *BrokerFaults
+	Node   int
+	// Dead lists, by partition, whether its leader is the faulted node.
+	Dead []bool
+}
+
+// PartitionLoad is the load of a partition outage scenario: Callers goroutines each
+// publishing one message per call with a Deadline, keyed (Keys, spread over the
+// partitions) or, one call in UnkeyedEvery, unkeyed.
+type PartitionLoad struct {
+	Callers      int
+	Deadline     time.Duration
+	UnkeyedEvery int
+	Keys         [][]byte
+	// PartitionOf is the partition the client's partitioner gives a key.
+	PartitionOf func(key []byte) int
+	// IsRefusal says whether a publish error is the breaker's own refusal (made
+	// without reaching the broker).
+	IsRefusal func(error) bool
+}
+
+// Keys returns n distinct keys.
+func Keys(n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = []byte("key-" + strconv.Itoa(i))
+	}
+	return out
+}
+
+// PhaseCounts is what one phase of a partition outage scenario measured.
+type PhaseCounts struct {
+	Healthy, HealthyOK int64 // keyed calls to partitions the fault spares, and the ones published
+	Dead, DeadRefused  int64 // keyed calls to the dead broker's partitions, and the ones refused
+	DeadReached        int64 // dead calls not refused after the first refusal: they reached the broker
+	Unkeyed, UnkeyedOK int64
+	Elapsed            time.Duration
+	// UnkeyedAfter and UnkeyedAfterOK count the unkeyed calls started after the
+	// first refusal (once the dead partitions were isolated).
+	UnkeyedAfter, UnkeyedAfterOK int64
+	firstRefusal                 atomic.Bool
+	healthyOK, deadRef           atomic.Int64
+}
+
+// Goodput is the healthy partitions' published calls per second.
+func (c *PhaseCounts) Goodput() float64 { return float64(c.HealthyOK) / c.Elapsed.Seconds() }
+
+// RunPartitionPhase runs load against publish for d while dead's fault is f, and
+// returns the counts.
+func RunPartitionPhase(load PartitionLoad, dead DeadBroker, f BrokerFault, d time.Duration, publish func(ctx context.Context, key []byte) error) *PhaseCounts {
+	dead.Faults.Set(dead.Node, f)
+	var c PhaseCounts
+	var healthy, dd, unkeyed, unkeyedOK, reached, ua, uaOK atomic.Int64
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for g := range load.Callers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for i := 0; time.Now().Before(end); i++ {
+				var key []byte
+				if load.UnkeyedEvery == 0 || i%load.UnkeyedEvery != 0 {
+					key = load.Keys[rng.IntN(len(load.Keys))]
+				}
+				after := c.firstRefusal.Load()
+				ctx, cancel := context.WithTimeout(context.Background(), load.Deadline)
+				err := publish(ctx, key)
+				cancel()
+				switch {
+				case key == nil:
+					unkeyed.Add(1)
+					if err == nil {
+						unkeyedOK.Add(1)
+					}
+					if after {
+						ua.Add(1)
+						if err == nil {
+							uaOK.Add(1)
+						}
+					}
+				case dead.Dead[load.PartitionOf(key)]:
+					dd.Add(1)
+					switch {
+					case err != nil && load.IsRefusal(err):
+						c.deadRef.Add(1)
+						c.firstRefusal.Store(true)
+					case after:
+						reached.Add(1)
+					}
+				default:
+					healthy.Add(1)
+					if err == nil {
+						c.healthyOK.Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c.Elapsed = time.Since(start)
+	c.Healthy, c.HealthyOK = healthy.Load(), c.healthyOK.Load()
+	c.Dead, c.DeadRefused, c.DeadReached = dd.Load(), c.deadRef.Load(), reached.Load()
+	c.Unkeyed, c.UnkeyedOK = unkeyed.Load(), unkeyedOK.Load()
+	c.UnkeyedAfter, c.UnkeyedAfterOK = ua.Load(), uaOK.Load()
+	return &c
+}
+
+// PartitionRow is one set-up's line of a partition outage table.
+type PartitionRow struct {
+	Setup         string
+	Hung, Refused *PhaseCounts
+}
+
+// PrintPartitionTable writes the summary table of a partition outage scenario, the
+// goodputs as ratios against the first row (the run without a breaker).
+func PrintPartitionTable(w io.Writer, client string, rows []PartitionRow) {
+	fmt.Fprintf(w, "\n%s, one broker of three down (hung, then refusing):\n", client)
+	fmt.Fprintf(w, "| set-up | hung: healthy goodput vs none | dead calls refused / reached after isolation | unkeyed delivered (after isolation) | refusing: healthy goodput vs none | refused / reached | unkeyed delivered (after isolation) |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.1f/s (%.2fx) | %d / %d | %.1f%% (%.1f%%) | %.1f/s (%.2fx) | %d / %d | %.1f%% (%.1f%%) |\n", r.Setup,
+			r.Hung.Goodput(), r.Hung.Goodput()/rows[0].Hung.Goodput(), r.Hung.DeadRefused, r.Hung.DeadReached, pct(r.Hung.UnkeyedOK, r.Hung.Unkeyed), pct(r.Hung.UnkeyedAfterOK, r.Hung.UnkeyedAfter),
+			r.Refused.Goodput(), r.Refused.Goodput()/rows[0].Refused.Goodput(), r.Refused.DeadRefused, r.Refused.DeadReached, pct(r.Refused.UnkeyedOK, r.Refused.Unkeyed), pct(r.Refused.UnkeyedAfterOK, r.Refused.UnkeyedAfter))
+	}
+}
+
+// UnkeyedDelivered is the share of unkeyed calls published, of those started after
+// the dead partitions were isolated when there were any, else of all.
+func (c *PhaseCounts) UnkeyedDelivered() float64 {
+	if c.UnkeyedAfter > 0 {
+		return pct(c.UnkeyedAfterOK, c.UnkeyedAfter) / 100
+	}
+	return pct(c.UnkeyedOK, c.Unkeyed) / 100
+}
+
+func pct(a, b int64) float64 {
+	if b == 0 {
+		return 100
+	}
+	return 100 * float64(a) / float64(b)
+}
+
+// ErrNoDeadPartition is returned by DeadPartitions when the node leads none.
+var ErrNoDeadPartition = errors.New("harness: the faulted node leads no partition")
+
+// DeadPartitions lists, by partition, whether leader(p) is node.
+func DeadPartitions(n, node int, leader func(p int32) int32) ([]bool, error) {
+	out := make([]bool, n)
+	any := false
+	for p := range n {
+		out[p] = int(leader(int32(p))) == node
+		any = any || out[p]
+	}
+	if !any {
+		return nil, ErrNoDeadPartition
+	}
+	return out, nil
+}

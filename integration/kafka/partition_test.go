@@ -1,0 +1,128 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/kafka"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// One broker of three down costs its partitions only: keyed calls to the others keep
+// their goodput, keyed calls to the dead one are refused fast once its partitions
+// are isolated, and unkeyed calls avoid them. The short run is part of make test;
+// BROKERGUARD_PARTITION_CHAOS=long runs the 200 callers for 20 s a phase.
+func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
+	phase, callers := 1500*time.Millisecond, 40
+	if os.Getenv("BROKERGUARD_PARTITION_CHAOS") == "long" {
+		phase, callers = 20*time.Second, 200
+	}
+	faults := &harness.BrokerFaults{}
+	cluster := harness.KFake(t, kfake.NumBrokers(3), faults.Opt())
+	const parts, node = 6, 1
+	hash := &kafkago.Hash{}
+	all := []int{0, 1, 2, 3, 4, 5}
+	load := harness.PartitionLoad{
+		Callers: callers, Deadline: 500 * time.Millisecond, UnkeyedEvery: 4, Keys: harness.Keys(600),
+		PartitionOf: func(key []byte) int { return hash.Balance(kafkago.Message{Key: key}, all...) },
+		IsRefusal:   func(err error) bool { return errors.Is(err, breaker.ErrOpen) },
+	}
+	type setup struct {
+		name    string
+		publish func(t *testing.T, topic string) func(ctx context.Context, key []byte) error
+	}
+	writer := func(topic string) *kafkago.Writer {
+		w := &kafkago.Writer{
+			Addr: kafkago.TCP(cluster.ListenAddrs()...), Topic: topic, Balancer: &kafkago.Hash{},
+			// Each writer its own transport: kafka-go's shared default transport kept
+			// metadata from before the test moved the partitions' leaders.
+			Transport:    &kafkago.Transport{MetadataTTL: time.Second},
+			RequiredAcks: kafkago.RequireAll, MaxAttempts: 1, BatchTimeout: time.Millisecond,
+			WriteTimeout: 500 * time.Millisecond, ReadTimeout: 2 * time.Second,
+		}
+		t.Cleanup(func() { w.Close(); w.Transport.(*kafkago.Transport).CloseIdleConnections() })
+		return w
+	}
+	setups := []setup{
+		{"no breaker", func(t *testing.T, topic string) func(context.Context, []byte) error {
+			w := writer(topic)
+			return func(ctx context.Context, key []byte) error {
+				return w.WriteMessages(ctx, kafkago.Message{Key: key, Value: []byte("v")})
+			}
+		}},
+		{"README policy (consecutive 5), partitions on", func(t *testing.T, topic string) func(context.Context, []byte) error {
+			reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pub, err := kafka.NewPublisher(writer(topic), reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := transport.Destination{Broker: kafka.Broker, Name: topic}
+			t.Cleanup(func() {
+				if s := reg.Snapshots()[d]; s.State != breaker.Closed {
+					t.Errorf("the topic's circuit is %v: one broker of three opened it", s.State)
+				}
+				t.Logf("isolated at the end: %+v", reg.IsolatedPartitions(d))
+			})
+			return func(ctx context.Context, key []byte) error {
+				return pub.Publish(ctx, d, transport.Message{Key: key, Value: []byte("v")})
+			}
+		}},
+	}
+	var rows []harness.PartitionRow
+	for i, s := range setups {
+		topic := harness.TopicNames("partitions")[0] + string(rune('a'+i))
+		if err := cluster.CreateTopic(topic, parts, nil); err != nil {
+			t.Fatal(err)
+		}
+		for p := range int32(parts) { // two partitions led by each broker
+			if err := cluster.MoveTopicPartition(topic, p, p%3); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dead, err := harness.DeadPartitions(parts, node, func(p int32) int32 { return cluster.LeaderFor(topic, p) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := harness.DeadBroker{Faults: faults, Node: node, Dead: dead}
+		publish := s.publish(t, topic)
+		harness.RunPartitionPhase(load, db, harness.Healthy, 300*time.Millisecond, publish) // warm up: metadata, connections
+		row := harness.PartitionRow{Setup: s.name}
+		row.Hung = harness.RunPartitionPhase(load, db, harness.BlackHole, phase, publish)
+		row.Refused = harness.RunPartitionPhase(load, db, harness.Refuse, phase, publish)
+		faults.Set(node, harness.Healthy)
+		rows = append(rows, row)
+	}
+	harness.PrintPartitionTable(os.Stdout, "kafka-go", rows)
+	none, guarded := rows[0], rows[1]
+	for _, ph := range []struct {
+		name       string
+		none, with *harness.PhaseCounts
+	}{{"hung", none.Hung, guarded.Hung}, {"refusing", none.Refused, guarded.Refused}} {
+		if r := ph.with.Goodput() / ph.none.Goodput(); r < 0.95 {
+			t.Errorf("%s: healthy partitions' goodput %.2fx of no breaker's, want >= 0.95", ph.name, r)
+		}
+		if ph.with.DeadRefused == 0 {
+			t.Errorf("%s: no call to the dead broker's partitions was refused", ph.name)
+		}
+		if got := ph.with.UnkeyedDelivered(); got < 0.99 {
+			t.Errorf("%s: %.1f%% of the unkeyed calls after isolation delivered, want >= 99%%", ph.name, 100*got)
+		}
+	}
+	// Isolation lasts 30 s: after the first refusal no call may reach the dead broker
+	// but the few that were admitted before it (in flight) - bounded by the callers.
+	if n := guarded.Hung.DeadReached + guarded.Refused.DeadReached; n > int64(callers) {
+		t.Errorf("%d calls reached the dead broker after isolation, want <= %d", n, callers)
+	}
+}
