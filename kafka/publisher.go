@@ -82,6 +82,9 @@ type Publisher struct {
 var _ transport.Publisher = (*Publisher)(nil)
 
 // NewPublisher returns a Publisher that writes through w, with the circuits of reg.
+// It sets w.Balancer to its own, which asks the Balancer set before (kafka-go's
+// RoundRobin when none) and steers unkeyed messages away from the topic's isolated
+// partitions (registry.Partitions; see docs/partitions.md).
 // For an asynchronous writer (w.Async) it sets w.Completion to its own function,
 // which calls the Completion set before.
 func NewPublisher(w *kafkago.Writer, reg *registry.Registry, opts ...Option) (*Publisher, error) {
@@ -105,6 +108,9 @@ func NewPublisher(w *kafkago.Writer, reg *registry.Registry, opts ...Option) (*P
 		}
 	}
 	inner := w.Balancer
+	if b, ok := inner.(*balancer); ok { // a writer given to NewPublisher before
+		inner = b.inner
+	}
 	if inner == nil {
 		inner = &kafkago.RoundRobin{} // the writer's own default
 	}
@@ -124,6 +130,13 @@ func NewPublisher(w *kafkago.Writer, reg *registry.Registry, opts ...Option) (*P
 // *WriteError values; other failures of the writer are a *WriteError, and the
 // caller's context error is returned as is. With an asynchronous writer a nil error
 // means the messages were queued.
+//
+// With a synchronous writer each call also keeps the evidence of the partitions it
+// reaches: a keyed message bound for an isolated partition is refused with a
+// *registry.PartitionRejectedError (errors.Is(err, breaker.ErrOpen)), in a
+// *transport.BatchError beside the others' outcomes when the call had several
+// messages, and a failure of some partitions does not count against the topic while
+// others answer.
 func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
 	if d.Broker != Broker {
 		return fmt.Errorf("%w: %q has broker %q", ErrNotKafka, d.String(), d.Broker)

@@ -50,9 +50,16 @@ func (r *Registry) CallPartitioned(ctx context.Context, d transport.Destination,
 	if c.N <= 0 {
 		return NoMessagesError(d)
 	}
-	classify := c.Classify
-	if classify == nil {
-		classify = failAll
+	base := c.Classify
+	if base == nil {
+		base = failAll
+	}
+	// A partition's refusal made inside Send (a client's partitioner) is no verdict.
+	classify := func(err error) breaker.Outcome {
+		if IsPartitionRejection(err) {
+			return breaker.Neutral
+		}
+		return base(err)
 	}
 	ps, err := r.Partitions(d)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 )
 
@@ -171,4 +172,31 @@ func DeadPartitions(n, node int, leader func(p int32) int32) ([]bool, error) {
 		return nil, ErrNoDeadPartition
 	}
 	return out, nil
+}
+
+// CheckPartitionRows fails t unless the guarded row meets the targets against the
+// row without a breaker: healthy goodput >= 0.95x in both phases, some calls to
+// the dead partitions refused, >= 99% of the unkeyed calls after isolation
+// delivered, and no more calls reaching the dead broker after isolation than there
+// are callers (the calls in flight when it was isolated; probes come after the
+// isolation, longer than these phases).
+func CheckPartitionRows(t testing.TB, none, guarded PartitionRow, callers int) {
+	t.Helper()
+	for _, ph := range []struct {
+		name       string
+		none, with *PhaseCounts
+	}{{"hung", none.Hung, guarded.Hung}, {"refusing", none.Refused, guarded.Refused}} {
+		if r := ph.with.Goodput() / ph.none.Goodput(); r < 0.95 {
+			t.Errorf("%s: healthy partitions' goodput %.2fx of no breaker's, want >= 0.95", ph.name, r)
+		}
+		if ph.with.DeadRefused == 0 {
+			t.Errorf("%s: no call to the dead broker's partitions was refused", ph.name)
+		}
+		if got := ph.with.UnkeyedDelivered(); got < 0.99 {
+			t.Errorf("%s: %.1f%% of the unkeyed calls after isolation delivered, want >= 99%%", ph.name, 100*got)
+		}
+	}
+	if n := guarded.Hung.DeadReached + guarded.Refused.DeadReached; n > int64(callers) {
+		t.Errorf("%d calls reached the dead broker after isolation, want <= %d", n, callers)
+	}
 }

@@ -105,24 +105,5 @@ func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
 		rows = append(rows, row)
 	}
 	harness.PrintPartitionTable(os.Stdout, "kafka-go", rows)
-	none, guarded := rows[0], rows[1]
-	for _, ph := range []struct {
-		name       string
-		none, with *harness.PhaseCounts
-	}{{"hung", none.Hung, guarded.Hung}, {"refusing", none.Refused, guarded.Refused}} {
-		if r := ph.with.Goodput() / ph.none.Goodput(); r < 0.95 {
-			t.Errorf("%s: healthy partitions' goodput %.2fx of no breaker's, want >= 0.95", ph.name, r)
-		}
-		if ph.with.DeadRefused == 0 {
-			t.Errorf("%s: no call to the dead broker's partitions was refused", ph.name)
-		}
-		if got := ph.with.UnkeyedDelivered(); got < 0.99 {
-			t.Errorf("%s: %.1f%% of the unkeyed calls after isolation delivered, want >= 99%%", ph.name, 100*got)
-		}
-	}
-	// Isolation lasts 30 s: after the first refusal no call may reach the dead broker
-	// but the few that were admitted before it (in flight) - bounded by the callers.
-	if n := guarded.Hung.DeadReached + guarded.Refused.DeadReached; n > int64(callers) {
-		t.Errorf("%d calls reached the dead broker after isolation, want <= %d", n, callers)
-	}
+	harness.CheckPartitionRows(t, rows[0], rows[1], callers)
 }

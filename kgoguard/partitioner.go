@@ -1,0 +1,192 @@
+package kgoguard
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// Partitioner returns a franz-go partitioner, for kgo.RecordPartitioner, that keeps
+// the partition evidence of reg's circuits (registry.Partitions) in the client's
+// choices, in the spirit of the Java producer's adaptive partitioning (KIP-794): it
+// asks inner (franz-go's default partitioner when nil) and
+//
+//   - refuses a record that must keep its partition (inner's RequiresConsistency: a
+//     keyed record) when that partition is isolated: the record fails before it is
+//     buffered, and a Producer reports it as a *registry.PartitionRejectedError;
+//   - moves a record that need not keep its partition to the next partition that is
+//     not isolated, when inner chose an isolated one.
+//
+// Give a Producer's client this partitioner and the same registry: without it the
+// Producer still keeps the partitions' evidence from its records' results, but it
+// cannot steer unkeyed records nor refuse keyed ones before they are sent.
+func Partitioner(reg *registry.Registry, inner kgo.Partitioner) kgo.Partitioner {
+	if inner == nil {
+		// franz-go's default (kgo.RecordPartitioner's documentation).
+		inner = kgo.UniformBytesPartitioner(64<<10, true, true, nil)
+	}
+	return &partitioner{reg: reg, inner: inner}
+}
+
+type partitioner struct {
+	reg      *registry.Registry
+	inner    kgo.Partitioner
+	refusals sync.Map                                                  // *kgo.Record -> *registry.PartitionRejectedError, until the Producer takes it
+	leader   atomic.Pointer[func(string, int32) (int32, int32, error)] // the client's PartitionLeader, set by New
+}
+
+func (p *partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	ps, _ := p.reg.Partitions(transport.Destination{Broker: Broker, Name: topic})
+	t := &topicPartitioner{p: p, topic: topic, ps: ps, inner: p.inner.ForTopic(topic)}
+	t.backup, _ = t.inner.(kgo.TopicBackupPartitioner)
+	// franz-go holds the topic's lock through buffering for a partitioner that wants
+	// OnNewBatch: only one whose inner partitioner wants it says so.
+	if _, ok := t.inner.(kgo.TopicPartitionerOnNewBatch); ok {
+		return &batchTopicPartitioner{t}
+	}
+	return t
+}
+
+// batchTopicPartitioner is a topicPartitioner whose inner one is told of new batches.
+type batchTopicPartitioner struct{ *topicPartitioner }
+
+func (b *batchTopicPartitioner) OnNewBatch() {
+	b.inner.(kgo.TopicPartitionerOnNewBatch).OnNewBatch()
+}
+
+type topicPartitioner struct {
+	p      *partitioner
+	topic  string
+	ps     *registry.Partitions // nil when the registry keeps no partition evidence
+	inner  kgo.TopicPartitioner
+	backup kgo.TopicBackupPartitioner // inner, when it partitions by backup (franz-go's default does)
+}
+
+func (t *topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	return t.inner.RequiresConsistency(r)
+}
+
+// Partition implements kgo.TopicPartitioner. franz-go gives a record that requires
+// consistency the topic's n partitions, so pick is the partition itself; others get
+// the writable partitions only, which are the partitions themselves only when all
+// are writable (n is the topic's count).
+func (t *topicPartitioner) Partition(r *kgo.Record, n int) int {
+	return t.route(r, n, t.inner.Partition(r, n))
+}
+
+// PartitionByBackup implements kgo.TopicBackupPartitioner, which franz-go prefers to
+// Partition: inner partitions by backup when it can.
+func (t *topicPartitioner) PartitionByBackup(r *kgo.Record, n int, backup kgo.TopicBackupIter) int {
+	if t.backup != nil {
+		return t.route(r, n, t.backup.PartitionByBackup(r, n, backup))
+	}
+	return t.route(r, n, t.inner.Partition(r, n))
+}
+
+// route is Partition's answer for r once inner picked pick.
+func (t *topicPartitioner) route(r *kgo.Record, n, pick int) int {
+	if t.ps == nil || pick < 0 || pick >= n {
+		return pick
+	}
+	if !t.inner.RequiresConsistency(r) {
+		if n == t.ps.Count() {
+			pick, _ = t.ps.Route(pick, n, false)
+		}
+		return pick
+	}
+	t.ps.SetCount(n)
+	err := t.ps.Admit(pick)
+	if err == nil {
+		return pick
+	}
+	if f := t.p.leader.Load(); f != nil { // a new leader resets the old one's evidence
+		if l, _, lerr := (*f)(t.topic, int32(pick)); lerr == nil && l >= 0 {
+			t.ps.Leader(pick, l)
+			if err = t.ps.Admit(pick); err == nil {
+				return pick
+			}
+		}
+	}
+	r.Partition = int32(pick)
+	t.p.refusals.Store(r, err)
+	return -1 // franz-go fails the record: "invalid record partitioning choice"
+}
+
+// refusal returns the partition's refusal of r when this partitioner refused it.
+func (p *partitioner) refusal(r *kgo.Record) (error, bool) {
+	err, ok := p.refusals.LoadAndDelete(r)
+	if !ok {
+		return nil, false
+	}
+	return err.(error), true
+}
+
+// partitions is d's partition evidence, nil when the registry keeps none.
+func (p *Producer) partitions(d transport.Destination) *registry.Partitions {
+	ps, _ := p.reg.Partitions(d)
+	return ps
+}
+
+// refused returns the partition's refusal in place of err when the client's
+// partitioner refused r, and whether it did.
+func (p *Producer) refused(r *kgo.Record, err error) (error, bool) {
+	if err == nil || p.part == nil {
+		return err, false
+	}
+	if rerr, ok := p.part.refusal(r); ok {
+		return rerr, true
+	}
+	return err, false
+}
+
+// producePartitioned produces rs, all to d, in one Client.ProduceSync under d's
+// circuit and its partitions' evidence (registry.CallPartitioned): each partition the
+// records reached is told their outcome. When out is not nil it gets the results.
+func (p *Producer) producePartitioned(ctx context.Context, d transport.Destination, rs []*kgo.Record, out *kgo.ProduceResults) error {
+	return p.reg.CallPartitioned(ctx, d, registry.PartitionedCall{
+		N: len(rs), Classify: p.classify,
+		Send: func(ctx context.Context, idx []int, parts []int) error {
+			res := p.cl.ProduceSync(ctx, rs...) // Route refuses nothing: idx is every record
+			var failedParts []int32
+			for i := range res {
+				r := &res[i]
+				var refused bool
+				r.Err, refused = p.refused(r.Record, r.Err)
+				if refused || r.Record.Partition < 0 {
+					continue
+				}
+				parts[indexOf(rs, r.Record)] = int(r.Record.Partition)
+				if r.Err != nil {
+					failedParts = append(failedParts, r.Record.Partition)
+				}
+			}
+			p.noteLeaders(d, failedParts)
+			if out != nil {
+				*out = res
+			}
+			return resultsErr(d, rs, res)
+		},
+	})
+}
+
+// noteLeaders tells d's partitions the leaders of the partitions whose records
+// failed, so that a move of leadership resets the old leader's evidence.
+func (p *Producer) noteLeaders(d transport.Destination, parts []int32) {
+	if len(parts) == 0 {
+		return
+	}
+	ps := p.partitions(d)
+	if ps == nil {
+		return
+	}
+	for _, part := range parts {
+		if l, _, err := p.cl.PartitionLeader(d.Name, part); err == nil && l >= 0 {
+			ps.Leader(int(part), l)
+		}
+	}
+}
