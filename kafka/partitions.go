@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -18,7 +19,23 @@ import (
 type balancer struct {
 	p     *Publisher
 	inner kafkago.Balancer
+	// byKey says that inner gives a key always the same partition (of a given
+	// count): every Balancer but kafka-go's RoundRobin and LeastBytes, which ignore
+	// keys. Only then does a keyed message keep its partition.
+	byKey bool
 }
+
+// keysPartitions reports whether b gives a key always the same partition.
+func keysPartitions(b kafkago.Balancer) bool {
+	switch b.(type) {
+	case *kafkago.RoundRobin, *kafkago.LeastBytes:
+		return false
+	}
+	return true
+}
+
+// keyed reports whether msg must keep the partition the user's Balancer gives it.
+func (b *balancer) keyed(msg *kafkago.Message) bool { return msg.Key != nil && b.byKey }
 
 // route is what Publish puts in a message's WriterData: the partition it chose for
 // the message, or, when it did not know the topic's partitions yet, the partition the
@@ -41,7 +58,7 @@ func (b *balancer) Balance(msg kafkago.Message, partitions ...int) int {
 	if n > 0 && partitions[n-1] == n-1 {
 		if ps := b.p.partitions(msg.Topic); ps != nil {
 			ps.SetCount(n)
-			p, _ = ps.Route(pick, n, msg.Key != nil) // a keyed refusal is Publish's to make
+			p, _ = ps.Route(pick, n, b.keyed(&msg)) // a keyed refusal is Publish's to make
 		}
 	}
 	if rt != nil {
@@ -94,7 +111,7 @@ func (p *Publisher) writePartitioned(ctx context.Context, d transport.Destinatio
 			var refused []error
 			for i := range msgs {
 				pick := p.bal.inner.Balance(msgs[i], all...)
-				part, err := ps.Route(pick, n, msgs[i].Key != nil)
+				part, err := ps.Route(pick, n, p.bal.keyed(&msgs[i]))
 				routes[i] = route{partition: part, decided: true}
 				parts[i] = part
 				if err != nil {
@@ -122,6 +139,27 @@ func (p *Publisher) writePartitioned(ctx context.Context, d transport.Destinatio
 		},
 	})
 }
+
+// PartitionOf implements transport.PartitionRouter for the outbox: the partition
+// the writer's own Balancer gives key among the topic's partitions, when it keeps
+// keys to partitions and the Publisher has seen the topic's partition count.
+func (p *Publisher) PartitionOf(d transport.Destination, key []byte) (int, time.Time, bool) {
+	if key == nil || !p.bal.byKey || d.Broker != Broker {
+		return 0, time.Time{}, false
+	}
+	ps, _ := p.reg.Partitions(d)
+	if ps == nil {
+		return 0, time.Time{}, false
+	}
+	n := ps.Count()
+	if n == 0 {
+		return 0, time.Time{}, false
+	}
+	part := p.bal.inner.Balance(kafkago.Message{Topic: d.Name, Key: key}, p.allPartitions(n)...)
+	return part, ps.RefusedUntil(part), true
+}
+
+var _ transport.PartitionRouter = (*Publisher)(nil)
 
 // allCache is the Publisher's 0..n-1 list.
 type allCache = atomic.Pointer[[]int]

@@ -114,7 +114,7 @@ func NewPublisher(w *kafkago.Writer, reg *registry.Registry, opts ...Option) (*P
 	if inner == nil {
 		inner = &kafkago.RoundRobin{} // the writer's own default
 	}
-	p.bal = &balancer{p: p, inner: inner}
+	p.bal = &balancer{p: p, inner: inner, byKey: keysPartitions(inner)}
 	w.Balancer = p.bal
 	if w.Async {
 		p.async = &tracker{reg: reg, classify: p.classify, next: w.Completion, pending: map[*call]struct{}{}}

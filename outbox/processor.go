@@ -485,6 +485,17 @@ func (p *Processor) dispatch(ctx context.Context, cl claim, d transport.Destinat
 		c.add(c2)
 		return c, err
 	}
+	// Partition holds (partitions.go): one partition at a time, isolated ones held alone.
+	if groups, ok := p.partitionGroups(d, good, now, probe); ok {
+		for _, g := range groups {
+			c2, err := p.dispatch(ctx, cl, d, g)
+			c.add(c2)
+			if err != nil {
+				return c, err
+			}
+		}
+		return c, nil
+	}
 	r, err := p.send(ctx, token, d, good)
 	c.add(r.counts)
 	if err != nil {
@@ -610,6 +621,8 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 		n, err := p.store.MarkPublished(wctx, token, now, ids(recs))
 		out.counts.Published, out.published = n, true
 		return out, err
+	case !partial && p.outage(pubErr) && p.partitionOutage(d, recs, pubErr):
+		return out, nil // held alone, left leased (partitions.go)
 	case !partial && p.outage(pubErr):
 		out.held = p.holdUntil(d, now, pubErr)
 		c, err := p.hold(wctx, token, d, recs, now, out.held)
@@ -628,7 +641,7 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 		switch e, isFailed := failed[i]; {
 		case !isFailed:
 			ok = append(ok, r)
-		case p.classify != nil && p.classify(e) == breaker.Failure:
+		case p.classify != nil && p.classify(e) == breaker.Failure, isPartitionRefusal(e):
 			down = append(down, r)
 		default:
 			own, errs = append(own, r), append(errs, e)
@@ -650,6 +663,9 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 	out.counts.add(c)
 	if err != nil || len(down) == 0 {
 		return out, err
+	}
+	if p.partitionOutage(d, down, downErrs(be, recs, down)) {
+		return out, nil // held alone, left leased (partitions.go)
 	}
 	out.held = p.holdUntil(d, now, nil)
 	c, err = p.hold(wctx, token, d, down, now, out.held)

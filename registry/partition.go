@@ -383,3 +383,24 @@ func IsPartitionRejection(err error) bool {
 	var pe *PartitionRejectedError
 	return errors.As(err, &pe)
 }
+
+// RefusedUntil is until when Admit refuses calls to partition p: its isolation's
+// end while it is isolated (and some other partition answers), else zero. It only
+// looks: it takes no probe.
+func (ps *Partitions) RefusedUntil(p int) time.Time {
+	s := ps.slot(p, false)
+	if s == nil {
+		return time.Time{}
+	}
+	iso := s.iso.Load()
+	if iso == nil || !ps.answering() {
+		return time.Time{}
+	}
+	if now := ps.now(); !now.Before(iso.until) {
+		if at := iso.probeAt.Load(); at == 0 || now.UnixNano()-at >= int64(ps.isolation) {
+			return time.Time{} // due for its probe
+		}
+		return now.Add(min(ps.isolation, time.Second))
+	}
+	return iso.until
+}
