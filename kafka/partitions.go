@@ -109,9 +109,18 @@ func (p *Publisher) writePartitioned(ctx context.Context, d transport.Destinatio
 			}
 			all := p.allPartitions(n)
 			var refused []error
+			var pb [4]int
+			var eb [4]error
+			memo := partitionMemo{parts: pb[:0], errs: eb[:0]} // one admission per partition and call: a probe is the call's
 			for i := range msgs {
 				pick := p.bal.inner.Balance(msgs[i], all...)
-				part, err := ps.Route(pick, n, p.bal.keyed(&msgs[i]))
+				var part int
+				var err error
+				if p.bal.keyed(&msgs[i]) {
+					part, err = pick, memo.admit(ps, pick)
+				} else {
+					part, err = ps.Route(pick, n, false)
+				}
 				routes[i] = route{partition: part, decided: true}
 				parts[i] = part
 				if err != nil {
@@ -160,6 +169,24 @@ func (p *Publisher) PartitionOf(d transport.Destination, key []byte) (int, time.
 }
 
 var _ transport.PartitionRouter = (*Publisher)(nil)
+
+// partitionMemo is the admissions of one call's partitions: a call's messages for one
+// partition share its admission, so that a probe is a whole call.
+type partitionMemo struct {
+	parts []int
+	errs  []error
+}
+
+func (m *partitionMemo) admit(ps *registry.Partitions, p int) error {
+	for i, q := range m.parts {
+		if q == p {
+			return m.errs[i]
+		}
+	}
+	err := ps.Admit(p)
+	m.parts, m.errs = append(m.parts, p), append(m.errs, err)
+	return err
+}
 
 // allCache is the Publisher's 0..n-1 list.
 type allCache = atomic.Pointer[[]int]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -38,6 +39,7 @@ type partitioner struct {
 	inner    kgo.Partitioner
 	refusals sync.Map                                                  // *kgo.Record -> *registry.PartitionRejectedError, until the Producer takes it
 	leader   atomic.Pointer[func(string, int32) (int32, int32, error)] // the client's PartitionLeader, set by New
+	keyers   sync.Map                                                  // topic -> *keyer, for PartitionOf
 }
 
 func (p *partitioner) ForTopic(topic string) kgo.TopicPartitioner {
@@ -189,4 +191,53 @@ func (p *Producer) noteLeaders(d transport.Destination, parts []int32) {
 			ps.Leader(int(part), l)
 		}
 	}
+}
+
+// PartitionOf implements transport.PartitionRouter for the outbox: the partition the
+// client's partitioner (Partitioner's inner one) gives key, when the client was
+// built with Partitioner, the partitioner keeps keys to partitions and the topic's
+// partition count is known.
+func (p *Producer) PartitionOf(d transport.Destination, key []byte) (int, time.Time, bool) {
+	if key == nil || p.part == nil || d.Broker != Broker {
+		return 0, time.Time{}, false
+	}
+	ps := p.partitions(d)
+	if ps == nil || ps.Count() == 0 {
+		return 0, time.Time{}, false
+	}
+	n := ps.Count()
+	h := p.part.keyer(d.Name)
+	r := &kgo.Record{Topic: d.Name, Key: key}
+	h.mu.Lock()
+	consistent := h.tp.RequiresConsistency(r)
+	var part int
+	if consistent {
+		if b, ok := h.tp.(kgo.TopicBackupPartitioner); ok {
+			part = b.PartitionByBackup(r, n, nil) // a keyed record needs no backup
+		} else {
+			part = h.tp.Partition(r, n)
+		}
+	}
+	h.mu.Unlock()
+	if !consistent || part < 0 || part >= n {
+		return 0, time.Time{}, false
+	}
+	return part, ps.RefusedUntil(part), true
+}
+
+var _ transport.PartitionRouter = (*Producer)(nil)
+
+// keyer is a topic partitioner of inner's that PartitionOf asks, apart from the
+// client's own (which franz-go guards with its lock).
+type keyer struct {
+	mu sync.Mutex // guards tp, which need not be safe for concurrent use
+	tp kgo.TopicPartitioner
+}
+
+func (p *partitioner) keyer(topic string) *keyer {
+	if k, ok := p.keyers.Load(topic); ok {
+		return k.(*keyer)
+	}
+	k, _ := p.keyers.LoadOrStore(topic, &keyer{tp: p.inner.ForTopic(topic)})
+	return k.(*keyer)
 }

@@ -3,6 +3,8 @@ package saramaguard
 import (
 	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -29,6 +31,7 @@ func Partitioner(reg *registry.Registry, inner sarama.PartitionerConstructor) sa
 	if inner == nil {
 		inner = sarama.NewHashPartitioner
 	}
+	constructors.Store(reg, inner)
 	return func(topic string) sarama.Partitioner {
 		ps, _ := reg.Partitions(transport.Destination{Broker: Broker, Name: topic})
 		return &partitioner{ps: ps, inner: inner(topic)}
@@ -137,3 +140,55 @@ func (s *SyncProducer) sendPartitioned(ctx context.Context, d transport.Destinat
 	})
 	return partition, offset, err
 }
+
+// constructors holds, per registry, the inner constructor last given to Partitioner
+// with it: a SyncProducer cannot see its sarama producer's configuration, and asks
+// this to place keys for PartitionOf.
+var constructors sync.Map // *registry.Registry -> sarama.PartitionerConstructor
+
+// keyer is a partitioner PartitionOf asks, apart from sarama's own.
+type keyer struct {
+	mu sync.Mutex // guards p, which need not be safe for concurrent use
+	p  sarama.Partitioner
+}
+
+// PartitionOf implements transport.PartitionRouter for the outbox: the partition
+// the partitioner given to Partitioner with the SyncProducer's registry gives key,
+// when it keeps keys to partitions and the topic's partition count is known.
+func (s *SyncProducer) PartitionOf(d transport.Destination, key []byte) (int, time.Time, bool) {
+	if key == nil || d.Broker != Broker {
+		return 0, time.Time{}, false
+	}
+	ctor, ok := constructors.Load(s.reg)
+	if !ok {
+		return 0, time.Time{}, false
+	}
+	ps, _ := s.reg.Partitions(d)
+	if ps == nil || ps.Count() == 0 {
+		return 0, time.Time{}, false
+	}
+	n := ps.Count()
+	k, _ := s.keyers.Load(d.Name)
+	if k == nil {
+		k, _ = s.keyers.LoadOrStore(d.Name, &keyer{p: ctor.(sarama.PartitionerConstructor)(d.Name)})
+	}
+	kp := k.(*keyer)
+	m := &sarama.ProducerMessage{Topic: d.Name, Key: sarama.ByteEncoder(key)}
+	kp.mu.Lock()
+	consistent := kp.p.RequiresConsistency()
+	if dc, ok := kp.p.(sarama.DynamicConsistencyPartitioner); ok {
+		consistent = dc.MessageRequiresConsistency(m)
+	}
+	var part int32
+	var err error
+	if consistent {
+		part, err = kp.p.Partition(m, int32(n))
+	}
+	kp.mu.Unlock()
+	if !consistent || err != nil || part < 0 || int(part) >= n {
+		return 0, time.Time{}, false
+	}
+	return int(part), ps.RefusedUntil(int(part)), true
+}
+
+var _ transport.PartitionRouter = (*SyncProducer)(nil)

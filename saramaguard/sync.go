@@ -66,6 +66,7 @@ type SyncProducer struct {
 
 	mu     sync.RWMutex // held shared by every send, exclusively by Close
 	closed bool         // guarded by mu
+	keyers sync.Map     // topic -> *keyer, for PartitionOf (partitioner.go)
 }
 
 var _ transport.Publisher = (*SyncProducer)(nil)
