@@ -53,10 +53,11 @@ type PhaseCounts struct {
 	DeadReached        int64 // dead calls not refused after the first refusal: they reached the broker
 	Unkeyed, UnkeyedOK int64
 	Elapsed            time.Duration
-	// UnkeyedAfter and UnkeyedAfterOK count the unkeyed calls started after the
-	// first refusal (once the dead partitions were isolated).
+	// UnkeyedAfter and UnkeyedAfterOK count the unkeyed calls started once every
+	// dead partition had refused a call (was isolated).
 	UnkeyedAfter, UnkeyedAfterOK int64
-	firstRefusal                 atomic.Bool
+	firstRefusal                 atomic.Bool   // every dead partition has refused a call
+	refusedParts                 atomic.Uint64 // the dead partitions that refused a call, by bit
 	healthyOK, deadRef           atomic.Int64
 }
 
@@ -68,6 +69,12 @@ func (c *PhaseCounts) Goodput() float64 { return float64(c.HealthyOK) / c.Elapse
 func RunPartitionPhase(load PartitionLoad, dead DeadBroker, f BrokerFault, d time.Duration, publish func(ctx context.Context, key []byte) error) *PhaseCounts {
 	dead.Faults.Set(dead.Node, f)
 	var c PhaseCounts
+	var deadMask uint64
+	for p, isDead := range dead.Dead {
+		if isDead {
+			deadMask |= 1 << p
+		}
+	}
 	var healthy, dd, unkeyed, unkeyedOK, reached, ua, uaOK atomic.Int64
 	start := time.Now()
 	end := start.Add(d)
@@ -101,7 +108,9 @@ func RunPartitionPhase(load PartitionLoad, dead DeadBroker, f BrokerFault, d tim
 					switch {
 					case err != nil && load.IsRefusal(err):
 						c.deadRef.Add(1)
-						c.firstRefusal.Store(true)
+						if c.refusedParts.Or(1<<load.PartitionOf(key))|1<<load.PartitionOf(key) == deadMask {
+							c.firstRefusal.Store(true)
+						}
 					case after:
 						reached.Add(1)
 					}
