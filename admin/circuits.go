@@ -35,6 +35,8 @@ type Circuit struct {
 	OverrideUntil *time.Time `json:"override_until,omitempty"`
 	Mode          string     `json:"mode"`
 	Bypassed      uint64     `json:"bypassed"`
+	// IsolatedPartitions lists the partitions isolated now (partitions.go).
+	IsolatedPartitions []IsolatedPartition `json:"isolated_partitions,omitempty"`
 }
 
 // Circuits is the body of GET /api/circuits.
@@ -77,7 +79,7 @@ func (h *Handler) listCircuits(w http.ResponseWriter, _ *http.Request) {
 	snaps := h.reg.Snapshots()
 	out := Circuits{Now: now, Mutations: h.token != nil, Circuits: make([]Circuit, 0, len(snaps))}
 	for d, s := range snaps {
-		out.Circuits = append(out.Circuits, View(d, s, now))
+		out.Circuits = append(out.Circuits, h.withPartitions(View(d, s, now), d, now))
 	}
 	slices.SortFunc(out.Circuits, func(a, b Circuit) int { return strings.Compare(a.Destination, b.Destination) })
 	writeJSON(w, http.StatusOK, out)
@@ -103,7 +105,8 @@ func (h *Handler) getCircuit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, View(d, c.Snapshot(), h.now()))
+	now := h.now()
+	writeJSON(w, http.StatusOK, h.withPartitions(View(d, c.Snapshot(), now), d, now))
 }
 
 // holdRequest is the body of force-open and force-close: exactly one of For and Until.

@@ -127,6 +127,7 @@ type Metrics struct {
 	unhealthy                                     metric.Float64ObservableGauge
 	calls, probes, transitions, bypassed          metric.Int64ObservableCounter
 	rampRefused                                   metric.Int64ObservableCounter
+	isolated                                      metric.Int64ObservableGauge // partitions.go's count, per destination
 	outPublished, outDeferred, outFailed, outDead metric.Int64ObservableCounter
 
 	regs      []metric.Registration
@@ -228,6 +229,8 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 		"Calls a Shadow or FailOpen circuit admitted although Enforce would have refused them.")
 	m.rampRefused = counter("brokerguard.circuit.ramp.refused", "{call}",
 		"Calls the destination's circuit turned away while ramping up after recovery; they are rejected calls too.")
+	m.isolated = gauge("brokerguard.circuit.partitions.isolated", "{partition}",
+		"Partitions of the destination isolated under its circuit (Kafka); absent while none is.")
 	m.outPublished = counter("brokerguard.outbox.published", "{message}", "Outbox messages published.")
 	m.outDeferred = counter("brokerguard.outbox.deferred", "{message}",
 		"Outbox messages deferred because the destination's circuit was not closed.")
@@ -238,7 +241,7 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 		return fmt.Errorf("telemetry: creating instruments: %w", err)
 	}
 	r, err := meter.RegisterCallback(m.observeCircuits, m.open, m.failures, m.state, m.override, m.unhealthy,
-		m.calls, m.probes, m.transitions, m.bypassed, m.rampRefused, m.outPublished, m.outDeferred, m.outFailed, m.outDead)
+		m.calls, m.probes, m.transitions, m.bypassed, m.rampRefused, m.isolated, m.outPublished, m.outDeferred, m.outFailed, m.outDead)
 	if err != nil {
 		return fmt.Errorf("telemetry: registering the circuit callback: %w", err)
 	}
@@ -284,6 +287,9 @@ func (m *Metrics) observeCircuits(_ context.Context, o metric.Observer) error {
 		}
 		if s.RampRefused > 0 { // only destinations whose policy ramps, once it has refused
 			o.ObserveInt64(m.rampRefused, int64(s.RampRefused), a.dest)
+		}
+		if n := len(c.IsolatedPartitions); n > 0 { // a count per destination: bounded cardinality
+			o.ObserveInt64(m.isolated, int64(n), a.dest)
 		}
 		if n := c.Calls; n.Total() > 0 { // every outcome at once, zeros included, so rates start from a known value
 			for i, v := range [...]uint64{n.Published, n.Failed, n.Rejected, n.Neutral} {
