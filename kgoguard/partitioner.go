@@ -128,9 +128,16 @@ func (p *partitioner) refusal(r *kgo.Record) (error, bool) {
 	return err.(error), true
 }
 
-// partitions is d's partition evidence, nil when the registry keeps none.
+// partitions is d's partition evidence, nil when the registry keeps none. The last
+// destination's is kept at hand: most producers write to one topic.
 func (p *Producer) partitions(d transport.Destination) *registry.Partitions {
+	if ps := p.lastParts.Load(); ps != nil && ps.Destination() == d {
+		return ps
+	}
 	ps, _ := p.reg.Partitions(d)
+	if ps != nil {
+		p.lastParts.Store(ps)
+	}
 	return ps
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -42,9 +43,10 @@ type Producer struct {
 	cl           *kgo.Client
 	reg          *registry.Registry
 	classify     transport.Classifier
-	defaultTopic string       // the client's DefaultProduceTopic
-	alwaysTopic  bool         // the client's DefaultProduceTopicAlways
-	part         *partitioner // the client's partitioner when it is Partitioner's; else nil
+	defaultTopic string                              // the client's DefaultProduceTopic
+	alwaysTopic  bool                                // the client's DefaultProduceTopicAlways
+	part         *partitioner                        // the client's partitioner when it is Partitioner's; else nil
+	lastParts    atomic.Pointer[registry.Partitions] // partitions' cache (partitioner.go)
 }
 
 var _ transport.Publisher = (*Producer)(nil)
