@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/registry"
 )
 
 // The circuit JSON lists a destination's isolated partitions while they are isolated.
@@ -16,7 +15,7 @@ func TestCircuitListsIsolatedPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps.SetCount(6)
-	for range registry.DefaultPartitionFailures {
+	for range 2 { // the fixture's FailureThreshold
 		ps.Complete(4, breaker.Failure)
 	}
 	f.clock.Advance(10 * time.Second)
@@ -26,7 +25,7 @@ func TestCircuitListsIsolatedPartitions(t *testing.T) {
 		t.Fatalf("one circuit: %d %v", code, c)
 	}
 	p := iso[0].(map[string]any)
-	if p["partition"].(float64) != 4 || p["remaining_ms"].(float64) != 20000 || p["failures"].(float64) != 3 {
+	if p["partition"].(float64) != 4 || p["remaining_ms"].(float64) != 20000 || p["failures"].(float64) != 2 {
 		t.Fatalf("isolated partition view = %v", p)
 	}
 	_, body := f.do(t, req{method: "GET", path: "/api/circuits"})

@@ -24,7 +24,8 @@ const (
 // default; the zero PartitionPolicy is the defaults.
 type PartitionPolicy struct {
 	// Failures is how many consecutive Failures of calls to one partition isolate
-	// it; 0 means DefaultPartitionFailures.
+	// it; 0 means the destination policy's FailureThreshold, or
+	// DefaultPartitionFailures when that is not set.
 	Failures int
 	// Isolation is how long an isolated partition refuses calls before it admits one
 	// as its probe; 0 means the destination policy's BreakDuration.
@@ -89,7 +90,7 @@ type IsolatedPartition struct {
 // as its probe: a Success ends the isolation, a Failure starts a new one.
 //
 // Isolation holds only while some other partition of the destination is answering
-// (not isolated, last call not a Failure): when none is, the destination as a whole
+// (is not isolated itself): when none is, the destination as a whole
 // is failing and calls go through to be judged by its circuit, which opens and
 // refuses them all. TopicOutcome applies the same rule to what the circuit is told.
 //
@@ -103,7 +104,7 @@ type Partitions struct {
 	now       func() time.Time
 
 	count     atomic.Int32 // partitions the client reported; 0 while unknown
-	unhealthy atomic.Int32 // slots whose streak is positive (isolated ones included)
+	isolated  atomic.Int32 // slots isolated now; changed under mu
 	slots     atomic.Pointer[[]*partSlot]
 	mu        sync.Mutex // serializes growth of slots and isolation changes
 }
@@ -140,6 +141,9 @@ func (r *Registry) Partitions(d transport.Destination) (*Partitions, error) {
 	ps := &Partitions{dest: d, failures: int32(pp.Failures), isolation: pp.Isolation, max: pp.MaxPartitions, now: r.now}
 	if ps.failures == 0 {
 		ps.failures = DefaultPartitionFailures
+		if n := r.Policy(d).FailureThreshold; n > 0 {
+			ps.failures = int32(n) // a partition fails as its topic would have to
+		}
 	}
 	if ps.isolation == 0 {
 		ps.isolation = r.Policy(d).Normalized().BreakDuration
@@ -212,13 +216,15 @@ func (ps *Partitions) slot(p int, create bool) *partSlot {
 	return next[p]
 }
 
-// answering reports whether some partition is neither isolated nor failing.
+// answering reports whether some partition is not isolated. A partition whose last
+// calls failed but that is not isolated yet still counts: a burst of deadlines that
+// touches every partition once is not a topic that fails.
 func (ps *Partitions) answering() bool {
 	known := len(*ps.slots.Load())
 	if c := ps.Count(); c > known {
 		known = c // partitions never called have given no reason for doubt
 	}
-	return known > int(ps.unhealthy.Load())
+	return known > int(ps.isolated.Load())
 }
 
 // Admit says whether a call may go to partition p now: nil when it is not isolated
@@ -274,11 +280,7 @@ func (ps *Partitions) Complete(p int, o breaker.Outcome) {
 			}
 			return
 		}
-		n := s.streak.Add(1)
-		if n == 1 {
-			ps.unhealthy.Add(1)
-		}
-		if n >= ps.failures {
+		if s.streak.Add(1) >= ps.failures {
 			ps.isolate(p, s, nil)
 		}
 	default:
@@ -306,16 +308,19 @@ func (ps *Partitions) isolate(p int, s *partSlot, was *isolation) {
 	}
 	until := now.Add(ps.isolation)
 	s.iso.Store(&isolation{since: since, until: until, err: ps.rejection(p, until)})
+	if was == nil {
+		ps.isolated.Add(1)
+	}
 }
 
 // heal ends s's streak and isolation.
 func (ps *Partitions) heal(s *partSlot) {
 	ps.mu.Lock()
-	s.iso.Store(nil)
-	ps.mu.Unlock()
-	if s.streak.Swap(0) > 0 {
-		ps.unhealthy.Add(-1)
+	if s.iso.Swap(nil) != nil {
+		ps.isolated.Add(-1)
 	}
+	ps.mu.Unlock()
+	s.streak.Store(0)
 }
 
 // Leader records the broker leading partition p. When it differs from the leader
@@ -333,7 +338,7 @@ func (ps *Partitions) Leader(p int, leader int32) {
 
 // Isolated lists the isolated partitions, by partition; nil when none is.
 func (ps *Partitions) Isolated() []IsolatedPartition {
-	if ps.unhealthy.Load() == 0 {
+	if ps.isolated.Load() == 0 {
 		return nil
 	}
 	var out []IsolatedPartition
@@ -365,7 +370,7 @@ func (ps *Partitions) Route(pick, n int, keyed bool) (int, error) {
 
 // TopicOutcome is what the destination's circuit is told of a call whose outcome o
 // was attributed to its partitions: a Failure counts against the destination only
-// when no partition is answering any more; otherwise it is the partitions' evidence
+// when every partition is isolated; otherwise it is the partitions' evidence
 // alone, and the circuit is told published (Success) when some of the call's
 // messages were, else Neutral.
 func (ps *Partitions) TopicOutcome(o breaker.Outcome, somePublished bool) breaker.Outcome {

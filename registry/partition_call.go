@@ -34,7 +34,7 @@ type PartitionedCall struct {
 // for isolated partitions and c.Send sends the others. Each partition the call
 // reached is told the outcome of its messages, and the circuit is told the call's
 // outcome (Outcome's rule) except that a Failure of known partitions counts against
-// the destination only when Partitions.TopicOutcome says so.
+// the destination only when Partitions.TopicOutcome says so (every partition isolated).
 //
 // It returns nil when every message was sent; a *PartitionRejectedError when the
 // only message was refused; a *transport.BatchError, indexed by position among the

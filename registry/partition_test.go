@@ -87,7 +87,7 @@ func TestPartitionIsolatedAndProbed(t *testing.T) {
 	}
 }
 
-// When no partition answers any more the destination as a whole is failing:
+// When every partition is isolated the destination as a whole is failing:
 // isolation steps aside so that the destination's circuit is told Failures.
 func TestPartitionsAllFailingGoToTheTopic(t *testing.T) {
 	clock := fakeclock.New(t0)
@@ -102,7 +102,11 @@ func TestPartitionsAllFailingGoToTheTopic(t *testing.T) {
 	if o := ps.TopicOutcome(breaker.Failure, true); o != breaker.Success {
 		t.Fatalf("topic told %v of a partly published call, want Success", o)
 	}
-	ps.Complete(1, breaker.Failure)
+	ps.Complete(1, breaker.Failure) // failing, not isolated: still answering
+	if o := ps.TopicOutcome(breaker.Failure, false); o != breaker.Neutral {
+		t.Fatalf("topic told %v while partition 1 is not isolated, want Neutral", o)
+	}
+	failN(ps, 1, 2)
 	if o := ps.TopicOutcome(breaker.Failure, false); o != breaker.Failure {
 		t.Fatalf("topic told %v with no partition answering, want Failure", o)
 	}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -21,7 +20,7 @@ func TestIsolatedPartitionsGauge(t *testing.T) {
 	}
 	ps.SetCount(6)
 	for _, p := range []int{1, 4} {
-		for range registry.DefaultPartitionFailures {
+		for range 5 { // the policy's FailureThreshold
 			ps.Complete(p, breaker.Failure)
 		}
 	}
