@@ -103,10 +103,10 @@ type Partitions struct {
 	max       int
 	now       func() time.Time
 
-	count     atomic.Int32 // partitions the client reported; 0 while unknown
-	isolated  atomic.Int32 // slots isolated now; changed under mu
-	slots     atomic.Pointer[[]*partSlot]
-	mu        sync.Mutex // serializes growth of slots and isolation changes
+	count    atomic.Int32 // partitions the client reported; 0 while unknown
+	isolated atomic.Int32 // slots isolated now; changed under mu
+	slots    atomic.Pointer[[]*partSlot]
+	mu       sync.Mutex // serializes growth of slots and isolation changes
 }
 
 type partSlot struct {
