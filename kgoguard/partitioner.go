@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -159,8 +160,16 @@ func (p *Producer) refused(r *kgo.Record, err error) (error, bool) {
 func (p *Producer) producePartitioned(ctx context.Context, d transport.Destination, rs []*kgo.Record, out *kgo.ProduceResults) error {
 	return p.reg.CallPartitioned(ctx, d, registry.PartitionedCall{
 		N: len(rs), Classify: p.classify,
+		Route: p.refuseIsolated(d, rs),
 		Send: func(ctx context.Context, idx []int, parts []int) error {
-			res := p.cl.ProduceSync(ctx, rs...) // Route refuses nothing: idx is every record
+			sent := rs
+			if len(idx) < len(rs) {
+				sent = make([]*kgo.Record, len(idx))
+				for j, i := range idx {
+					sent[j] = rs[i]
+				}
+			}
+			res := p.cl.ProduceSync(ctx, sent...)
 			var failedParts []int32
 			for i := range res {
 				r := &res[i]
@@ -178,9 +187,41 @@ func (p *Producer) producePartitioned(ctx context.Context, d transport.Destinati
 			if out != nil {
 				*out = res
 			}
-			return resultsErr(d, rs, res)
+			return resultsErr(d, sent, res)
 		},
 	})
+}
+
+// refuseIsolated is the Route of a ProduceSync of rs: the keyed records bound for a
+// partition isolated until after now are refused before the client sees them (the
+// client's partitioner would refuse them too, at a higher cost). A partition due for
+// its probe is left to the partitioner, which takes the probe.
+func (p *Producer) refuseIsolated(d transport.Destination, rs []*kgo.Record) func(*registry.Partitions, []int) []error {
+	if p.part == nil {
+		return nil
+	}
+	return func(ps *registry.Partitions, parts []int) []error {
+		if !ps.AnyIsolated() { // the healthy path: nothing to place
+			return nil
+		}
+		var refused []error
+		for i, r := range rs {
+			part, _, ok := p.place(d, r.Key)
+			if !ok || ps.RefusedUntil(part).IsZero() {
+				continue
+			}
+			err := ps.Admit(part)
+			if err == nil { // its isolation ended meanwhile: the probe is the partitioner's
+				ps.Complete(part, breaker.Neutral)
+				continue
+			}
+			if refused == nil {
+				refused = make([]error, len(rs))
+			}
+			refused[i] = err
+		}
+		return refused
+	}
 }
 
 // noteLeaders tells d's partitions the leaders of the partitions whose records
@@ -205,12 +246,22 @@ func (p *Producer) noteLeaders(d transport.Destination, parts []int32) {
 // built with Partitioner, the partitioner keeps keys to partitions and the topic's
 // partition count is known.
 func (p *Producer) PartitionOf(d transport.Destination, key []byte) (int, time.Time, bool) {
-	if key == nil || p.part == nil || d.Broker != Broker {
+	part, ps, ok := p.place(d, key)
+	if !ok {
 		return 0, time.Time{}, false
+	}
+	return part, ps.RefusedUntil(part), true
+}
+
+// place is the partition the client's partitioner gives key at d, and d's
+// partitions; ok is false when it cannot tell (see PartitionOf).
+func (p *Producer) place(d transport.Destination, key []byte) (int, *registry.Partitions, bool) {
+	if key == nil || p.part == nil || d.Broker != Broker {
+		return 0, nil, false
 	}
 	ps := p.partitions(d)
 	if ps == nil || ps.Count() == 0 {
-		return 0, time.Time{}, false
+		return 0, nil, false
 	}
 	n := ps.Count()
 	h := p.part.keyer(d.Name)
@@ -227,9 +278,9 @@ func (p *Producer) PartitionOf(d transport.Destination, key []byte) (int, time.T
 	}
 	h.mu.Unlock()
 	if !consistent || part < 0 || part >= n {
-		return 0, time.Time{}, false
+		return 0, nil, false
 	}
-	return part, ps.RefusedUntil(part), true
+	return part, ps, true
 }
 
 var _ transport.PartitionRouter = (*Producer)(nil)

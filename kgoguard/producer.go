@@ -116,7 +116,7 @@ func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo
 			o = breaker.Neutral
 		case ps != nil && r.Partition >= 0:
 			ps.Complete(int(r.Partition), o)
-			o = ps.TopicOutcome(o, false)
+			o = ps.TopicOutcome(o, false, int(r.Partition))
 		}
 		p.reg.Complete(d, permit, o)
 		if promise != nil {

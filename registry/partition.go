@@ -89,10 +89,10 @@ type IsolatedPartition struct {
 // (Admit returns a *PartitionRejectedError) until its NotBefore, then admits one call
 // as its probe: a Success ends the isolation, a Failure starts a new one.
 //
-// Isolation holds only while some other partition of the destination is answering
-// (is not isolated itself): when none is, the destination as a whole
-// is failing and calls go through to be judged by its circuit, which opens and
-// refuses them all. TopicOutcome applies the same rule to what the circuit is told.
+// Isolation holds only while some partition of the destination is not isolated:
+// when none is, the destination as a whole is failing and calls go through to be
+// judged by its circuit, which opens and refuses them all. TopicOutcome tells the
+// circuit a partition's failure only when no other partition answers.
 //
 // The healthy path (Admit and Complete(Success) of a partition without a streak)
 // takes no lock, reads no clock and allocates nothing. It is safe for concurrent use.
@@ -369,13 +369,25 @@ func (ps *Partitions) Route(pick, n int, keyed bool) (int, error) {
 }
 
 // TopicOutcome is what the destination's circuit is told of a call whose outcome o
-// was attributed to its partitions: a Failure counts against the destination only
-// when every partition is isolated; otherwise it is the partitions' evidence
+// was attributed to its partitions, failing being the partitions whose messages
+// failed: a Failure counts against the destination only when no partition besides
+// them is answering (every other one is isolated: a topic of one partition, or the
+// last ones of a topic failing whole); otherwise it is the partitions' evidence
 // alone, and the circuit is told published (Success) when some of the call's
 // messages were, else Neutral.
-func (ps *Partitions) TopicOutcome(o breaker.Outcome, somePublished bool) breaker.Outcome {
-	if o != breaker.Failure || !ps.answering() {
+func (ps *Partitions) TopicOutcome(o breaker.Outcome, somePublished bool, failing ...int) breaker.Outcome {
+	if o != breaker.Failure {
 		return o
+	}
+	known := max(len(*ps.slots.Load()), ps.Count())
+	others := known - int(ps.isolated.Load())
+	for _, p := range failing {
+		if s := ps.slot(p, false); p >= 0 && p < ps.max && (s == nil || s.iso.Load() == nil) {
+			others--
+		}
+	}
+	if others <= 0 {
+		return breaker.Failure
 	}
 	if somePublished {
 		return breaker.Success
@@ -409,3 +421,7 @@ func (ps *Partitions) RefusedUntil(p int) time.Time {
 	}
 	return iso.until
 }
+
+// AnyIsolated reports whether some partition is isolated now: one atomic load, for
+// adapters that do extra work only then.
+func (ps *Partitions) AnyIsolated() bool { return ps.isolated.Load() > 0 }

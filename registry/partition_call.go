@@ -34,7 +34,7 @@ type PartitionedCall struct {
 // for isolated partitions and c.Send sends the others. Each partition the call
 // reached is told the outcome of its messages, and the circuit is told the call's
 // outcome (Outcome's rule) except that a Failure of known partitions counts against
-// the destination only when Partitions.TopicOutcome says so (every partition isolated).
+// the destination only when Partitions.TopicOutcome says so (no other partition answering).
 //
 // It returns nil when every message was sent; a *PartitionRejectedError when the
 // only message was refused; a *transport.BatchError, indexed by position among the
@@ -158,7 +158,14 @@ func (r *Registry) CallPartitioned(ctx context.Context, d transport.Destination,
 		ps.Complete(t.p, t.o)
 	}
 	if o == breaker.Failure && attributed && len(idx) > 0 {
-		o = ps.TopicOutcome(o, published)
+		var fb [4]int
+		failing := fb[:0]
+		for _, t := range told {
+			if t.o == breaker.Failure {
+				failing = append(failing, t.p)
+			}
+		}
+		o = ps.TopicOutcome(o, published, failing...)
 	}
 	if len(idx) == 0 {
 		o = breaker.Neutral

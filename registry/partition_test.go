@@ -87,8 +87,9 @@ func TestPartitionIsolatedAndProbed(t *testing.T) {
 	}
 }
 
-// When every partition is isolated the destination as a whole is failing:
-// isolation steps aside so that the destination's circuit is told Failures.
+// A partition's failure counts against the destination when no other partition
+// answers; when every partition is isolated, isolation steps aside so that the
+// destination's circuit is told Failures.
 func TestPartitionsAllFailingGoToTheTopic(t *testing.T) {
 	clock := fakeclock.New(t0)
 	ps := partitions(t, clock, 2)
@@ -96,17 +97,16 @@ func TestPartitionsAllFailingGoToTheTopic(t *testing.T) {
 	if ps.Admit(0) == nil {
 		t.Fatal("partition 0 not isolated while partition 1 answers")
 	}
-	if o := ps.TopicOutcome(breaker.Failure, false); o != breaker.Neutral {
+	if o := ps.TopicOutcome(breaker.Failure, false, 0); o != breaker.Neutral {
 		t.Fatalf("topic told %v while partition 1 answers, want Neutral", o)
 	}
-	if o := ps.TopicOutcome(breaker.Failure, true); o != breaker.Success {
+	if o := ps.TopicOutcome(breaker.Failure, true, 0); o != breaker.Success {
 		t.Fatalf("topic told %v of a partly published call, want Success", o)
 	}
-	ps.Complete(1, breaker.Failure) // failing, not isolated: still answering
-	if o := ps.TopicOutcome(breaker.Failure, false); o != breaker.Neutral {
-		t.Fatalf("topic told %v while partition 1 is not isolated, want Neutral", o)
+	if o := ps.TopicOutcome(breaker.Failure, false, 1); o != breaker.Failure {
+		t.Fatalf("topic told %v of partition 1's failure while 0 is isolated, want Failure", o)
 	}
-	failN(ps, 1, 2)
+	failN(ps, 1, 3)
 	if o := ps.TopicOutcome(breaker.Failure, false); o != breaker.Failure {
 		t.Fatalf("topic told %v with no partition answering, want Failure", o)
 	}
