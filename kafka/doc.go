@@ -14,8 +14,8 @@
 // hung) is isolated, a keyed message bound for it is refused with a
 // [*registry.PartitionRejectedError] (errors.Is(err, breaker.ErrOpen)), unkeyed
 // messages go to the other partitions (NewPublisher sets the writer's Balancer to one
-// that asks the Balancer set before), and the topic's circuit opens only when every
-// partition is isolated. [Publisher.PartitionOf] tells the outbox where a key goes.
+// that asks the Balancer set before), and a partition's failures count against the
+// topic's circuit only when no other partition answers. [Publisher.PartitionOf] tells the outbox where a key goes.
 // See docs/partitions.md.
 //
 // # Classification
