@@ -43,18 +43,14 @@ func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
 			kgo.RequestTimeoutOverhead(500 * time.Millisecond),
 		}, opts...)...)
 	}
-	type setup struct {
-		name    string
-		publish func(t *testing.T, topic string) func(ctx context.Context, key []byte) error
-	}
-	setups := []setup{
-		{"no breaker", func(t *testing.T, topic string) func(context.Context, []byte) error {
+	setups := []harness.PartitionSetup{
+		{Name: "no breaker", Publish: func(topic string) func(context.Context, []byte) error {
 			cl := client()
 			return func(ctx context.Context, key []byte) error {
 				return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: key, Value: []byte("v")}).FirstErr()
 			}
 		}},
-		{"README policy (consecutive 5), partitioner", func(t *testing.T, topic string) func(context.Context, []byte) error {
+		{Name: "README policy (consecutive 5), partitioner", Publish: func(topic string) func(context.Context, []byte) error {
 			reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2})
 			if err != nil {
 				t.Fatal(err)
@@ -75,38 +71,7 @@ func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
 			}
 		}},
 	}
-	var rows []harness.PartitionRow
-	for i, s := range setups {
-		topic := harness.TopicNames("partitions")[0] + string(rune('a'+i))
-		dead := partitionTopic(t, cluster, topic, parts, node)
-		db := harness.DeadBroker{Faults: faults, Node: node, Dead: dead}
-		publish := s.publish(t, topic)
-		harness.RunPartitionPhase(load, db, harness.Healthy, 300*time.Millisecond, publish) // warm up
-		row := harness.PartitionRow{Setup: s.name}
-		row.Hung = harness.RunPartitionPhase(load, db, harness.BlackHole, phase, publish)
-		row.Refused = harness.RunPartitionPhase(load, db, harness.Refuse, phase, publish)
-		faults.Set(node, harness.Healthy)
-		rows = append(rows, row)
-	}
+	rows := harness.RunPartitionSetups(t, cluster, faults, node, parts, load, phase, setups)
 	harness.PrintPartitionTable(os.Stdout, "franz-go", rows)
 	harness.CheckPartitionRows(t, rows[0], rows[1], callers)
-}
-
-// partitionTopic creates topic with parts partitions, led in turn by the three
-// brokers, and returns which partitions node leads.
-func partitionTopic(t *testing.T, cluster *kfake.Cluster, topic string, parts, node int) []bool {
-	t.Helper()
-	if err := cluster.CreateTopic(topic, int32(parts), nil); err != nil {
-		t.Fatal(err)
-	}
-	for p := range int32(parts) {
-		if err := cluster.MoveTopicPartition(topic, p, p%3); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dead, err := harness.DeadPartitions(parts, node, func(p int32) int32 { return cluster.LeaderFor(topic, p) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dead
 }

@@ -63,19 +63,15 @@ func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
 		}
 		return m
 	}
-	type setup struct {
-		name    string
-		publish func(t *testing.T, topic string) func(ctx context.Context, key []byte) error
-	}
-	setups := []setup{
-		{"no breaker", func(t *testing.T, topic string) func(context.Context, []byte) error {
+	setups := []harness.PartitionSetup{
+		{Name: "no breaker", Publish: func(topic string) func(context.Context, []byte) error {
 			p := producer(nil)
 			return func(_ context.Context, key []byte) error {
 				_, _, err := p.SendMessage(message(topic, key))
 				return err
 			}
 		}},
-		{"README policy (consecutive 5), partitioner", func(t *testing.T, topic string) func(context.Context, []byte) error {
+		{Name: "README policy (consecutive 5), partitioner", Publish: func(topic string) func(context.Context, []byte) error {
 			reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2})
 			if err != nil {
 				t.Fatal(err)
@@ -97,30 +93,7 @@ func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
 			}
 		}},
 	}
-	var rows []harness.PartitionRow
-	for i, s := range setups {
-		topic := harness.TopicNames("partitions")[0] + string(rune('a'+i))
-		if err := cluster.CreateTopic(topic, parts, nil); err != nil {
-			t.Fatal(err)
-		}
-		for p := range int32(parts) { // two partitions led by each broker
-			if err := cluster.MoveTopicPartition(topic, p, p%3); err != nil {
-				t.Fatal(err)
-			}
-		}
-		dead, err := harness.DeadPartitions(parts, node, func(p int32) int32 { return cluster.LeaderFor(topic, p) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		db := harness.DeadBroker{Faults: faults, Node: node, Dead: dead}
-		publish := s.publish(t, topic)
-		harness.RunPartitionPhase(load, db, harness.Healthy, 300*time.Millisecond, publish) // warm up
-		row := harness.PartitionRow{Setup: s.name}
-		row.Hung = harness.RunPartitionPhase(load, db, harness.BlackHole, phase, publish)
-		row.Refused = harness.RunPartitionPhase(load, db, harness.Refuse, phase, publish)
-		faults.Set(node, harness.Healthy)
-		rows = append(rows, row)
-	}
+	rows := harness.RunPartitionSetups(t, cluster, faults, node, parts, load, phase, setups)
 	harness.PrintPartitionTable(os.Stdout, "sarama", rows)
 	harness.CheckPartitionRows(t, rows[0], rows[1], callers)
 }

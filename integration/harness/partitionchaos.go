@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // DeadBroker is the faults of a partition outage scenario: one broker of a
@@ -208,4 +210,50 @@ func CheckPartitionRows(t testing.TB, none, guarded PartitionRow, callers int) {
 	if n := guarded.Hung.DeadReached + guarded.Refused.DeadReached; n > int64(callers) {
 		t.Errorf("%d calls reached the dead broker after isolation, want <= %d", n, callers)
 	}
+}
+
+// PartitionTopic creates topic on cluster with parts partitions led in turn by the
+// three brokers (partition p by node p%3), and returns which partitions node leads.
+func PartitionTopic(t testing.TB, cluster *kfake.Cluster, topic string, parts, node int) []bool {
+	t.Helper()
+	if err := cluster.CreateTopic(topic, int32(parts), nil); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(parts) {
+		if err := cluster.MoveTopicPartition(topic, p, p%3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead, err := DeadPartitions(parts, node, func(p int32) int32 { return cluster.LeaderFor(topic, p) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dead
+}
+
+// PartitionSetup is one set-up of a partition outage scenario: Publish returns the
+// function that publishes one message with key to topic.
+type PartitionSetup struct {
+	Name    string
+	Publish func(topic string) func(ctx context.Context, key []byte) error
+}
+
+// RunPartitionSetups runs each set-up, on a topic of its own with parts partitions,
+// through a short warm-up, then phase with node black-holed, then phase with it
+// refusing connections, and returns a row per set-up; node is healthy again after.
+func RunPartitionSetups(t testing.TB, cluster *kfake.Cluster, faults *BrokerFaults, node, parts int, load PartitionLoad, phase time.Duration, setups []PartitionSetup) []PartitionRow {
+	t.Helper()
+	var rows []PartitionRow
+	for i, s := range setups {
+		topic := TopicNames("partitions")[0] + string(rune('a'+i))
+		db := DeadBroker{Faults: faults, Node: node, Dead: PartitionTopic(t, cluster, topic, parts, node)}
+		publish := s.Publish(topic)
+		RunPartitionPhase(load, db, Healthy, 300*time.Millisecond, publish) // metadata, connections
+		row := PartitionRow{Setup: s.Name}
+		row.Hung = RunPartitionPhase(load, db, BlackHole, phase, publish)
+		row.Refused = RunPartitionPhase(load, db, Refuse, phase, publish)
+		faults.Set(node, Healthy)
+		rows = append(rows, row)
+	}
+	return rows
 }

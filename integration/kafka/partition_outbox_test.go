@@ -25,18 +25,7 @@ func TestOutboxOneDeadBroker(t *testing.T) {
 	cluster := harness.KFake(t, kfake.NumBrokers(3), faults.Opt())
 	const parts, node = 6, 1
 	topic := harness.TopicNames("outbox-partitions")[0]
-	if err := cluster.CreateTopic(topic, parts, nil); err != nil {
-		t.Fatal(err)
-	}
-	for p := range int32(parts) {
-		if err := cluster.MoveTopicPartition(topic, p, p%3); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dead, err := harness.DeadPartitions(parts, node, func(p int32) int32 { return cluster.LeaderFor(topic, p) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	dead := harness.PartitionTopic(t, cluster, topic, parts, node)
 	tr := &kafkago.Transport{MetadataTTL: time.Second}
 	t.Cleanup(tr.CloseIdleConnections)
 	w := &kafkago.Writer{

@@ -36,10 +36,6 @@ func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
 		PartitionOf: func(key []byte) int { return hash.Balance(kafkago.Message{Key: key}, all...) },
 		IsRefusal:   func(err error) bool { return errors.Is(err, breaker.ErrOpen) },
 	}
-	type setup struct {
-		name    string
-		publish func(t *testing.T, topic string) func(ctx context.Context, key []byte) error
-	}
 	writer := func(topic string) *kafkago.Writer {
 		w := &kafkago.Writer{
 			Addr: kafkago.TCP(cluster.ListenAddrs()...), Topic: topic, Balancer: &kafkago.Hash{},
@@ -52,14 +48,14 @@ func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
 		t.Cleanup(func() { w.Close(); w.Transport.(*kafkago.Transport).CloseIdleConnections() })
 		return w
 	}
-	setups := []setup{
-		{"no breaker", func(t *testing.T, topic string) func(context.Context, []byte) error {
+	setups := []harness.PartitionSetup{
+		{Name: "no breaker", Publish: func(topic string) func(context.Context, []byte) error {
 			w := writer(topic)
 			return func(ctx context.Context, key []byte) error {
 				return w.WriteMessages(ctx, kafkago.Message{Key: key, Value: []byte("v")})
 			}
 		}},
-		{"README policy (consecutive 5), partitions on", func(t *testing.T, topic string) func(context.Context, []byte) error {
+		{Name: "README policy (consecutive 5), partitions on", Publish: func(topic string) func(context.Context, []byte) error {
 			reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2})
 			if err != nil {
 				t.Fatal(err)
@@ -80,30 +76,7 @@ func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
 			}
 		}},
 	}
-	var rows []harness.PartitionRow
-	for i, s := range setups {
-		topic := harness.TopicNames("partitions")[0] + string(rune('a'+i))
-		if err := cluster.CreateTopic(topic, parts, nil); err != nil {
-			t.Fatal(err)
-		}
-		for p := range int32(parts) { // two partitions led by each broker
-			if err := cluster.MoveTopicPartition(topic, p, p%3); err != nil {
-				t.Fatal(err)
-			}
-		}
-		dead, err := harness.DeadPartitions(parts, node, func(p int32) int32 { return cluster.LeaderFor(topic, p) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		db := harness.DeadBroker{Faults: faults, Node: node, Dead: dead}
-		publish := s.publish(t, topic)
-		harness.RunPartitionPhase(load, db, harness.Healthy, 300*time.Millisecond, publish) // warm up: metadata, connections
-		row := harness.PartitionRow{Setup: s.name}
-		row.Hung = harness.RunPartitionPhase(load, db, harness.BlackHole, phase, publish)
-		row.Refused = harness.RunPartitionPhase(load, db, harness.Refuse, phase, publish)
-		faults.Set(node, harness.Healthy)
-		rows = append(rows, row)
-	}
+	rows := harness.RunPartitionSetups(t, cluster, faults, node, parts, load, phase, setups)
 	harness.PrintPartitionTable(os.Stdout, "kafka-go", rows)
 	harness.CheckPartitionRows(t, rows[0], rows[1], callers)
 }
