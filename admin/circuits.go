@@ -44,6 +44,8 @@ type Circuit struct {
 	// then the replica also decides on evidence of its own (sharedstate.KeepLocal).
 	DegradedSince *time.Time `json:"degraded_since,omitempty"`
 	Health
+	// IsolatedPartitions lists the partitions isolated now (partitions.go).
+	IsolatedPartitions []IsolatedPartition `json:"isolated_partitions,omitempty"`
 }
 
 // Circuits is the body of GET /api/circuits.
@@ -92,7 +94,7 @@ func (h *Handler) listCircuits(w http.ResponseWriter, _ *http.Request) {
 	snaps := h.reg.Snapshots()
 	out := Circuits{Now: now, Started: h.started, Mutations: h.token != nil, Circuits: make([]Circuit, 0, len(snaps))}
 	for d, s := range snaps {
-		out.Circuits = append(out.Circuits, View(d, s, now))
+		out.Circuits = append(out.Circuits, h.withPartitions(View(d, s, now), d, now))
 	}
 	slices.SortFunc(out.Circuits, func(a, b Circuit) int { return strings.Compare(a.Destination, b.Destination) })
 	writeJSON(w, http.StatusOK, out)
@@ -118,7 +120,8 @@ func (h *Handler) getCircuit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, View(d, h.snapshot(d, c), h.now()))
+	now := h.now()
+	writeJSON(w, http.StatusOK, h.withPartitions(View(d, h.snapshot(d, c), now), d, now))
 }
 
 // snapshot is d's snapshot as the registry reports it (with the destination's

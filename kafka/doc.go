@@ -7,6 +7,17 @@
 // topic, rejects the topics whose circuit is open without touching the writer, writes
 // the others and returns a [*TopicsError] naming the topics that failed.
 //
+// # Partitions
+//
+// Under each topic's circuit, Publish keeps evidence per partition
+// ([registry.Partitions]): a partition whose calls keep failing (its leader is down or
+// hung) is isolated, a keyed message bound for it is refused with a
+// [*registry.PartitionRejectedError] (errors.Is(err, breaker.ErrOpen)), unkeyed
+// messages go to the other partitions (NewPublisher sets the writer's Balancer to one
+// that asks the Balancer set before), and a partition's failures count against the
+// topic's circuit only when no other partition answers. [Publisher.PartitionOf] tells the outbox where a key goes.
+// See docs/partitions.md.
+//
 // # Classification
 //
 // [Classify] maps what kafka-go returns to what it says about the broker's health.

@@ -70,7 +70,9 @@ type Publisher struct {
 	reg          *registry.Registry
 	classify     transport.Classifier
 	closeTimeout time.Duration
-	async        *tracker // nil unless the writer is asynchronous
+	async        *tracker  // nil unless the writer is asynchronous
+	bal          *balancer // the writer's Balancer (partitions.go)
+	all          allCache  // 0..n-1 for routing before a write
 	// fireAndForget accepts RequiredAcks RequireNone (WithFireAndForget).
 	fireAndForget bool
 
@@ -82,6 +84,9 @@ type Publisher struct {
 var _ transport.Publisher = (*Publisher)(nil)
 
 // NewPublisher returns a Publisher that writes through w, with the circuits of reg.
+// It sets w.Balancer to its own, which asks the Balancer set before (kafka-go's
+// RoundRobin when none) and steers unkeyed messages away from the topic's isolated
+// partitions (registry.Partitions; see docs/partitions.md).
 // For an asynchronous writer (w.Async) it sets w.Completion to its own function,
 // which calls the Completion set before. It refuses a writer whose RequiredAcks is
 // RequireNone, kafka-go's default, unless WithFireAndForget says so: the broker would
@@ -112,6 +117,15 @@ func NewPublisher(w *kafkago.Writer, reg *registry.Registry, opts ...Option) (*P
 			return nil, fmt.Errorf("kafka: NewPublisher: the writer's topic: %w", err)
 		}
 	}
+	inner := w.Balancer
+	if b, ok := inner.(*balancer); ok { // a writer given to NewPublisher before
+		inner = b.inner
+	}
+	if inner == nil {
+		inner = &kafkago.RoundRobin{} // the writer's own default
+	}
+	p.bal = &balancer{p: p, inner: inner, byKey: keysPartitions(inner)}
+	w.Balancer = p.bal
 	if w.Async {
 		p.async = &tracker{reg: reg, classify: p.classify, next: w.Completion, pending: map[*call]struct{}{}}
 		w.Completion = p.async.completion
@@ -126,6 +140,13 @@ func NewPublisher(w *kafkago.Writer, reg *registry.Registry, opts ...Option) (*P
 // *WriteError values; other failures of the writer are a *WriteError, and the
 // caller's context error is returned as is. With an asynchronous writer a nil error
 // means the messages were queued.
+//
+// With a synchronous writer each call also keeps the evidence of the partitions it
+// reaches: a keyed message bound for an isolated partition is refused with a
+// *registry.PartitionRejectedError (errors.Is(err, breaker.ErrOpen)), in a
+// *transport.BatchError beside the others' outcomes when the call had several
+// messages, and a failure of some partitions does not count against the topic while
+// others answer.
 func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
 	if d.Broker != Broker {
 		return fmt.Errorf("%w: %q has broker %q", ErrNotKafka, d.String(), d.Broker)
@@ -153,6 +174,9 @@ func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs .
 				km.Headers[j] = kafkago.Header{Key: h.Key, Value: h.Value}
 			}
 		}
+	}
+	if p.async == nil {
+		return p.writePartitioned(ctx, d, kmsgs)
 	}
 	return p.write(ctx, d, kmsgs)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -42,8 +43,10 @@ type Producer struct {
 	cl           *kgo.Client
 	reg          *registry.Registry
 	classify     transport.Classifier
-	defaultTopic string // the client's DefaultProduceTopic
-	alwaysTopic  bool   // the client's DefaultProduceTopicAlways
+	defaultTopic string                              // the client's DefaultProduceTopic
+	alwaysTopic  bool                                // the client's DefaultProduceTopicAlways
+	part         *partitioner                        // the client's partitioner when it is Partitioner's; else nil
+	lastParts    atomic.Pointer[registry.Partitions] // partitions' cache (partitioner.go)
 }
 
 var _ transport.Publisher = (*Producer)(nil)
@@ -59,6 +62,11 @@ func New(cl *kgo.Client, reg *registry.Registry, opts ...Option) (*Producer, err
 	p := &Producer{cl: cl, reg: reg, classify: Classify}
 	p.defaultTopic, _ = cl.OptValue(kgo.DefaultProduceTopic).(string)
 	p.alwaysTopic, _ = cl.OptValue(kgo.DefaultProduceTopicAlways).(bool)
+	if part, ok := cl.OptValue(kgo.RecordPartitioner).(*partitioner); ok && part.reg == reg {
+		p.part = part
+		leader := cl.PartitionLeader
+		part.leader.Store(&leader)
+	}
 	for _, o := range opts {
 		if err := o(p); err != nil {
 			return nil, err
@@ -99,8 +107,17 @@ func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo
 			p.reg.Complete(d, permit, breaker.Neutral)
 		}
 	}()
+	ps := p.partitions(d)
 	p.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+		err, refused := p.refused(r, err)
 		o := registry.Outcome(ctx, start, err, 1, p.classify)
+		switch {
+		case refused:
+			o = breaker.Neutral
+		case ps != nil && r.Partition >= 0:
+			ps.Complete(int(r.Partition), o)
+			o = ps.TopicOutcome(o, false, int(r.Partition))
+		}
 		p.reg.Complete(d, permit, o)
 		p.reg.NoteOutcome(d, o, err)
 		if promise != nil {
@@ -129,10 +146,7 @@ func (p *Producer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.Produ
 	}
 	if single {
 		var res kgo.ProduceResults
-		err := p.reg.Call(ctx, d, len(rs), p.classify, func(ctx context.Context) error {
-			res = p.cl.ProduceSync(ctx, rs...)
-			return resultsErr(d, rs, res)
-		})
+		err := p.producePartitioned(ctx, d, rs, &res)
 		if res == nil { // refused: the client never saw the records
 			res = refused(rs, err, nil)
 		}
@@ -180,6 +194,9 @@ func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.Prod
 	var res kgo.ProduceResults
 	if len(admitted) > 0 {
 		res = p.cl.ProduceSync(ctx, admitted...)
+		for i := range res {
+			res[i].Err, _ = p.refused(res[i].Record, res[i].Err)
+		}
 	}
 	byTopic := map[transport.Destination]kgo.ProduceResults{}
 	for _, r := range res {
@@ -253,9 +270,7 @@ func (p *Producer) Publish(ctx context.Context, d transport.Destination, msgs ..
 		rs[i] = r
 	}
 	// The registry refuses a publish of no messages (registry.ErrNoMessages).
-	return p.reg.Call(ctx, d, len(rs), p.classify, func(ctx context.Context) error {
-		return resultsErr(d, rs, p.cl.ProduceSync(ctx, rs...))
-	})
+	return p.producePartitioned(ctx, d, rs, nil)
 }
 
 // indexOf is r's position in rs; franz-go gives results in the order its promises

@@ -46,7 +46,7 @@ func ExampleNew() {
 	}
 
 	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/admin/api/transitions", nil))
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost/admin/api/transitions", nil))
 	fmt.Println(rec.Code, strings.Contains(rec.Body.String(), `"kafka:orders"`), strings.Contains(rec.Body.String(), `"open"`))
 	// Output: 200 true true
 }

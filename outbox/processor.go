@@ -507,6 +507,17 @@ func (p *Processor) dispatch(ctx context.Context, cl claim, d transport.Destinat
 		c.add(c2)
 		return c, err
 	}
+	// Partition holds (partitions.go): one partition at a time, isolated ones held alone.
+	if groups, ok := p.partitionGroups(d, good, now, probe); ok {
+		for _, g := range groups {
+			c2, err := p.dispatch(ctx, cl, d, g, pc)
+			c.add(c2)
+			if err != nil {
+				return c, err
+			}
+		}
+		return c, nil
+	}
 	if good = p.pace(pc, p.limiterOf(d), good); len(good) == 0 { // bulk work: pace.go
 		return c, nil
 	}
@@ -642,6 +653,8 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 		return out, err
 	case !partial && limitRefused(pubErr):
 		return sent{pause: p.pauseOf(p.limiterOf(d)), leased: true}, nil // released after the claim
+	case !partial && p.judge(pubErr) == outage && p.partitionOutage(d, recs, pubErr):
+		return out, nil // held alone, left leased (partitions.go)
 	case !partial && p.judge(pubErr) == outage && p.retryOutage(d, now, pubErr):
 		c, err := p.deferRows(wctx, token, recs, now)
 		return sent{counts: c, pause: p.pauseOf(p.limiterOf(d))}, err
@@ -669,7 +682,7 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 		switch {
 		case !isFailed:
 			ok = append(ok, r)
-		case p.judge(e) == outage:
+		case p.judge(e) == outage || isPartitionRefusal(e):
 			down = append(down, r)
 		case p.judge(e) == unusable:
 			refused, refusal = append(refused, r), e
@@ -704,6 +717,9 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 	out.counts.add(c)
 	if err != nil || len(down) == 0 {
 		return out, err
+	}
+	if p.partitionOutage(d, down, downErrs(be, recs, down)) {
+		return out, nil // held alone, left leased (partitions.go)
 	}
 	out.held = p.holdUntil(d, now, nil)
 	c, err = p.hold(wctx, token, d, down, now, out.held)

@@ -49,6 +49,9 @@ type CircuitReport struct {
 	Snapshot    breaker.Snapshot
 	// Calls are zero unless the registry counts calls (WithCallCounts).
 	Calls CallCounts
+	// IsolatedPartitions lists the destination's partitions isolated now (see
+	// Partitions); nil when none is.
+	IsolatedPartitions []IsolatedPartition
 }
 
 // Report returns a report of every live circuit, in no particular order.
@@ -56,7 +59,7 @@ func (r *Registry) Report() []CircuitReport {
 	entries := r.entries()
 	out := make([]CircuitReport, len(entries))
 	for i, e := range entries {
-		out[i] = CircuitReport{Destination: e.dest, Snapshot: e.snapshot()}
+		out[i] = CircuitReport{Destination: e.dest, Snapshot: e.snapshot(), IsolatedPartitions: e.isolatedPartitions()}
 		if c := e.calls; c != nil {
 			out[i].Calls = CallCounts{
 				Published: c[published].Load(), Failed: c[failed].Load(),

@@ -129,6 +129,7 @@ type Registry struct {
 	observers       []func(transport.Destination, breaker.Transition)
 	bypassHooks     []func(transport.Destination, breaker.Bypass)
 	countCalls      bool
+	partPolicy      PartitionPolicy // see partition.go
 
 	// Lookups read an immutable map without locking. New circuits go to fresh, under
 	// mu, and fresh is merged into a new immutable map once lookups that missed it have
@@ -150,6 +151,7 @@ type entry struct {
 	calls     *callCounts                  // nil unless WithCallCounts
 	unusable  atomic.Pointer[unusableNote] // set while calls say the destination is unusable (unusable.go)
 	limited                                // set when the circuit has an adaptive limit (limit.go)
+	parts     atomic.Pointer[Partitions]   // nil until an adapter asks (partition.go)
 }
 
 // New returns a registry whose destinations get the defaults policy unless an
@@ -371,7 +373,7 @@ func (r *Registry) evictLocked() int {
 			continue
 		}
 		s := e.circuit.Snapshot()
-		if now.Sub(e.idleAt) >= r.idle && evictable(s) {
+		if now.Sub(e.idleAt) >= r.idle && evictable(s) && e.isolatedPartitions() == nil {
 			gone = append(gone, d)
 		}
 	}

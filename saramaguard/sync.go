@@ -66,6 +66,7 @@ type SyncProducer struct {
 
 	mu     sync.RWMutex // held shared by every send, exclusively by Close
 	closed bool         // guarded by mu
+	keyers sync.Map     // topic -> *keyer, for PartitionOf (partitioner.go)
 }
 
 var _ transport.Publisher = (*SyncProducer)(nil)
@@ -89,18 +90,7 @@ func dest(topic string) transport.Destination {
 // SendMessage is sarama's SendMessage under msg's topic circuit: a refused call
 // returns a *registry.RejectedError without touching sarama.
 func (s *SyncProducer) SendMessage(ctx context.Context, msg *sarama.ProducerMessage) (partition int32, offset int64, err error) {
-	partition, offset = -1, -1
-	err = s.reg.Call(ctx, dest(msg.Topic), 1, s.classify, func(context.Context) error {
-		s.mu.RLock()
-		defer s.mu.RUnlock()
-		if s.closed {
-			return ErrClosed
-		}
-		var err error
-		partition, offset, err = s.p.SendMessage(msg)
-		return err
-	})
-	return partition, offset, err
+	return s.sendPartitioned(ctx, dest(msg.Topic), []*sarama.ProducerMessage{msg})
 }
 
 // SendError reports the messages of a SendMessages call that were not sent; the ones
@@ -254,29 +244,8 @@ func (s *SyncProducer) Publish(ctx context.Context, d transport.Destination, msg
 		ptrs[i] = &pms[i]
 	}
 	// The registry refuses a publish of no messages (registry.ErrNoMessages).
-	return s.reg.Call(ctx, d, len(msgs), s.classify, func(context.Context) error {
-		s.mu.RLock()
-		defer s.mu.RUnlock()
-		if s.closed {
-			return ErrClosed
-		}
-		switch len(ptrs) {
-		case 1:
-			_, _, err := s.p.SendMessage(ptrs[0])
-			return err
-		}
-		err := s.p.SendMessages(ptrs)
-		var perrs sarama.ProducerErrors
-		if !errors.As(err, &perrs) {
-			return err
-		}
-		be := &transport.BatchError{Destination: d}
-		for _, pe := range perrs {
-			be.Failed = append(be.Failed, transport.MessageError{Index: slices.Index(ptrs, pe.Msg), Err: pe.Err})
-		}
-		sortByIndex(be.Failed)
-		return be
-	})
+	_, _, err := s.sendPartitioned(ctx, d, ptrs)
+	return err
 }
 
 // Close closes the sarama producer, after the sends in progress have returned; later

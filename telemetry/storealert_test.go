@@ -42,7 +42,7 @@ func TestStoreErrorAlertThroughADatabaseOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := postgres.New(pool)
-	s := newPromService(t, promConfig{policy: breaker.Policy{}})
+	s := newPromService(t, promConfig{policy: breaker.DisabledPolicy()})
 	// The error backoff's cap stays well inside the rule's window (2 minutes, 4 s
 	// here); at real speed the default 5 s cap does.
 	proc, err := outbox.NewProcessor(store, s.reg, s.pub, outbox.WithHooks(s.m),

@@ -11,7 +11,7 @@ import (
 // error, then every operation (zeros included), an unknown operation as "other", and
 // nothing counted after Close.
 func TestStoreErrors(t *testing.T) {
-	e := newEnv(t, breaker.Policy{}, nil)
+	e := newEnv(t, breaker.DisabledPolicy(), nil)
 	const name = "brokerguard.outbox.store.errors"
 	if got := e.collect().matching(name); len(got) != 0 {
 		t.Fatalf("series before any error: %v", got)

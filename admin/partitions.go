@@ -1,0 +1,31 @@
+package admin
+
+import (
+	"time"
+
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// IsolatedPartition is the JSON view of one isolated partition of a destination
+// (registry.Partitions): listed only while it is isolated, so the list stays as
+// short as the outage.
+type IsolatedPartition struct {
+	Partition int       `json:"partition"`
+	Since     time.Time `json:"since"`
+	NotBefore time.Time `json:"not_before"` // when it admits its next probe
+	// RemainingMS counts down to NotBefore.
+	RemainingMS int64 `json:"remaining_ms"`
+	Failures    int   `json:"failures"`
+}
+
+// withPartitions adds d's isolated partitions to its view c.
+func (h *Handler) withPartitions(c Circuit, d transport.Destination, now time.Time) Circuit {
+	for _, p := range h.reg.IsolatedPartitions(d) {
+		v := IsolatedPartition{Partition: p.Partition, Since: p.Since, NotBefore: p.NotBefore, Failures: p.Failures}
+		if p.NotBefore.After(now) {
+			v.RemainingMS = p.NotBefore.Sub(now).Milliseconds()
+		}
+		c.IsolatedPartitions = append(c.IsolatedPartitions, v)
+	}
+	return c
+}

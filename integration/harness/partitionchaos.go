@@ -1,0 +1,259 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// DeadBroker is the faults of a partition outage scenario: one broker of a
+// three-broker kfake cluster first black-holed, then refusing connections.
+type DeadBroker struct {
+	Faults *BrokerFaults
+	Node   int
+	// Dead lists, by partition, whether its leader is the faulted node.
+	Dead []bool
+}
+
+// PartitionLoad is the load of a partition outage scenario: Callers goroutines each
+// publishing one message per call with a Deadline, keyed (Keys, spread over the
+// partitions) or, one call in UnkeyedEvery, unkeyed.
+type PartitionLoad struct {
+	Callers      int
+	Deadline     time.Duration
+	UnkeyedEvery int
+	Keys         [][]byte
+	// PartitionOf is the partition the client's partitioner gives a key.
+	PartitionOf func(key []byte) int
+	// IsRefusal says whether a publish error is the breaker's own refusal (made
+	// without reaching the broker).
+	IsRefusal func(error) bool
+}
+
+// Keys returns n distinct keys.
+func Keys(n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = []byte("key-" + strconv.Itoa(i))
+	}
+	return out
+}
+
+// PhaseCounts is what one phase of a partition outage scenario measured.
+type PhaseCounts struct {
+	Healthy, HealthyOK int64 // keyed calls to partitions the fault spares, and the ones published
+	Dead, DeadRefused  int64 // keyed calls to the dead broker's partitions, and the ones refused
+	DeadReached        int64 // dead calls not refused after the first refusal: they reached the broker
+	Unkeyed, UnkeyedOK int64
+	Elapsed            time.Duration
+	// UnkeyedAfter and UnkeyedAfterOK count the unkeyed calls started once every
+	// dead partition had refused a call (was isolated).
+	UnkeyedAfter, UnkeyedAfterOK int64
+	firstRefusal                 atomic.Bool   // every dead partition has refused a call
+	refusedParts                 atomic.Uint64 // the dead partitions that refused a call, by bit
+	healthyOK, deadRef           atomic.Int64
+}
+
+// Goodput is the healthy partitions' published calls per second.
+func (c *PhaseCounts) Goodput() float64 { return float64(c.HealthyOK) / c.Elapsed.Seconds() }
+
+// RunPartitionPhase runs load against publish for d while dead's fault is f, and
+// returns the counts.
+func RunPartitionPhase(load PartitionLoad, dead DeadBroker, f BrokerFault, d time.Duration, publish func(ctx context.Context, key []byte) error) *PhaseCounts {
+	dead.Faults.Set(dead.Node, f)
+	var c PhaseCounts
+	var deadMask uint64
+	for p, isDead := range dead.Dead {
+		if isDead {
+			deadMask |= 1 << p
+		}
+	}
+	var healthy, dd, unkeyed, unkeyedOK, reached, ua, uaOK atomic.Int64
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for g := range load.Callers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for i := 0; time.Now().Before(end); i++ {
+				var key []byte
+				if load.UnkeyedEvery == 0 || i%load.UnkeyedEvery != 0 {
+					key = load.Keys[rng.IntN(len(load.Keys))]
+				}
+				after := c.firstRefusal.Load()
+				ctx, cancel := context.WithTimeout(context.Background(), load.Deadline)
+				err := publish(ctx, key)
+				cancel()
+				switch {
+				case key == nil:
+					unkeyed.Add(1)
+					if err == nil {
+						unkeyedOK.Add(1)
+					}
+					if after {
+						ua.Add(1)
+						if err == nil {
+							uaOK.Add(1)
+						}
+					}
+				case dead.Dead[load.PartitionOf(key)]:
+					dd.Add(1)
+					switch {
+					case err != nil && load.IsRefusal(err):
+						c.deadRef.Add(1)
+						if c.refusedParts.Or(1<<load.PartitionOf(key))|1<<load.PartitionOf(key) == deadMask {
+							c.firstRefusal.Store(true)
+						}
+					case after:
+						reached.Add(1)
+					}
+				default:
+					healthy.Add(1)
+					if err == nil {
+						c.healthyOK.Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c.Elapsed = time.Since(start)
+	c.Healthy, c.HealthyOK = healthy.Load(), c.healthyOK.Load()
+	c.Dead, c.DeadRefused, c.DeadReached = dd.Load(), c.deadRef.Load(), reached.Load()
+	c.Unkeyed, c.UnkeyedOK = unkeyed.Load(), unkeyedOK.Load()
+	c.UnkeyedAfter, c.UnkeyedAfterOK = ua.Load(), uaOK.Load()
+	return &c
+}
+
+// PartitionRow is one set-up's line of a partition outage table.
+type PartitionRow struct {
+	Setup         string
+	Hung, Refused *PhaseCounts
+}
+
+// PrintPartitionTable writes the summary table of a partition outage scenario, the
+// goodputs as ratios against the first row (the run without a breaker).
+func PrintPartitionTable(w io.Writer, client string, rows []PartitionRow) {
+	fmt.Fprintf(w, "\n%s, one broker of three down (hung, then refusing):\n", client)
+	fmt.Fprintf(w, "| set-up | hung: healthy goodput vs none | dead calls refused / reached after isolation | unkeyed delivered (after isolation) | refusing: healthy goodput vs none | refused / reached | unkeyed delivered (after isolation) |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.1f/s (%.2fx) | %d / %d | %.1f%% (%.1f%%) | %.1f/s (%.2fx) | %d / %d | %.1f%% (%.1f%%) |\n", r.Setup,
+			r.Hung.Goodput(), r.Hung.Goodput()/rows[0].Hung.Goodput(), r.Hung.DeadRefused, r.Hung.DeadReached, pct(r.Hung.UnkeyedOK, r.Hung.Unkeyed), pct(r.Hung.UnkeyedAfterOK, r.Hung.UnkeyedAfter),
+			r.Refused.Goodput(), r.Refused.Goodput()/rows[0].Refused.Goodput(), r.Refused.DeadRefused, r.Refused.DeadReached, pct(r.Refused.UnkeyedOK, r.Refused.Unkeyed), pct(r.Refused.UnkeyedAfterOK, r.Refused.UnkeyedAfter))
+	}
+}
+
+// UnkeyedDelivered is the share of unkeyed calls published, of those started after
+// the dead partitions were isolated when there were any, else of all.
+func (c *PhaseCounts) UnkeyedDelivered() float64 {
+	if c.UnkeyedAfter > 0 {
+		return pct(c.UnkeyedAfterOK, c.UnkeyedAfter) / 100
+	}
+	return pct(c.UnkeyedOK, c.Unkeyed) / 100
+}
+
+func pct(a, b int64) float64 {
+	if b == 0 {
+		return 100
+	}
+	return 100 * float64(a) / float64(b)
+}
+
+// ErrNoDeadPartition is returned by DeadPartitions when the node leads none.
+var ErrNoDeadPartition = errors.New("harness: the faulted node leads no partition")
+
+// DeadPartitions lists, by partition, whether leader(p) is node.
+func DeadPartitions(n, node int, leader func(p int32) int32) ([]bool, error) {
+	out := make([]bool, n)
+	any := false
+	for p := range n {
+		out[p] = int(leader(int32(p))) == node
+		any = any || out[p]
+	}
+	if !any {
+		return nil, ErrNoDeadPartition
+	}
+	return out, nil
+}
+
+// CheckPartitionRows fails t unless the guarded row meets the targets against the
+// row without a breaker: healthy goodput >= 0.95x in both phases, some calls to
+// the dead partitions refused, >= 99% of the unkeyed calls after isolation
+// delivered, and no more calls reaching the dead broker after isolation than there
+// are callers (the calls in flight when it was isolated; probes come after the
+// isolation, longer than these phases).
+func CheckPartitionRows(t testing.TB, none, guarded PartitionRow, callers int) {
+	t.Helper()
+	for _, ph := range []struct {
+		name       string
+		none, with *PhaseCounts
+	}{{"hung", none.Hung, guarded.Hung}, {"refusing", none.Refused, guarded.Refused}} {
+		if r := ph.with.Goodput() / ph.none.Goodput(); r < 0.95 {
+			t.Errorf("%s: healthy partitions' goodput %.2fx of no breaker's, want >= 0.95", ph.name, r)
+		}
+		if ph.with.DeadRefused == 0 {
+			t.Errorf("%s: no call to the dead broker's partitions was refused", ph.name)
+		}
+		if got := ph.with.UnkeyedDelivered(); got < 0.99 {
+			t.Errorf("%s: %.1f%% of the unkeyed calls after isolation delivered, want >= 99%%", ph.name, 100*got)
+		}
+	}
+	if n := guarded.Hung.DeadReached + guarded.Refused.DeadReached; n > int64(callers) {
+		t.Errorf("%d calls reached the dead broker after isolation, want <= %d", n, callers)
+	}
+}
+
+// PartitionTopic creates topic on cluster with parts partitions led in turn by the
+// three brokers (partition p by node p%3), and returns which partitions node leads.
+func PartitionTopic(t testing.TB, cluster *kfake.Cluster, topic string, parts, node int) []bool {
+	t.Helper()
+	if err := cluster.CreateTopic(topic, int32(parts), nil); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(parts) {
+		if err := cluster.MoveTopicPartition(topic, p, p%3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead, err := DeadPartitions(parts, node, func(p int32) int32 { return cluster.LeaderFor(topic, p) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dead
+}
+
+// PartitionSetup is one set-up of a partition outage scenario: Publish returns the
+// function that publishes one message with key to topic.
+type PartitionSetup struct {
+	Name    string
+	Publish func(topic string) func(ctx context.Context, key []byte) error
+}
+
+// RunPartitionSetups runs each set-up, on a topic of its own with parts partitions,
+// through a short warm-up, then phase with node black-holed, then phase with it
+// refusing connections, and returns a row per set-up; node is healthy again after.
+func RunPartitionSetups(t testing.TB, cluster *kfake.Cluster, faults *BrokerFaults, node, parts int, load PartitionLoad, phase time.Duration, setups []PartitionSetup) []PartitionRow {
+	t.Helper()
+	var rows []PartitionRow
+	for i, s := range setups {
+		topic := TopicNames("partitions")[0] + string(rune('a'+i))
+		db := DeadBroker{Faults: faults, Node: node, Dead: PartitionTopic(t, cluster, topic, parts, node)}
+		publish := s.Publish(topic)
+		RunPartitionPhase(load, db, Healthy, 300*time.Millisecond, publish) // metadata, connections
+		row := PartitionRow{Setup: s.Name}
+		row.Hung = RunPartitionPhase(load, db, BlackHole, phase, publish)
+		row.Refused = RunPartitionPhase(load, db, Refuse, phase, publish)
+		faults.Set(node, Healthy)
+		rows = append(rows, row)
+	}
+	return rows
+}
