@@ -816,6 +816,7 @@ func (c *Circuit) Snapshot() breaker.Snapshot {
 	}
 	s := snapshotOf(c.cfg.Identity, c.cfg.Scope, v.rec, c.wall())
 	s.InFlight, s.RampRefused = int(c.inFlight.Load()), c.rampRefused.Load()
+	c.fillLastFailure(&s)
 	if c.lim != nil {
 		s.Limit = c.lim.Stats()
 	}
