@@ -35,7 +35,7 @@ test: services lint vulncheck ## The test command: services, lint, vulncheck, th
 	$(GO) test $(TESTFLAGS) ./...
 	for m in $(MODULES); do (cd $$m && $(GO) test $(TESTFLAGS) ./...) || exit 1; done
 
-# test-unit leaves out integration/... and points every server address at a closed port
+# test-unit leaves out integration/... and internal/harness and points every server address at a closed port
 # (outside CI), so that a test elsewhere that would need a server skips at once instead
 # of using, starting or installing one. -short skips the few long scenarios.
 UNIT_ENV := CI=false AMQP_URL=amqp://guest:guest@127.0.0.1:1/ \
@@ -45,7 +45,7 @@ UNIT_MODULES := kgoguard saramaguard watermillguard
 
 .PHONY: test-unit
 test-unit: ## Tests that need no service (no PostgreSQL, RabbitMQ, Redis): -race -short; installs and starts nothing.
-	env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short $$($(GO) list ./... | grep -v '/integration')
+	env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short $$($(GO) list ./... | grep -v -e '/integration' -e '/internal/harness')
 	for m in $(UNIT_MODULES); do (cd $$m && env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short ./...) || exit 1; done
 
 .PHONY: up

@@ -54,7 +54,7 @@ fi
 [[ -n "${DATABASE_URL:-}" ]] || wait_port PostgreSQL 5432 60
 
 # No test stops or alarms this broker: the tests that need a broker outage start a
-# RabbitMQ node of their own (integration/harness, NewRabbitNode).
+# RabbitMQ node of their own (internal/harness, NewRabbitNode).
 if [[ -z "${AMQP_URL:-}" ]] && ! port_open 5672; then
 	if rabbitmqctl -q ping >/dev/null 2>&1; then
 		echo "services: starting the RabbitMQ application (node already running)"

@@ -17,7 +17,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
-	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
 // testDriver returns a driver on the machine's Redis under a key prefix of the test's

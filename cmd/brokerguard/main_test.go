@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
 // TestDemoShortRun runs the demo as a newcomer would (short mode) and checks that the

@@ -16,7 +16,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
-	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
 // breakable fails every request while broken, as a table that cannot be reached, and

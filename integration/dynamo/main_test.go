@@ -20,7 +20,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
-	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
 // One dynalite for the package (the outage test starts its own).

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
 )
 

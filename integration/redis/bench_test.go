@@ -10,7 +10,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
-	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
 // admitLoop runs Acquire + Complete(Success) for the benchmark's iterations and returns

@@ -16,7 +16,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
-	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
 var errCut = errors.New("the path to Redis is cut")

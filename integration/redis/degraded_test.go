@@ -7,7 +7,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
-	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 

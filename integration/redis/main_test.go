@@ -15,7 +15,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
-	"github.com/brokerguard/brokerguard/integration/harness"
+	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
 // commands counts what a client sends: the commands it is asked to run (once each,

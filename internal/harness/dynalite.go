@@ -118,7 +118,7 @@ func (s *DynaliteServer) Endpoint() string {
 // (integration/dynalite in this repository).
 func DynaliteDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "dynalite")
+	return filepath.Join(filepath.Dir(file), "..", "..", "integration", "dynalite")
 }
 
 // installMu keeps the test binary's own goroutines from installing at once; a flock on
