@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/kgoguard"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"

@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/saramaguard"
 	"github.com/brokerguard/brokerguard/transport"

@@ -16,8 +16,8 @@ import (
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/transport"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
 // The recovery herd against one circuit shared through Redis: 20 replicas, each with

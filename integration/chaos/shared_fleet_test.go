@@ -16,8 +16,8 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
 // tableWatch sees every request a replica's client makes, and what the table answered:

@@ -11,8 +11,8 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
 // The recovery herd against one shared circuit: a fleet of replicas, all released at

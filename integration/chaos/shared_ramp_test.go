@@ -9,8 +9,8 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/transport"
 )
 

@@ -15,8 +15,8 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )

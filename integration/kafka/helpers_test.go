@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/kfakeproduce"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/registry"

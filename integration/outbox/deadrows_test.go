@@ -11,8 +11,8 @@ import (
 
 	adminapi "github.com/brokerguard/brokerguard/admin"
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
 	"github.com/brokerguard/brokerguard/registry"

@@ -7,8 +7,8 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
 // outage drives replicas × callers through an outage of the broker of the given

@@ -6,8 +6,8 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
 // A private redis-server is stopped and started under a circuit. While it is down an

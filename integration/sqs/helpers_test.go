@@ -22,8 +22,8 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/registry"
 	brokersqs "github.com/brokerguard/brokerguard/sqs"
 	"github.com/brokerguard/brokerguard/sqs/sqstest"
