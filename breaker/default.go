@@ -7,7 +7,11 @@ import "time"
 // failed probe up to 5 minutes, and spread every break by ±20 % so that replicas do
 // not probe in lockstep. One probe at a time closes the circuit on its success; a
 // deadline counts against the broker only for calls that started with
-// DefaultMinCallBudget.
+// DefaultMinCallBudget. The adaptive limit is on (RecommendedLimit): calls in flight
+// follow the destination's latency, bulk work such as the outbox yields to online
+// calls, and a deadline missed while the destination is busy with this process's own
+// bulk work, or in a cold process's first wave, is not held against the broker
+// (docs/slowness.md). Set Limit to the zero LimitPolicy to turn it off.
 //
 // Change fields on the returned value for a destination that needs more or less
 // patience, for example:
@@ -18,6 +22,7 @@ func DefaultPolicy() Policy {
 	return Policy{
 		FailureThreshold: 5,
 		BreakDuration:    30 * time.Second,
+		Limit:            RecommendedLimit(),
 		MaxBreakDuration: 5 * time.Minute,
 		Jitter:           0.2,
 	}
