@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/filestate"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 // holdLock takes the circuit's file lock as another process would, and returns the
@@ -85,5 +87,40 @@ func TestTemporaryFilesOfKilledWritersAreRemoved(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(e.root, "."+otherName+".tmp-*")); len(left) != 3 {
 		t.Fatalf("another circuit's temporary files (whose lock was not held) were touched: %q", left)
+	}
+}
+
+// WithLockTimeout bounds the wait for another process's lock even when the caller's
+// context would wait longer. Under FailClosed the call is then refused as
+// unavailable; under KeepLocal (the default) the process decides on its own evidence
+// and says it is degraded. Either way the caller is not stalled.
+func TestLockTimeoutBoundsTheWaitForALock(t *testing.T) {
+	for _, mode := range []sharedstate.StoreFailure{sharedstate.FailClosed, sharedstate.KeepLocal} {
+		e := newEnv(t)
+		c := e.circuit("kafka:orders", policy, filestate.WithLockTimeout(50*time.Millisecond), filestate.WithStoreFailure(mode))
+		for range 3 {
+			call(t, c, breaker.Failure)
+		}
+		e.clock.Advance(time.Minute) // the break is over: the next Acquire writes half-open
+		unlock := holdLock(t, e, "kafka:orders")
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		p, err := c.Acquire(ctx)
+		switch {
+		case ctx.Err() != nil:
+			t.Errorf("mode %v: Acquire waited out the caller's minute: %v", mode, err)
+		case mode == sharedstate.FailClosed && !errors.Is(err, breaker.ErrUnavailable):
+			t.Errorf("FailClosed: Acquire = %v; want ErrUnavailable within the lock timeout", err)
+		case mode == sharedstate.KeepLocal && (err != nil || c.Snapshot().DegradedSince.IsZero()):
+			t.Errorf("KeepLocal: Acquire = %v, degraded since %v; want a local decision, reported as degraded", err, c.Snapshot().DegradedSince)
+		}
+		if err == nil {
+			p.Complete(breaker.Neutral)
+		}
+		cancel()
+		unlock()
+	}
+	e := newEnv(t)
+	if _, err := filestate.Open(e.root, filestate.WithLockTimeout(0)); err == nil {
+		t.Error("WithLockTimeout(0) accepted")
 	}
 }

@@ -99,8 +99,10 @@ func WithObserver(f func(breaker.Transition)) Option {
 
 // WithLockTimeout bounds how long a circuit waits for another process's file lock
 // (default DefaultLockTimeout); the caller's context bounds it too. A circuit that
-// cannot get the lock in time refuses the call with an error matching
-// breaker.ErrUnavailable, and drops an outcome it cannot write.
+// cannot get the lock in time treats it as a store that refuses writes (see
+// WithStoreFailure): under FailClosed it refuses the call with an error matching
+// breaker.ErrUnavailable; under KeepLocal it decides on this process's evidence and
+// reports itself degraded.
 func WithLockTimeout(d time.Duration) Option {
 	return func(s *Store) error {
 		if d <= 0 {
