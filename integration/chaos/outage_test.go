@@ -56,7 +56,11 @@ func (o *openCalls) calling(d transport.Destination) func(err error) {
 	if err != nil {
 		return func(error) {}
 	}
-	open := c.Snapshot().State == breaker.Open
+	// Open and before its deadline: a call now must be refused. (Past the deadline the
+	// call's own Acquire makes it the half-open probe: the amqp publisher is guarded
+	// inside, so this reads the state before its Acquire, not after.)
+	s := c.Snapshot()
+	open := s.State == breaker.Open && time.Now().Before(s.NotBefore)
 	return func(err error) {
 		if _, rejected := errors.AsType[*registry.RejectedError](err); rejected {
 			return

@@ -239,14 +239,20 @@ func TestClassifyClosedWriter(t *testing.T) {
 	brokers, _ := harness.KafkaBrokers(t, kfake.SeedTopics(1, "orders"))
 	tr := &kafkago.Transport{}
 	defer tr.CloseIdleConnections()
-	w := &kafkago.Writer{Addr: kafkago.TCP(brokers...), Transport: tr}
+	w := &kafkago.Writer{Addr: kafkago.TCP(brokers...), Transport: tr, RequiredAcks: kafkago.RequireAll}
 	w.Close()
 	raw := w.WriteMessages(context.Background(), kafkago.Message{Topic: "orders"})
 	if raw != io.ErrClosedPipe || kafka.Classify(raw) != breaker.Neutral {
 		t.Fatalf("closed writer: %v classified %v", raw, kafka.Classify(raw))
 	}
-	reg, _ := registry.New(counting)
-	pub, _ := kafka.NewPublisher(w, reg)
+	reg, err := registry.New(counting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kafka.NewPublisher(w, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := pub.WriteMessages(context.Background(), kafkago.Message{Topic: "orders"}); !errors.Is(err, io.ErrClosedPipe) || kafka.Classify(err) != breaker.Neutral || reg.FailureCount() != 0 {
 		t.Fatalf("closed writer through the publisher: %v", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"runtime"
-	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,12 +111,15 @@ func TestDeadReasonFilterReadsOnlyItsReason(t *testing.T) {
 	index := " on " + postgres.Table + " using " + postgres.Table + "_dead_reason"
 	// The rows are found along the dead-reason index (an index or a bitmap scan of it);
 	// Requeue's UPDATE then reaches each row it picked by its primary key.
+	// explain spells a scan as "<kind> on <table> using <index>", followed by its
+	// index condition in brackets when it has one.
+	is := func(scan, want string) bool { return scan == want || strings.HasPrefix(scan, want+" [") }
 	fits := func(i int, scans []string) bool {
-		if len(scans) == 0 || scans[0] != "Index Scan"+index && scans[0] != "Bitmap Index Scan"+index {
+		if len(scans) == 0 || !is(scans[0], "Index Scan"+index) && !is(scans[0], "Bitmap Index Scan"+index) {
 			return false
 		}
 		rest := scans[1:]
-		return len(rest) == 0 || i == 2 && slices.Equal(rest, []string{"Index Scan on " + postgres.Table + " using " + postgres.Table + "_pkey"})
+		return len(rest) == 0 || i == 2 && len(rest) == 1 && is(rest[0], "Index Scan on "+postgres.Table+" using "+postgres.Table+"_pkey")
 	}
 	for _, analysed := range []bool{false, true} {
 		if analysed {
