@@ -21,7 +21,8 @@ import (
 // kafka-go scenario in integration/kafka. BROKERGUARD_PARTITION_CHAOS=long runs the
 // issue's 200 callers for 20 s a phase.
 func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
-	phase, callers := 1500*time.Millisecond, 40
+	// 3 s a phase: long enough for isolation and its effect to show on a loaded machine.
+	phase, callers := 3*time.Second, 40
 	if os.Getenv("BROKERGUARD_PARTITION_CHAOS") == "long" {
 		phase, callers = 20*time.Second, 200
 	}
