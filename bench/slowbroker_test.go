@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	fsgo "github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -27,7 +24,6 @@ import (
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/sqs"
-	"github.com/brokerguard/brokerguard/sqs/sqstest"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -404,24 +400,8 @@ func withChannel(t *testing.T, url string, f func(*amqp091.Channel) error) {
 // openSQS is the AWS SDK's client with its defaults on a fresh SQS test server
 // through a fresh proxy.
 func openSQS(t *testing.T, reg *registry.Registry) slowTarget {
-	srv, err := sqstest.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	u, err := url.Parse(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := harness.NewProxy(t, u.Host)
-	client := awssqs.New(awssqs.Options{BaseEndpoint: aws.String("http://" + proxy.Addr()), Region: "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
 	queue := slowName()
-	direct := awssqs.New(awssqs.Options{BaseEndpoint: aws.String(srv.URL()), Region: "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
-	if _, err := direct.CreateQueue(context.Background(), &awssqs.CreateQueueInput{QueueName: aws.String(queue)}); err != nil {
-		t.Fatal(err)
-	}
+	client, proxy := harness.ProxiedSQS(t, queue)
 	pub, err := sqs.NewPublisher(client, reg)
 	if err != nil {
 		t.Fatal(err)

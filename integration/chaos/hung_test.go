@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -22,7 +19,6 @@ import (
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/sqs"
-	"github.com/brokerguard/brokerguard/sqs/sqstest"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -164,22 +160,8 @@ func hungRabbit(t *testing.T, reg *registry.Registry) (transport.Publisher, tran
 // hungSQS is the AWS SDK's client with its defaults (no overall HTTP timeout, three
 // attempts) talking to the SQS test server through the proxy.
 func hungSQS(t *testing.T, reg *registry.Registry) (transport.Publisher, transport.Destination, *harness.Proxy) {
-	srv, err := sqstest.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	u, err := url.Parse(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := harness.NewProxy(t, u.Host)
-	client := awssqs.New(awssqs.Options{BaseEndpoint: aws.String("http://" + proxy.Addr()), Region: "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
 	queue := hungName()
-	if _, err := client.CreateQueue(context.Background(), &awssqs.CreateQueueInput{QueueName: aws.String(queue)}); err != nil {
-		t.Fatal(err)
-	}
+	client, proxy := harness.ProxiedSQS(t, queue)
 	pub, err := sqs.NewPublisher(client, reg)
 	if err != nil {
 		t.Fatal(err)

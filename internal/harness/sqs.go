@@ -1,6 +1,16 @@
 package harness
 
-import "testing"
+import (
+	"context"
+	"net/url"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/brokerguard/brokerguard/sqs/sqstest"
+)
 
 const sqsHint = "start the server at SQS_ENDPOINT, or unset it to use the in-process SQS test server"
 
@@ -17,4 +27,30 @@ func SQSEndpoint(t testing.TB) string {
 	endpoint, err := SQS()
 	Require(t, ServiceSQS, err)
 	return endpoint
+}
+
+// ProxiedSQS starts an SQS test server of the test's own with queue created on it,
+// and returns an AWS SDK client with its defaults that reaches the server through a
+// Proxy (to make it slow or hung), and that proxy. Both end with the test.
+func ProxiedSQS(t testing.TB, queue string) (*awssqs.Client, *Proxy) {
+	t.Helper()
+	srv, err := sqstest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := func(endpoint string) *awssqs.Client {
+		return awssqs.New(awssqs.Options{BaseEndpoint: aws.String(endpoint), Region: "us-east-1",
+			Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
+	}
+	// The queue is created directly, so that a proxy already shaped cannot delay it.
+	if _, err := client(srv.URL()).CreateQueue(context.Background(), &awssqs.CreateQueueInput{QueueName: aws.String(queue)}); err != nil {
+		t.Fatal(err)
+	}
+	proxy := NewProxy(t, u.Host)
+	return client("http://" + proxy.Addr()), proxy
 }
