@@ -191,6 +191,11 @@ func (p *Publisher) publish(ctx context.Context, d transport.Destination, msgs [
 	}
 	c, err := p.get(ctx)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// The caller's context ended while the pool opened or awaited a channel:
+			// the deadline judges this client's set-up, not the broker's confirms.
+			return fmt.Errorf("%w: %w", transport.ErrNotSent, err)
+		}
 		return err
 	}
 	exchange := Exchange(d)

@@ -566,6 +566,13 @@ func (l *Limiter) Busy() bool {
 	return l.bulkInFlight.Load() > 0 || now-l.lastBulk.Load() <= recent && l.lastBulk.Load() != 0
 }
 
+// Answering reports whether the dependency answered a call with a success within the
+// last second: it is slow or busy, not hung. A hung dependency answers nothing.
+func (l *Limiter) Answering() bool {
+	last := l.lastSuccess.Load()
+	return last != 0 && l.now()-last <= int64(time.Second)
+}
+
 // BulkHeadroom returns how many messages a bulk call could take now without being
 // refused: what both the limit (scaled by the share of a ramp after recovery, as last
 // seen by an admission) and the bulk share have left (the whole bulk share when

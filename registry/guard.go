@@ -208,9 +208,14 @@ func failAll(error) breaker.Outcome { return breaker.Failure }
 // flight or just finished, and a call answered with a success within the last
 // second), or when the call belongs to the first wave of a cold process (admitted
 // before any call to the destination had completed: connections being opened, a
-// client warming up); every call ended by its deadline is reported to the limit as a
-// drop. A broker hung from the start opens its circuit one wave later.
-// A hung broker answers nothing, is never busy, and opens its circuit as before.
+// client warming up), or when the publisher reports that the call ended before its
+// messages were sent (transport.ErrNotSent: a channel or connection still being set
+// up) while the destination answers other calls with successes (one within the last
+// second, breaker.Limiter.Answering): a slow broker makes a client's set-up miss
+// deadlines that its publishes, on channels already open, meet. Every call ended by
+// its deadline is reported to the limit as a drop. A broker hung from the start opens
+// its circuit one wave later. A hung broker answers nothing, is never busy, and opens
+// its circuit as before.
 func Outcome(ctx context.Context, s Start, err error, n int, classify transport.Classifier) breaker.Outcome {
 	switch ended := ctx.Err(); {
 	case err == nil:

@@ -85,8 +85,9 @@ func (e *entry) settle(ctx context.Context, p breaker.Permit, o breaker.Outcome,
 	}
 	// The call was ended by its deadline: a drop for the limit whatever the circuit
 	// makes of it, and no evidence against a destination that is merely busy with
-	// this process's bulk work.
-	if o == breaker.Failure && (e.lim.Busy() || s.cold) {
+	// this process's bulk work, or that answers other calls while this one was still
+	// in the client's set-up (a channel being opened at the broker's slow pace).
+	if o == breaker.Failure && (e.lim.Busy() || s.cold || errors.Is(err, transport.ErrNotSent) && e.lim.Answering()) {
 		o = breaker.Neutral
 	}
 	if o == breaker.Failure {

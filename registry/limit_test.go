@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -209,6 +210,43 @@ func TestColdStartFirstWaveIsNoVerdict(t *testing.T) {
 		}
 		if s := r.Snapshots()[orders]; s.State != breaker.Open {
 			t.Fatalf("a broker hung from the start: %v after the second wave, want open", s.State)
+		}
+	})
+}
+
+// setUpMiss makes one online call through r that, like a publish still waiting for
+// its channel to open, ends by its 200ms deadline with none of its messages sent
+// (transport.ErrNotSent).
+func setUpMiss(t *testing.T, r *registry.Registry) {
+	t.Helper()
+	onlineDeadline(t, r.Guard(&fakePublisher{fn: func(ctx context.Context, _ transport.Destination) error {
+		<-ctx.Done()
+		return fmt.Errorf("%w: %w", transport.ErrNotSent, ctx.Err())
+	}}, classify))
+}
+
+// A call whose deadline passes while the client is still setting up (a channel
+// opening at a slow broker's pace) is no verdict while the broker answers other
+// calls: the circuit stays closed, and the limit takes the miss as a drop.
+func TestSetUpDeadlineMissOfAnAnsweringBrokerIsNoVerdict(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, _ := busySetup(t) // the last success is now
+		setUpMiss(t, r)
+		if s := r.Snapshots()[orders]; s.State != breaker.Closed || s.Failures != 0 {
+			t.Fatalf("set-up miss of an answering broker: %v with %d failures, want closed with none", s.State, s.Failures)
+		}
+	})
+}
+
+// A hung broker answers nothing: more than a second after its last success, a call
+// that missed its deadline in set-up is a Failure, and opens the circuit.
+func TestSetUpDeadlineMissOfAHungBrokerIsAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, _ := busySetup(t)
+		time.Sleep(900 * time.Millisecond) // the miss ends 1.1s after the last success
+		setUpMiss(t, r)
+		if s := r.Snapshots()[orders]; s.State != breaker.Open {
+			t.Fatalf("set-up miss of a hung broker: %v, want open", s.State)
 		}
 	})
 }

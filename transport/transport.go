@@ -115,6 +115,15 @@ type Publisher interface {
 	Publish(ctx context.Context, d Destination, msgs ...Message) error
 }
 
+// ErrNotSent is matched (errors.Is) by the error of a publish whose context ended
+// before any of its messages was sent, during the client's own set-up (a connection
+// or channel being opened, a pooled one awaited). Adapters wrap the context's error
+// with it, so errors.Is(err, context.DeadlineExceeded) still holds. Such a deadline
+// judges the client's set-up rather than the broker's answers to publishes: a
+// registry whose circuit has an adaptive limit does not count it against a broker
+// that is answering other calls (registry.Outcome).
+var ErrNotSent = errors.New("transport: ended before its messages were sent")
+
 // Classifier maps a publish error to what it says about the broker's health. It is
 // called only with non-nil errors.
 type Classifier func(error) breaker.Outcome

@@ -1,6 +1,7 @@
 package amqp_test
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"syscall"
@@ -278,5 +279,36 @@ func TestOpeningAChannelIsBoundedWhileTheBrokerHangs(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a publish needing a new channel waited 10s on a broker that does not answer")
+	}
+}
+
+// A slow broker makes opening a channel (two round trips) take longer than a publish
+// on an open one (one). A publish whose deadline passes while its channel is still
+// opening reports that its message was never sent (transport.ErrNotSent), so that a
+// limited circuit does not count the client's set-up against a broker that answers
+// publishes; a publish whose confirm misses the deadline does not.
+func TestDeadlineDuringChannelOpeningIsNotSent(t *testing.T) {
+	direct := harness.AMQPURL(t)
+	x := declareExchange(t, direct, "fanout", false)
+	d := amqp.Destination(x)
+	p, url := newProxy(t, direct)
+	s := newSetup(t, url, breaker.Policy{FailureThreshold: 1 << 30, BreakDuration: time.Second}, nil)
+	if _, err := s.m.Connection(ctx(t)); err != nil { // connected, no channel yet
+		t.Fatal(err)
+	}
+	p.SetLatency(300 * time.Millisecond)
+	publish := func(deadline time.Duration) error {
+		c, cancel := context.WithTimeout(ctx(t), deadline)
+		defer cancel()
+		return s.pub.Publish(c, d, transport.Message{Value: []byte("slow")})
+	}
+	if err := publish(200 * time.Millisecond); !errors.Is(err, transport.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("deadline while the channel opens: %v; want ErrNotSent and the deadline", err)
+	}
+	if err := publish(10 * time.Second); err != nil { // leaves an open channel in the pool
+		t.Fatal(err)
+	}
+	if err := publish(200 * time.Millisecond); errors.Is(err, transport.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("deadline while the confirm is awaited on an open channel: %v; want the deadline without ErrNotSent", err)
 	}
 }
