@@ -206,7 +206,9 @@ func (s LimitSlot) Held() bool { return s.lim != nil }
 //   - Slow windows contract smoothly: limit*gradient + sqrt(limit), gradient =
 //     Tolerance*baseline/recent within [0.5, 1], mixed 20 % into the limit; latency
 //     alone never takes the limit below the demand the dependency carried while
-//     healthy, so slowness inside callers' deadlines keeps its goodput.
+//     healthy, nor below twice what its healthy rate of successes keeps in flight at
+//     the recent latency (Little's law), so slowness inside callers' deadlines keeps
+//     its goodput; below that (after drops) windows without drops double it back.
 //   - Drops (calls ended by a timeout or deadline, and Failures) contract
 //     multiplicatively, by up to half per window in proportion to their share of the
 //     window's calls, down to Min: a hung dependency loses its in-flight work.
@@ -257,6 +259,7 @@ type Limiter struct {
 	cur      float64 // the limit, unrounded
 	demand   float64 // decaying peak of in-flight messages
 	healthy  float64 // decaying peak of in-flight messages in healthy windows
+	rate     float64 // decaying peak of online successes per nanosecond in healthy windows
 	pressure float64 // 1: no pressure; 0: bulk gets nothing
 	good     float64 // the limit in the last healthy window
 	readyAt  int64   // when the baseline was established
@@ -461,6 +464,7 @@ func (l *Limiter) update(now int64) {
 	counts, sum, drops := l.winCounts.Swap(0), l.winSum.Swap(0), l.winDrops.Swap(0)
 	samples, done := counts>>32, counts&(1<<32-1)
 	peak := float64(l.peak.Swap(l.inFlight.Load()))
+	elapsed := max(now-l.winStart.Load(), 1)
 	l.winStart.Store(now)
 	p := l.p
 	l.demand = max(peak, l.demand*limitDemandDecay)
@@ -507,6 +511,7 @@ func (l *Limiter) update(now int64) {
 		l.pressure *= 0.5
 	case ratio <= p.Tolerance:
 		l.healthy = max(peak, l.healthy*limitDemandDecay)
+		l.rate = max(float64(samples)/float64(elapsed), l.rate*limitDemandDecay)
 		l.good = l.cur
 		if 2*peak >= l.cur && l.cur < ceiling { // explore, while the limit is used
 			l.cur = min(l.cur+math.Sqrt(l.cur), ceiling)
@@ -514,7 +519,17 @@ func (l *Limiter) update(now int64) {
 	default:
 		gradient := min(max(p.Tolerance/ratio, limitMinGradient), 1)
 		target := l.cur*gradient + math.Sqrt(l.cur)
-		l.cur = max(l.cur*(1-limitSmoothing)+target*limitSmoothing, min(l.healthy, l.cur))
+		// Little's law: the healthy rate of successes at the recent latency keeps
+		// rate*latency calls in flight. Latency alone must not refuse them (a broker
+		// slow by a constant delay, every answer inside the deadline, keeps its
+		// goodput), so the limit contracts no lower than twice that, and after drops
+		// took it lower, windows without drops double it back.
+		need := min(limitDemandFactor*l.rate*l.recent, float64(p.Max))
+		if l.cur < need {
+			l.cur = min(2*l.cur, need)
+		} else {
+			l.cur = max(l.cur*(1-limitSmoothing)+target*limitSmoothing, min(max(l.healthy, need), l.cur))
+		}
 	}
 	if drops == 0 {
 		// Bulk work gets its share back additively while nothing is dropped: latency

@@ -103,11 +103,12 @@ func TestLimitSlownessInsideDeadlinesKeepsTheHealthyDemand(t *testing.T) {
 		h.round(100, 1, breaker.Online, time.Millisecond, breaker.Success, false)
 		h.clock.Advance(50 * time.Millisecond)
 	}
-	// The broker now answers in 300ms: latency alone contracts the limit, but never
-	// below the 100 messages it carried while healthy.
+	// The broker now answers in 20ms: latency alone contracts the limit, but never
+	// below the 100 messages it carried while healthy (its healthy rate needs fewer
+	// at 20ms).
 	refused := 0
 	for range 100 {
-		refused += h.round(100, 1, breaker.Online, 300*time.Millisecond, breaker.Success, false)
+		refused += h.round(100, 1, breaker.Online, 20*time.Millisecond, breaker.Success, false)
 	}
 	if s := h.limit(); refused != 0 || s.Limit < 100 || s.Limit == 1000 {
 		t.Fatalf("slow broker: %d refused, stats %+v: want none refused and a contracted limit >= 100", refused, s)
@@ -326,5 +327,36 @@ func TestLimitExploresUpDuringWarmUp(t *testing.T) {
 	}
 	if got := h.limit(); got.Limit <= low {
 		t.Fatalf("answers without drops during warm-up: limit %d, want above %d", got.Limit, low)
+	}
+}
+
+// A broker slowed by a constant delay, every answer inside the callers' deadlines,
+// keeps its goodput: 500 calls a second at 1ms keep about one call in flight, at
+// 300ms about 150 (Little's law), and latency alone must not refuse them. Drops of a
+// first wave (channels being opened at the slow pace) contract the limit; windows
+// without drops give it back.
+func TestLimitSlowButAnsweringKeepsItsThroughput(t *testing.T) {
+	h := limited(t, breaker.RecommendedLimit())
+	for range 300 { // 5 calls every 10ms at 1ms: 500 a second
+		h.round(5, 1, breaker.Online, time.Millisecond, breaker.Success, false)
+		h.clock.Advance(9 * time.Millisecond)
+	}
+	// 300ms: the first waves lose most calls to their deadlines.
+	for range 3 {
+		h.round(150, 1, breaker.Online, 150*time.Millisecond, 0, true)
+		h.round(15, 1, breaker.Online, 150*time.Millisecond, breaker.Success, false)
+	}
+	if s := h.limit(); s.Limit >= 150 {
+		t.Fatalf("after dropped waves: %+v, want the limit contracted below 150", s)
+	}
+	refused := 0
+	for i := range 50 { // then 150 in flight, every answer in 300ms
+		n := h.round(150, 1, breaker.Online, 300*time.Millisecond, breaker.Success, false)
+		if i >= 10 {
+			refused += n
+		}
+	}
+	if s := h.limit(); refused != 0 {
+		t.Fatalf("a slow broker answering every call: %d refused after 10 rounds (%+v), want none", refused, s)
 	}
 }
