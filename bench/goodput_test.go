@@ -111,6 +111,7 @@ type phaseStats struct {
 	calls, ok, refused, fastRefused, failed atomic.Int64
 	waited                                  atomic.Int64 // failed calls that took the whole deadline
 	maxInFlight, maxGoroutines              atomic.Int64
+	maxSettled                              atomic.Int64 // maxInFlight from the phase's first deadline on
 	inFlightSum, samples                    atomic.Int64
 }
 
@@ -202,10 +203,16 @@ func raise(m *atomic.Int64, v int64) {
 // call runs one publish under a deadline and records it.
 func (r *recorder) call(deadline time.Duration, publish func(context.Context) error) {
 	startOff := time.Since(r.start)
-	s := &r.stats[r.phaseAt(startOff)]
+	i := r.phaseAt(startOff)
+	s := &r.stats[i]
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	n := r.inFlight.Add(1)
 	raise(&s.maxInFlight, n)
+	if startOff-(r.ends[i]-r.phases[i].dur) >= deadline {
+		// The calls admitted in the previous phase are over: what is in flight now
+		// is what the protection admits at this phase's latency.
+		raise(&s.maxSettled, n)
+	}
 	begin := time.Now()
 	err := publish(ctx)
 	took := time.Since(begin)

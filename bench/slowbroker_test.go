@@ -271,14 +271,22 @@ func slowTable(broker string, settings []setting, recs []*recorder, durs []time.
 			return pct(s.waited.Load(), s.calls.Load())
 		})
 	}
+	// In flight once the calls admitted under the previous phase's latency are over
+	// (one deadline into the phase), then over the whole phase. At 300ms Little's
+	// law puts about 150 calls in flight for a goodput near 100 %: the target is
+	// for 2s and 30s.
 	for _, i := range []int{1, 2, 3} {
-		row("max in flight at "+slowLatencies[i].String()+" (× healthy mean)", "≤ 2×", func(r *recorder) string {
+		target := "≤ 2×"
+		if i == 1 {
+			target = ""
+		}
+		row("max in flight at "+slowLatencies[i].String()+" after its first "+slowDeadline.String()+" (× healthy mean); whole phase", target, func(r *recorder) string {
 			h := healthyInFlight(r)
-			m := r.stats[i].maxInFlight.Load()
+			m, all := r.stats[i].maxSettled.Load(), r.stats[i].maxInFlight.Load()
 			if h < 0.5 { // the healthy broker's calls were refused: no baseline
-				return fmt.Sprintf("%d (healthy mean %.1f)", m, h)
+				return fmt.Sprintf("%d (healthy mean %.1f); %d", m, h, all)
 			}
-			return fmt.Sprintf("%d (%.1f× %.1f)", m, float64(m)/h, h)
+			return fmt.Sprintf("%d (%.1f× %.1f); %d", m, float64(m)/h, h, all)
 		})
 	}
 	row("time to 90 % of the healthy rate after recovery", "≤ failsafe-go's", func(r *recorder) string {
