@@ -111,7 +111,7 @@ type phaseStats struct {
 	calls, ok, refused, fastRefused, failed atomic.Int64
 	waited                                  atomic.Int64 // failed calls that took the whole deadline
 	maxInFlight, maxGoroutines              atomic.Int64
-	maxSettled                              atomic.Int64 // maxInFlight from the phase's first deadline on
+	maxSettled                              atomic.Int64 // maxInFlight from two deadlines into the phase on
 	inFlightSum, samples                    atomic.Int64
 }
 
@@ -208,9 +208,10 @@ func (r *recorder) call(deadline time.Duration, publish func(context.Context) er
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	n := r.inFlight.Add(1)
 	raise(&s.maxInFlight, n)
-	if startOff-(r.ends[i]-r.phases[i].dur) >= deadline {
-		// The calls admitted in the previous phase are over: what is in flight now
-		// is what the protection admits at this phase's latency.
+	if startOff-(r.ends[i]-r.phases[i].dur) >= 2*deadline {
+		// The calls admitted before the phase's first deadline could end (the
+		// first evidence of its latency) are over: what is in flight now is what the
+		// protection admits at this phase's latency.
 		raise(&s.maxSettled, n)
 	}
 	begin := time.Now()

@@ -246,6 +246,7 @@ type Limiter struct {
 	winDrops    atomic.Int64
 	lastSuccess atomic.Int64 // when a call last succeeded, to the millisecond (nanoseconds since epoch; 0: never)
 	warmed      atomic.Bool  // a call has completed with a verdict
+	answered    atomic.Bool  // at least a quarter of the last window's verdicts were successes
 	_           [64]byte
 
 	refuseOnline, refuseBulk atomic.Pointer[LimitError] // cached per NotBefore slot
@@ -466,6 +467,9 @@ func (l *Limiter) update(now int64) {
 	peak := float64(l.peak.Swap(l.inFlight.Load()))
 	elapsed := max(now-l.winStart.Load(), 1)
 	l.winStart.Store(now)
+	if done > 0 {
+		l.answered.Store(4*(done-drops) >= done)
+	}
 	p := l.p
 	l.demand = max(peak, l.demand*limitDemandDecay)
 	ceiling := min(float64(p.Max), max(float64(p.Min), limitDemandFactor*l.demand))
@@ -581,12 +585,19 @@ func (l *Limiter) Busy() bool {
 	return l.bulkInFlight.Load() > 0 || now-l.lastBulk.Load() <= recent && l.lastBulk.Load() != 0
 }
 
-// Answering reports whether the dependency answered a call with a success within the
-// last second: it is slow or busy, not hung. A hung dependency answers nothing.
-func (l *Limiter) Answering() bool {
+// Answered reports whether the dependency answered a call with a success within the
+// last second. A hung dependency answers nothing.
+func (l *Limiter) Answered() bool {
 	last := l.lastSuccess.Load()
 	return last != 0 && l.now()-last <= int64(time.Second)
 }
+
+// Answering reports whether the dependency answers a good share of its calls in time:
+// it Answered, and at least a quarter of the calls that ended in the last window
+// succeeded (the others missed their deadlines, were dropped or failed). Such a
+// dependency is slow or overloaded, which the limit answers by contracting on every
+// miss; one that answers less is sick.
+func (l *Limiter) Answering() bool { return l.answered.Load() && l.Answered() }
 
 // BulkHeadroom returns how many messages a bulk call could take now without being
 // refused: what both the limit (scaled by the share of a ramp after recovery, as last

@@ -202,20 +202,29 @@ func failAll(error) breaker.Outcome { return breaker.Failure }
 //   - any other error is what classify says.
 //
 // When the destination's circuit has an adaptive limit (breaker.Policy.Limit),
-// guarded calls (Call, CallHeld, Finish) add a rule for busy destinations: a deadline
-// Failure is made Neutral when the limiter says the destination is busy with this
-// process's own bulk work rather than sick (breaker.Limiter.Busy: bulk messages in
-// flight or just finished, and a call answered with a success within the last
-// second), or when the call belongs to the first wave of a cold process (admitted
-// before any call to the destination had completed: connections being opened, a
-// client warming up), or when the publisher reports that the call ended before its
-// messages were sent (transport.ErrNotSent: a channel or connection still being set
-// up) while the destination answers other calls with successes (one within the last
-// second, breaker.Limiter.Answering): a slow broker makes a client's set-up miss
-// deadlines that its publishes, on channels already open, meet. Every call ended by
-// its deadline is reported to the limit as a drop. A broker hung from the start opens
-// its circuit one wave later. A hung broker answers nothing, is never busy, and opens
-// its circuit as before.
+// guarded calls (Call, CallHeld, Finish) tell a busy or slow destination from a sick
+// one. Every call ended by its deadline, but for the set-up case below, is reported
+// to the limit as a drop, so the
+// limit contracts, and its Failure is made Neutral when
+//
+//   - the destination answers a good share of its calls in time
+//     (breaker.Limiter.Answering: a success within the last second, and at least a
+//     quarter of the last window's calls succeeded): it is slow or overloaded, and
+//     the limit is the remedy;
+//   - it is busy with this process's own bulk work (breaker.Limiter.Busy: bulk
+//     messages in flight or just finished, and a success within the last second);
+//   - the call belongs to the first wave of a cold process (admitted before any call
+//     to the destination had completed: connections being opened, a client warming
+//     up). A broker hung from the start opens its circuit one wave later.
+//
+// A call that ended before its messages were sent (transport.ErrNotSent: a channel
+// or connection still being set up) while the destination answered another call
+// within the last second is Neutral and no drop: it gave the broker no work, and the
+// set-up goes on and serves a later call (a slow broker makes a channel's opening,
+// two round trips, miss deadlines that publishes on open channels meet).
+//
+// A hung broker answers nothing, is never busy, and opens its circuit as before,
+// once a window of the limit has closed on its misses.
 func Outcome(ctx context.Context, s Start, err error, n int, classify transport.Classifier) breaker.Outcome {
 	switch ended := ctx.Err(); {
 	case err == nil:

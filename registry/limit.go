@@ -83,11 +83,19 @@ func (e *entry) settle(ctx context.Context, p breaker.Permit, o breaker.Outcome,
 		e.complete(p, o, err)
 		return o
 	}
-	// The call was ended by its deadline: a drop for the limit whatever the circuit
-	// makes of it, and no evidence against a destination that is merely busy with
-	// this process's bulk work, or that answers other calls while this one was still
-	// in the client's set-up (a channel being opened at the broker's slow pace).
-	if o == breaker.Failure && (e.lim.Busy() || s.cold || errors.Is(err, transport.ErrNotSent) && e.lim.Answering()) {
+	// The call was ended by its deadline. It never reached a destination that
+	// answers other calls (it was still in the client's set-up, a channel opening at
+	// the slow pace): no evidence, and no work the limit must shed; the opening goes
+	// on, and serves a later call.
+	if o == breaker.Failure && errors.Is(err, transport.ErrNotSent) && e.lim.Answered() {
+		e.complete(p, breaker.Neutral, err)
+		return breaker.Neutral
+	}
+	// Otherwise a drop for the limit whatever the circuit makes of it, and no
+	// evidence against a destination that is merely busy with this process's bulk
+	// work, or that answers a good share of its calls in time (slow or overloaded:
+	// the limit contracts).
+	if o == breaker.Failure && (e.lim.Busy() || s.cold || e.lim.Answering()) {
 		o = breaker.Neutral
 	}
 	if o == breaker.Failure {

@@ -227,7 +227,7 @@ func setUpMiss(t *testing.T, r *registry.Registry) {
 
 // A call whose deadline passes while the client is still setting up (a channel
 // opening at a slow broker's pace) is no verdict while the broker answers other
-// calls: the circuit stays closed, and the limit takes the miss as a drop.
+// calls: the circuit stays closed.
 func TestSetUpDeadlineMissOfAnAnsweringBrokerIsNoVerdict(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, _, _ := busySetup(t) // the last success is now
@@ -247,6 +247,34 @@ func TestSetUpDeadlineMissOfAHungBrokerIsAFailure(t *testing.T) {
 		setUpMiss(t, r)
 		if s := r.Snapshots()[orders]; s.State != breaker.Open {
 			t.Fatalf("set-up miss of a hung broker: %v, want open", s.State)
+		}
+	})
+}
+
+// A broker whose last window of calls was answered in time is slow or overloaded,
+// not sick: a deadline miss is a drop for the limit, not a Failure. Once a window
+// of misses has closed, it answers too little, and a miss opens the circuit.
+func TestDeadlineMissOfAnAnsweringBrokerIsNoVerdictUntilAWindowOfMisses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, broker, pub := busySetup(t)
+		for range 10 { // successes over more than one window of the limit
+			if err := pub.Publish(t.Context(), orders, transport.Message{}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		broker.hang(true)
+		onlineDeadline(t, pub)
+		if s := r.Snapshots()[orders]; s.State != breaker.Closed || s.Failures != 0 {
+			t.Fatalf("miss of a broker that answered its last window: %v with %d failures, want closed with none", s.State, s.Failures)
+		}
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() { onlineDeadline(t, pub) })
+		}
+		wg.Wait()
+		if s := r.Snapshots()[orders]; s.State != breaker.Open {
+			t.Fatalf("after a window of misses: %v, want open", s.State)
 		}
 	})
 }
