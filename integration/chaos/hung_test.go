@@ -48,7 +48,29 @@ var (
 // switches it to black-holing: it keeps accepting and reading, and never answers.
 // Callers publish with 200ms deadlines and the SDKs' default timeouts; each circuit
 // must open within its threshold of calls, and then reject at once.
+//
+// With an adaptive limit, a deadline miss counts against the broker only once it
+// answers too little (registry.Outcome): once a window of the limit has closed on
+// misses (four, one at a time), or a second has passed since its last success. The
+// limited circuit must open within 4 × threshold calls of one caller.
 func TestHungBrokerOpensCircuit(t *testing.T) {
+	for _, pc := range []struct {
+		name     string
+		limit    breaker.LimitPolicy
+		maxCalls int
+	}{
+		{"", breaker.LimitPolicy{}, hungThreshold},
+		{"limited", breaker.RecommendedLimit(), 4 * hungThreshold},
+	} {
+		if pc.name != "" {
+			t.Run(pc.name, func(t *testing.T) { testHungBroker(t, pc.name, pc.limit, pc.maxCalls) })
+		} else {
+			testHungBroker(t, pc.name, pc.limit, pc.maxCalls)
+		}
+	}
+}
+
+func testHungBroker(t *testing.T, policyName string, limit breaker.LimitPolicy, maxCalls int) {
 	for _, a := range []struct {
 		name  string
 		setup func(t *testing.T, reg *registry.Registry) (transport.Publisher, transport.Destination, *harness.Proxy)
@@ -60,7 +82,7 @@ func TestHungBrokerOpensCircuit(t *testing.T) {
 		t.Run(a.name, func(t *testing.T) {
 			var openedAt time.Time
 			var mu sync.Mutex
-			reg, err := registry.New(breaker.Policy{FailureThreshold: hungThreshold, BreakDuration: time.Minute},
+			reg, err := registry.New(breaker.Policy{FailureThreshold: hungThreshold, BreakDuration: time.Minute, Limit: limit},
 				registry.WithObserver(func(_ transport.Destination, tr breaker.Transition) {
 					if tr.To == breaker.Open {
 						mu.Lock()
@@ -84,8 +106,11 @@ func TestHungBrokerOpensCircuit(t *testing.T) {
 			}
 			proxy.BlackHole()
 			res := hungResult{adapter: a.name}
+			if policyName != "" {
+				res.adapter += ", " + policyName
+			}
 			first := time.Now()
-			for res.callsToOpen < hungThreshold && reg.Snapshots()[d].State == breaker.Closed {
+			for res.callsToOpen < maxCalls && reg.Snapshots()[d].State == breaker.Closed {
 				took, err := publish()
 				res.callsToOpen++
 				res.longestPublish = max(res.longestPublish, took)
