@@ -79,7 +79,11 @@
 // verdict. A publish that times out keeps its channel in the pool (its late confirm
 // is simply ignored), so a slow broker is not sent a channel.open and a
 // channel.close per timed-out publish. amqp091.ErrChannelMax and channels this
-// process closed are never the broker's verdict (Neutral).
+// process closed are never the broker's verdict (Neutral). A publish whose context
+// ends while the pool opens or awaits its channel returns the context's error wrapped
+// with transport.ErrNotSent: a slow broker makes a channel's opening (two round trips)
+// miss deadlines that publishes on open channels meet, and a circuit with an adaptive
+// limit does not count that against a broker that answers other publishes.
 //
 // A login the broker refuses (wrong credentials, a vhost that is missing or that
 // the user may not use: 403 or 530 at connection.open) is Unusable to the
