@@ -360,3 +360,41 @@ func TestLimitSlowButAnsweringKeepsItsThroughput(t *testing.T) {
 		t.Fatalf("a slow broker answering every call: %d refused after 10 rounds (%+v), want none", refused, s)
 	}
 }
+
+// Answering: a success within the last second, and at least a quarter of the last
+// window's calls succeeded. A window of misses, or a second without a success, ends it.
+func TestLimitAnsweringNeedsARecentSuccessAndAGoodShare(t *testing.T) {
+	h := limited(t, breaker.RecommendedLimit())
+	lim := h.b.Limiter()
+	if lim.Answering() || lim.Answered() {
+		t.Fatal("a limit that has seen no call says the dependency answers")
+	}
+	// window runs the calls of one window (within 10ms), then closes it with one
+	// more call of outcome closer after the window's 100ms.
+	window := func(successes, drops int, closer breaker.Outcome) {
+		h.round(successes, 1, breaker.Online, 5*time.Millisecond, breaker.Success, false)
+		h.round(drops, 1, breaker.Online, 5*time.Millisecond, 0, true)
+		h.clock.Advance(100 * time.Millisecond)
+		h.round(1, 1, breaker.Online, 0, closer, closer != breaker.Success)
+	}
+	window(20, 0, breaker.Success)
+	if !lim.Answering() {
+		t.Fatal("after a window of successes: not answering")
+	}
+	window(5, 15, breaker.Success) // 6 of 21 succeeded
+	if !lim.Answering() {
+		t.Fatal("after a window in which more than a quarter succeeded: not answering")
+	}
+	window(4, 15, breaker.Failure) // 4 of 20
+	if lim.Answering() || !lim.Answered() {
+		t.Fatalf("after a window in which a fifth succeeded: answering %v, answered %v; want false, true", lim.Answering(), lim.Answered())
+	}
+	window(20, 0, breaker.Success)
+	if !lim.Answering() {
+		t.Fatal("after a window of successes again: not answering")
+	}
+	h.clock.Advance(1100 * time.Millisecond)
+	if lim.Answering() || lim.Answered() {
+		t.Fatal("more than a second after the last success: still answering")
+	}
+}
