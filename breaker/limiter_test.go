@@ -341,3 +341,26 @@ func TestLimitExploresUpDuringWarmUp(t *testing.T) {
 		t.Fatalf("answers without drops during warm-up: limit %d, want above %d", got.Limit, low)
 	}
 }
+
+// A Failure completed with its error (CompleteWith, what Guard does) gives the
+// permit's messages back to the limit, as Complete does: failures must not leak the
+// limit away until every call is refused.
+func TestLimitFailureWithErrorGivesTheSlotBack(t *testing.T) {
+	h := limited(t, breaker.LimitPolicy{Max: 10})
+	for range 3 {
+		var ps []breaker.Permit
+		for range 10 {
+			p, err := h.b.AcquireRequest(t.Context(), breaker.Request{})
+			if err != nil {
+				t.Fatalf("call within the limit refused: %v", err)
+			}
+			ps = append(ps, p)
+		}
+		for _, p := range ps {
+			p.CompleteWith(breaker.Failure, errors.New("broker said no"))
+		}
+		if s := h.limit(); s.InFlight != 0 {
+			t.Fatalf("after 10 failures completed with their error: %d messages still in flight", s.InFlight)
+		}
+	}
+}
