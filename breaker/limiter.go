@@ -260,14 +260,15 @@ type Limiter struct {
 	ready    bool       // the baseline exists
 	warm     int64      // online successes measured during warm-up
 	warmSum  int64
-	baseline float64   // nanoseconds
-	recent   float64   // last window's mean online latency, nanoseconds
-	cur      float64   // the limit, unrounded
-	demand   float64   // decaying peak of in-flight messages
-	healthy  float64   // decaying peak of in-flight messages in healthy windows
-	bulk     bulkPacer // the bulk budget (limit_bulk.go)
-	good     float64   // the limit in the last healthy window
-	readyAt  int64     // when the baseline was established
+	baseline float64 // nanoseconds
+	recent   float64 // last window's mean online latency, nanoseconds
+	cur      float64 // the limit, unrounded
+	demand   float64 // decaying peak of in-flight messages
+	healthy  float64 // decaying peak of in-flight messages in healthy windows
+	good     float64 // the limit in the last healthy window
+	readyAt  int64   // when the baseline was established
+
+	bulk bulkPacer // the bulk budget (limit_bulk.go)
 }
 
 const (
