@@ -224,6 +224,13 @@ func runDrain(t *testing.T, s setting, relays, rows, parts int, durs []time.Dura
 			}
 		}
 	}()
+	if os.Getenv("GOODPUT_TRACE") != "" {
+		pollWG.Add(1)
+		go func() {
+			defer pollWG.Done()
+			traceDrain(t, pollCtx, reg, d, pool, st)
+		}()
+	}
 	drive(t, r, drainCallers, time.Second, func(ctx context.Context, caller int, msg []byte) error {
 		return pub.Publish(ctx, d, transport.Message{Key: []byte("online-" + strconv.Itoa(caller)), Value: msg})
 	}, drainDeadline, drainMsgSize)
@@ -440,4 +447,26 @@ func drainTable(relays, rows, parts int, durs []time.Duration, settings []settin
 	})
 	row("most frequent online failures", "", func(_ int, r *drainResult) string { return r.rec.topErrors(2) })
 	return tb
+}
+
+// traceDrain logs, every second until ctx ends, the rows published and what the
+// destination's adaptive limit holds (GOODPUT_TRACE=1): to see why a drain is paced
+// as it is.
+func traceDrain(t *testing.T, ctx context.Context, reg *registry.Registry, d transport.Destination, pool *pgxpool.Pool, st time.Time) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		line := fmt.Sprintf("t=%5.1fs published=%d", time.Since(st).Seconds(), published(t, pool))
+		if s, ok := reg.Snapshots()[d]; ok && s.Limit.Ready || s.Limit.Limit > 0 {
+			l := s.Limit
+			line += fmt.Sprintf(" state=%v limit=%d bulk=%d inflight=%d bulkinflight=%d baseline=%v recent=%v refused=%d",
+				s.State, l.Limit, l.BulkLimit, l.InFlight, l.BulkInFlight, l.Baseline.Round(time.Millisecond), l.Recent.Round(time.Millisecond), l.Refused)
+		}
+		t.Log(line)
+	}
 }

@@ -39,7 +39,7 @@ func (b *Breaker) admitLimited(ph *phase, now int64, req Request, limit int64, s
 	}
 	p, err := b.admit(ph, now, flagLimited, limit)
 	if err != nil {
-		b.lim.release(slot, limitIgnore, now)
+		b.lim.release(slot, limitIgnore, false, now)
 		if err == errOverRamp {
 			b.rampRefused.Add(1)
 			err = r.Refuse(since)

@@ -19,10 +19,12 @@ import (
 // the broker. Calls over the limit are refused at once with a *LimitError (errors.Is
 // ErrSaturated) carrying a NotBefore; nothing waits.
 //
-// Bulk calls (Request.Priority Bulk, what the outbox sends) share the limit with
-// online calls but yield first: they may hold at most BulkShare of it, and less (down
-// to nothing) while calls are being dropped (deadline misses, timeouts), so online
-// calls always keep the rest.
+// Bulk calls (Request.Priority Bulk, what the outbox sends) yield first: they hold
+// a budget of their own, at most BulkShare of Max, that grows while online calls are
+// served well within their deadlines and halves when calls are dropped (deadline
+// misses, timeouts), so that a drain uses the capacity online calls leave and no
+// more (limit_bulk.go). Online calls are bounded by the limit and never wait for bulk
+// work's messages.
 type LimitPolicy struct {
 	// Max is the most messages the limit lets be in flight at once. 0 turns the
 	// adaptive limit off (and every other field must then be zero).
@@ -32,8 +34,8 @@ type LimitPolicy struct {
 	// Tolerance is how many times the learned baseline latency the recent latency may
 	// reach before the limit contracts, at least 1. 0 means 2.
 	Tolerance float64
-	// BulkShare is the most of the limit that bulk calls may hold while the dependency
-	// is healthy, within [0, 1]. 0 means 0.5.
+	// BulkShare is the most of Max that bulk calls may hold while the dependency is
+	// healthy, within [0, 1]. 0 means 0.5.
 	BulkShare float64
 	// Window is the least time between two updates of the limit, at least 1ms. 0 means
 	// 100ms.
@@ -212,10 +214,13 @@ func (s LimitSlot) Held() bool { return s.lim != nil }
 //   - Drops (calls ended by a timeout or deadline, and Failures) contract
 //     multiplicatively, by up to half per window in proportion to their share of the
 //     window's calls, down to Min: a hung dependency loses its in-flight work.
-//   - Bulk share: limit * BulkShare * pressure; pressure halves in every window with
-//     drops (online deadline misses included) and regains 0.1 per window without, so
-//     bulk work backs off multiplicatively as soon as calls miss their deadlines and
-//     returns within a second once they stop; latency shrinks it through the limit.
+//   - Bulk budget (limit_bulk.go): its own AIMD controller, so that bulk work yields
+//     first: it halves in every window with drops, shrinks while online latency is
+//     past a share of the online calls' deadline (learned from their drops), and
+//     grows by sqrt(budget) per window while bulk work uses it and online calls are
+//     served. While bulk work is active and can still give way, the online limit
+//     neither contracts for latency or drops (bulk work, the likely cause, is cut
+//     instead) nor stops exploring.
 type Limiter struct {
 	identity string
 	scope    Scope
@@ -234,8 +239,10 @@ type Limiter struct {
 	inFlight     atomic.Int64 // messages of admitted calls not yet released
 	peak         atomic.Int64 // highest inFlight since the last update
 	bulkInFlight atomic.Int64
+	bulkPeak     atomic.Int64 // highest bulkInFlight since the last update
 	lastBulk     atomic.Int64 // when bulk work was last admitted or released
 	refusals     atomic.Uint64
+	bulkWake     atomic.Pointer[chan struct{}] // closed when bulk headroom may have grown (BulkWake)
 	_            [64]byte
 
 	// The current window, added to by completions. winCounts packs the completions
@@ -244,6 +251,7 @@ type Limiter struct {
 	winCounts   atomic.Int64
 	winSum      atomic.Int64 // the measured successes' latency, nanoseconds
 	winDrops    atomic.Int64
+	winMissed   atomic.Int64 // online calls dropped (count<<40 | latency sum in ms): their deadlines
 	lastSuccess atomic.Int64 // when a call last succeeded, to the millisecond (nanoseconds since epoch; 0: never)
 	warmed      atomic.Bool  // a call has completed with a verdict
 	answered    atomic.Bool  // at least a quarter of the last window's verdicts were successes
@@ -261,15 +269,15 @@ type Limiter struct {
 	demand   float64 // decaying peak of in-flight messages
 	healthy  float64 // decaying peak of in-flight messages in healthy windows
 	rate     float64 // decaying peak of online successes per nanosecond in healthy windows
-	pressure float64 // 1: no pressure; 0: bulk gets nothing
 	good     float64 // the limit in the last healthy window
 	readyAt  int64   // when the baseline was established
+
+	bulk bulkPacer // the bulk budget (limit_bulk.go)
 }
 
 const (
 	limitWarmup       = 10   // online successes measured before the baseline exists
 	limitBaselineAge  = 20   // windows over which a new latency becomes the baseline
-	limitBulkStep     = 0.1  // share of BulkShare bulk work regains per window without drops
 	limitSmoothing    = 0.2  // share of a latency-driven target mixed into the limit
 	limitDemandDecay  = 0.99 // per window
 	limitMinGradient  = 0.5
@@ -296,10 +304,11 @@ func newLimiter(identity string, scope Scope, p LimitPolicy, clock Clock, epoch 
 		return nil
 	}
 	p = p.normalized()
-	l := &Limiter{identity: identity, scope: scope, p: p, clock: clock, epoch: epoch, pressure: 1}
+	l := &Limiter{identity: identity, scope: scope, p: p, clock: clock, epoch: epoch}
 	l.cur = float64(p.Max)
+	l.bulk.budget = l.bulkCap()
 	l.limit.Store(int64(p.Max))
-	l.bulkLimit.Store(max(int64(float64(p.Max)*p.BulkShare), 1))
+	l.bulkLimit.Store(max(int64(l.bulk.budget), 1))
 	l.hint.Store(int64(p.Window))
 	l.share.Store(math.Float64bits(1))
 	return l
@@ -322,9 +331,10 @@ func (l *Limiter) Acquire(r Request) (LimitSlot, error) {
 }
 
 // admit takes r's messages from the limit, scaled by share (a ramp's, in (0, 1]).
-// A call is admitted when its messages fit under the limit, or when nothing is in
-// flight at all (one call always fits an idle destination, however heavy); a bulk
-// call must also fit under the bulk limit (or be the only bulk call).
+// An online call is admitted when its messages and the online calls' in flight fit
+// under the limit, or when no online call is in flight (one call always fits an idle
+// destination, however heavy); a bulk call when it fits under the bulk budget (also
+// scaled by a ramp) or is the only bulk call.
 func (l *Limiter) admit(now int64, r Request, share float64) (LimitSlot, error) {
 	w := int64(max(r.Weight, 1))
 	bulk := r.Priority == Bulk
@@ -336,24 +346,12 @@ func (l *Limiter) admit(now int64, r Request, share float64) (LimitSlot, error) 
 		limit = max(int64(share*float64(limit)), 1)
 	}
 	if bulk {
-		bl := min(l.bulkLimit.Load(), limit)
-		for {
-			n := l.bulkInFlight.Load()
-			if n > 0 && n+w > bl {
-				return LimitSlot{}, l.refuse(now, true)
-			}
-			if l.bulkInFlight.CompareAndSwap(n, n+w) {
-				break
-			}
-		}
+		return l.admitBulk(now, w, share, limit)
 	}
 	for {
 		n := l.inFlight.Load()
-		if n > 0 && n+w > limit {
-			if bulk {
-				l.bulkInFlight.Add(-w)
-			}
-			return LimitSlot{}, l.refuse(now, bulk)
+		if on := n - l.bulkInFlight.Load(); on > 0 && on+w > limit {
+			return LimitSlot{}, l.refuse(now, false)
 		}
 		if l.inFlight.CompareAndSwap(n, n+w) {
 			if p := l.peak.Load(); n+w > p {
@@ -362,10 +360,7 @@ func (l *Limiter) admit(now int64, r Request, share float64) (LimitSlot, error) 
 			break
 		}
 	}
-	if bulk && l.lastBulk.Load() != now {
-		l.lastBulk.Store(now)
-	}
-	return LimitSlot{lim: l, start: now, weight: int32(min(w, math.MaxInt32)), bulk: bulk}, nil
+	return LimitSlot{lim: l, start: now, weight: int32(min(w, math.MaxInt32))}, nil
 }
 
 // refuse returns the refusal of a call at now: one error per priority and NotBefore
@@ -414,17 +409,14 @@ func (l *Limiter) Release(s LimitSlot, o Outcome, dropped bool) {
 	case o == Success:
 		v = limitSuccess
 	}
-	l.release(s, v, l.now())
+	l.release(s, v, dropped, l.now())
 }
 
-func (l *Limiter) release(s LimitSlot, verdict int, now int64) {
+func (l *Limiter) release(s LimitSlot, verdict int, dropped bool, now int64) {
 	w := int64(s.weight)
 	l.inFlight.Add(-w)
 	if s.bulk {
-		l.bulkInFlight.Add(-w)
-		if l.lastBulk.Load() != now {
-			l.lastBulk.Store(now)
-		}
+		l.releaseBulk(w, now)
 	}
 	if verdict == limitIgnore {
 		return
@@ -444,6 +436,9 @@ func (l *Limiter) release(s LimitSlot, verdict int, now int64) {
 		}
 	case limitDrop:
 		l.winDrops.Add(1)
+	}
+	if dropped && !s.bulk { // an online call ended by its deadline: learn the deadline
+		l.winMissed.Add(1<<40 | min(max(now-s.start, 0)/int64(time.Millisecond), 1<<40-1))
 	}
 	done := l.winCounts.Add(add) & (1<<32 - 1)
 	start := l.winStart.Load()
@@ -466,6 +461,9 @@ func (l *Limiter) update(now int64) {
 	samples, done := counts>>32, counts&(1<<32-1)
 	peak := float64(l.peak.Swap(l.inFlight.Load()))
 	elapsed := max(now-l.winStart.Load(), 1)
+	bulkPeak := float64(l.bulkPeak.Swap(l.bulkInFlight.Load()))
+	bulkActive := bulkPeak > 0 && l.bulk.budget > 1 // bulk work in flight, and able to give way
+	missed := l.winMissed.Swap(0)
 	l.winStart.Store(now)
 	if done > 0 {
 		l.answered.Store(4*(done-drops) >= done)
@@ -485,6 +483,7 @@ func (l *Limiter) update(now int64) {
 			// have squeezed through.
 			l.cur = min(l.cur+math.Sqrt(l.cur), float64(p.Max))
 		}
+		l.bulk.step(l.bulkCap(), drops > 0, bulkPeak, 0, missed)
 		if l.warm >= limitWarmup {
 			l.ready, l.readyAt = true, now
 			l.baseline = float64(l.warmSum) / float64(l.warm)
@@ -509,10 +508,21 @@ func (l *Limiter) update(now int64) {
 	if samples > 0 && l.baseline > 0 {
 		ratio = l.recent / l.baseline
 	}
+	var recent float64 // this window's online latency, if measured
+	if samples > 0 {
+		recent = l.recent
+	}
+	l.bulk.step(l.bulkCap(), drops > 0, bulkPeak, recent, missed)
 	switch {
+	case bulkActive && (drops > 0 || ratio > p.Tolerance):
+		// This process's bulk work is in flight and can still give way: it is the
+		// likely cause, and its budget was cut instead. Online calls keep their limit,
+		// and explore while they use it (a drop-contracted limit comes back).
+		if 2*peak >= l.cur && l.cur < ceiling {
+			l.cur = min(l.cur+math.Sqrt(l.cur), ceiling)
+		}
 	case drops > 0:
 		l.cur = max(float64(p.Min), l.cur*(1-0.5*float64(drops)/float64(max(done, 1))))
-		l.pressure *= 0.5
 	case ratio <= p.Tolerance:
 		l.healthy = max(peak, l.healthy*limitDemandDecay)
 		l.rate = max(float64(samples)/float64(elapsed), l.rate*limitDemandDecay)
@@ -535,12 +545,6 @@ func (l *Limiter) update(now int64) {
 			l.cur = max(l.cur*(1-limitSmoothing)+target*limitSmoothing, min(max(l.healthy, need), l.cur))
 		}
 	}
-	if drops == 0 {
-		// Bulk work gets its share back additively while nothing is dropped: latency
-		// already shrinks it through the limit, and what matters to online callers is
-		// their deadlines, which drops report.
-		l.pressure = min(l.pressure+limitBulkStep, 1)
-	}
 	l.cur = min(max(l.cur, float64(p.Min)), float64(p.Max))
 	l.publish()
 }
@@ -549,7 +553,7 @@ func (l *Limiter) update(now int64) {
 func (l *Limiter) publish() {
 	limit := max(int64(l.cur), int64(l.p.Min), 1)
 	l.limit.Store(limit)
-	l.bulkLimit.Store(max(int64(float64(limit)*l.p.BulkShare*l.pressure), 1))
+	l.publishBulk()
 	if l.ready {
 		l.hint.Store(min(max(int64(l.recent), int64(time.Millisecond)), int64(l.p.Window)))
 	}
@@ -557,13 +561,13 @@ func (l *Limiter) publish() {
 
 // Recovered tells the limiter that its circuit closed after an outage: the drops
 // that contracted the limit are over, so it returns to the limit of the last healthy
-// window (when higher) and bulk work gets its full share back. A Breaker calls it;
-// a backend may.
+// window (when higher). Bulk work's budget is not restored: it grows back as online
+// calls stay served, so that a backlog cannot swamp a broker that has just
+// recovered. A Breaker calls it; a backend may.
 func (l *Limiter) Recovered() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.cur = max(l.cur, l.good)
-	l.pressure = 1
 	l.publish()
 }
 
@@ -600,19 +604,24 @@ func (l *Limiter) Answered() bool {
 func (l *Limiter) Answering() bool { return l.answered.Load() && l.Answered() }
 
 // BulkHeadroom returns how many messages a bulk call could take now without being
-// refused: what both the limit (scaled by the share of a ramp after recovery, as last
-// seen by an admission) and the bulk share have left (the whole bulk share when
-// nothing is in flight). The outbox sizes its batches by it.
+// refused: what the bulk budget has left (all of it when no bulk work is in flight),
+// within the limit scaled by the share of a ramp after recovery (as last seen by an
+// admission); none while online calls fill the limit. The outbox sizes its batches by
+// it.
 func (l *Limiter) BulkHeadroom() int {
-	limit, bl := l.limit.Load(), l.bulkLimit.Load()
+	bl, limit := l.bulkLimit.Load(), l.limit.Load()
 	if share := math.Float64frombits(l.share.Load()); share < 1 { // a ramp paces messages
 		limit = max(int64(share*float64(limit)), 1)
+		bl = min(bl, limit)
 	}
-	n, b := l.inFlight.Load(), l.bulkInFlight.Load()
-	if n == 0 {
-		return int(min(bl, limit))
+	b := l.bulkInFlight.Load()
+	if l.inFlight.Load()-b >= limit {
+		return 0
 	}
-	return int(max(min(limit-n, bl-b), 0))
+	if b > 0 {
+		return int(max(bl-b, 0))
+	}
+	return int(bl)
 }
 
 // RetryAfter returns how long a refused caller is told to wait now.

@@ -199,12 +199,25 @@ func TestLimitBulkYieldsFirst(t *testing.T) {
 	if got := h.b.Limiter().BulkHeadroom(); got >= 20 {
 		t.Fatalf("bulk headroom while online calls are dropped: %d", got)
 	}
+	// Unused, the budget stays where the drops left it: a backlog that turns up later
+	// must not find a budget that grew while nobody used it.
+	low := h.limit().BulkLimit
 	for range 15 {
 		h.round(10, 1, breaker.Online, time.Millisecond, breaker.Success, false)
 		h.clock.Advance(100 * time.Millisecond)
 	}
-	if s := h.limit(); s.BulkLimit < s.Limit/2-1 {
-		t.Fatalf("bulk limit after the drops stopped: %+v, want its full share back", s)
+	if s := h.limit(); s.BulkLimit != low {
+		t.Fatalf("bulk limit after 15 windows without bulk work: %d, want unchanged %d", s.BulkLimit, low)
+	}
+	// Used, with online calls served, it grows back to its full share within
+	// seconds.
+	for range 30 {
+		h.round(1, h.b.Limiter().BulkHeadroom(), breaker.Bulk, 0, breaker.Success, false)
+		h.round(10, 1, breaker.Online, time.Millisecond, breaker.Success, false)
+		h.clock.Advance(100 * time.Millisecond)
+	}
+	if s := h.limit(); s.BulkLimit != 50 {
+		t.Fatalf("bulk limit after the drops stopped and bulk work used it: %+v, want its full share 50 back", s)
 	}
 }
 
@@ -396,5 +409,28 @@ func TestLimitAnsweringNeedsARecentSuccessAndAGoodShare(t *testing.T) {
 	h.clock.Advance(1100 * time.Millisecond)
 	if lim.Answering() || lim.Answered() {
 		t.Fatal("more than a second after the last success: still answering")
+	}
+}
+
+// A Failure completed with its error (CompleteWith, what Guard does) gives the
+// permit's messages back to the limit, as Complete does: failures must not leak the
+// limit away until every call is refused.
+func TestLimitFailureWithErrorGivesTheSlotBack(t *testing.T) {
+	h := limited(t, breaker.LimitPolicy{Max: 10})
+	for range 3 {
+		var ps []breaker.Permit
+		for range 10 {
+			p, err := h.b.AcquireRequest(t.Context(), breaker.Request{})
+			if err != nil {
+				t.Fatalf("call within the limit refused: %v", err)
+			}
+			ps = append(ps, p)
+		}
+		for _, p := range ps {
+			p.CompleteWith(breaker.Failure, errors.New("broker said no"))
+		}
+		if s := h.limit(); s.InFlight != 0 {
+			t.Fatalf("after 10 failures completed with their error: %d messages still in flight", s.InFlight)
+		}
 	}
 }

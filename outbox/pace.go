@@ -27,20 +27,27 @@ import (
 //     circuit at the rate they happen and an outage only the outbox sees opens the
 //     circuit as an online one would (then the destination is held until the
 //     circuit's NotBefore, as always);
-//   - after a claim that published nothing because of pacing, Run pauses for the
-//     limit's retry hint (at most WithRejectedDelay) instead of claiming again at once.
+//   - after a claim that published nothing because of pacing, Run waits until the
+//     limit says bulk headroom may have come back (breaker.Limiter.BulkWake: a bulk
+//     publish, this relay's or another's, ended, or the bulk budget grew), or at
+//     most the limit's retry hint (capped by WithRejectedDelay), instead of claiming
+//     again at once or sleeping past the moment it could send.
 //
 // Destinations without a limit are dispatched as before.
 
 // pacing is what a claim records of the destinations it paced.
 type pacing struct {
-	released bool          // rows were left leased, to be released when the claim is done
-	pause    time.Duration // the shortest pause a paced destination asked for
+	released bool            // rows were left leased, to be released when the claim is done
+	pause    time.Duration   // the shortest pause a paced destination asked for
+	wake     <-chan struct{} // closed when a paced destination's bulk headroom may be back
 }
 
-func (pc *pacing) paced(pause time.Duration) {
+func (pc *pacing) paced(pause time.Duration, wake <-chan struct{}) {
 	pc.released = true
 	pc.note(pause)
+	if pc.wake == nil {
+		pc.wake = wake
+	}
 }
 
 // limiterOf returns the adaptive limit of d's circuit, or nil when it has none.
@@ -73,11 +80,12 @@ func (p *Processor) pace(pc *pacing, l *breaker.Limiter, recs []Record) []Record
 	if l == nil || len(recs) == 0 || recs[0].Probe {
 		return recs
 	}
+	wake := l.BulkWake() // before looking, so that a release after the look wakes Run
 	n := l.BulkHeadroom()
 	if n >= len(recs) {
 		return recs
 	}
-	pc.paced(p.pauseOf(l))
+	pc.paced(p.pauseOf(l), wake)
 	return recs[:n]
 }
 
@@ -124,8 +132,16 @@ func (p *Processor) retryOutage(d transport.Destination, now time.Time, pubErr e
 // after records what a send asked for: a pause, and a release of rows it left leased.
 func (pc *pacing) after(r sent) {
 	if r.leased {
-		pc.paced(r.pause)
+		pc.paced(r.pause, r.wake)
 	} else {
 		pc.note(r.pause)
 	}
+}
+
+// bulkWake is l's BulkWake, or nil (never closed) without a limit.
+func bulkWake(l *breaker.Limiter) <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	return l.BulkWake()
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -154,4 +156,51 @@ func TestLimitRefusalPausesWithoutHolding(t *testing.T) {
 	if _, err := c.(breaker.RequestAcquirer).AcquireRequest(context.Background(), breaker.Request{Weight: 1}); errors.Is(err, breaker.ErrSaturated) {
 		t.Fatal("limit still taken after the outbox's publish completed")
 	}
+}
+
+// A relay paced to nothing (another relay's batch holds the whole bulk budget) waits
+// for that batch to end, not for its pause: it publishes the moment the bulk work
+// gives its messages back. The pause and the poll interval here are an hour.
+func TestPacedRunWakesWhenBulkHeadroomReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := limitedPolicy
+		p.Limit = breaker.LimitPolicy{Max: 20, BulkShare: 0.5, Window: time.Hour}
+		reg, err := registry.New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := &fakePublisher{}
+		store := outbox.NewMemoryStore(nil)
+		proc, err := outbox.NewProcessor(store, reg, reg.Guard(pub, nil), outbox.WithClassifier(outageOnError),
+			outbox.WithPollInterval(time.Hour), outbox.WithRejectedDelay(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := reg.Circuit(orders)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := c.(breaker.RequestAcquirer).AcquireRequest(context.Background(), breaker.Request{Weight: 10, Priority: breaker.Bulk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		enqueueN(t, store, 5)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- proc.Run(ctx) }()
+		synctest.Wait()
+		if n := published(store); n != 0 {
+			t.Fatalf("%d rows published while another batch held the bulk budget", n)
+		}
+		other.Complete(breaker.Success)
+		synctest.Wait()
+		if n := published(store); n != 5 || time.Since(start) != 0 {
+			t.Fatalf("%d of 5 rows published %v after the other batch ended, want all at once", n, time.Since(start))
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run = %v after cancel", err)
+		}
+	})
 }

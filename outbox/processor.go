@@ -72,6 +72,7 @@ type Report struct {
 	// Pause, when the claim published nothing because the destinations' adaptive
 	// limits paced it, is how long Run waits before claiming again (pace.go).
 	Pause time.Duration
+	wake  <-chan struct{} // closed when the pause may end early (pace.go)
 }
 
 // Total adds up the counts of every destination.
@@ -403,7 +404,7 @@ func (p *Processor) process(ctx context.Context) (Report, string, error) {
 		}
 	}
 	if pc.pause > 0 && rep.Total().Published == 0 {
-		rep.Pause = pc.pause
+		rep.Pause, rep.wake = pc.pause, pc.wake
 	}
 	return rep, token, p.releasePaced(ctx, &pc, token)
 }
@@ -562,12 +563,13 @@ func (p *Processor) reprobe(ctx context.Context, token string, d transport.Desti
 // sent is what one publish of a destination's rows came to.
 type sent struct {
 	counts         Counts
-	published      bool          // some rows went out
-	held           time.Time     // the destination was held until then (an outage)
-	messageFailure bool          // the whole publish failed for a message's reason; nothing written back
-	err            error         // that failure
-	pause          time.Duration // paced by the destination's limit: try again after this (pace.go)
-	leased         bool          // paced rows were left leased (pace.go)
+	published      bool            // some rows went out
+	held           time.Time       // the destination was held until then (an outage)
+	messageFailure bool            // the whole publish failed for a message's reason; nothing written back
+	err            error           // that failure
+	pause          time.Duration   // paced by the destination's limit: try again after this (pace.go)
+	leased         bool            // paced rows were left leased (pace.go)
+	wake           <-chan struct{} // closed when the limit may admit bulk work again (pace.go)
 }
 
 // sendEach publishes recs one at a time, in order. A row whose own failure costs it
@@ -599,7 +601,7 @@ func (p *Processor) sendEach(ctx context.Context, cl claim, d transport.Destinat
 		out.published = out.published || r.published
 		out.held = r.held
 		if err != nil || r.pause > 0 { // paced: the rest stay leased (pace.go)
-			out.pause, out.leased = r.pause, r.leased || i+1 < len(recs)
+			out.pause, out.leased, out.wake = r.pause, r.leased || i+1 < len(recs), r.wake
 			return out, err
 		}
 		if r.messageFailure {
@@ -652,7 +654,8 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 		out.counts.Published, out.published = n, true
 		return out, err
 	case !partial && limitRefused(pubErr):
-		return sent{pause: p.pauseOf(p.limiterOf(d)), leased: true}, nil // released after the claim
+		l := p.limiterOf(d)
+		return sent{pause: p.pauseOf(l), leased: true, wake: bulkWake(l)}, nil // released after the claim
 	case !partial && p.judge(pubErr) == outage && p.partitionOutage(d, recs, pubErr):
 		return out, nil // held alone, left leased (partitions.go)
 	case !partial && p.judge(pubErr) == outage && p.retryOutage(d, now, pubErr):
@@ -874,6 +877,7 @@ func (p *Processor) Run(ctx context.Context) error {
 			return nil
 		}
 		idle, wait := true, p.poll
+		var paced <-chan struct{} // ends a pacing pause early (pace.go)
 		if err != nil {
 			failures++
 			wait = p.errorBackoff.Delay(failures, p.random())
@@ -881,7 +885,7 @@ func (p *Processor) Run(ctx context.Context) error {
 			if rep.Pause == 0 {
 				continue
 			}
-			wait = rep.Pause // paced by a destination's limit (pace.go)
+			wait, paced = rep.Pause, rep.wake // paced by a destination's limit (pace.go)
 		}
 		timer.Reset(wait)
 		for idle {
@@ -889,6 +893,8 @@ func (p *Processor) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return nil
 			case <-timer.C:
+				idle = false
+			case <-paced:
 				idle = false
 			case <-w.wake:
 				// After an error, wait out the backoff: a signal must not turn a

@@ -1,0 +1,143 @@
+package breaker
+
+import (
+	"math"
+	"time"
+)
+
+// Bulk work (Priority Bulk: an outbox drain, a backfill) yields first, but uses the
+// capacity online calls leave. It does not take a share of the online limit: the
+// limit contracts as online latency rises, and a broker busy with a drain is slow for
+// online calls precisely because of the drain, so a share of it shrinks the drain to
+// a trickle long before online calls are in danger. Bulk work holds a budget of its
+// own instead, in messages, that an AIMD controller moves once per window by what
+// online calls see:
+//
+//   - a window with drops (deadline misses, timeouts, Failures) halves it;
+//   - a window whose online latency is past limitBulkTarget of the online calls'
+//     deadline (learned from the latency of online calls that were dropped) shrinks it
+//     in proportion (by half at most);
+//   - a window in which bulk work used at least half of it grows it by up to
+//     sqrt(budget), less as online latency nears that target;
+//   - it stays within [1, BulkShare*Max].
+//
+// The online limit in turn does not count bulk messages, and while bulk work is in
+// flight and above its floor the online limit is not contracted by latency or drops
+// (update): bulk work gives way first. A hung dependency answers nothing: its drops
+// take the budget to 1 within a second, then contract the online limit as before.
+type bulkPacer struct {
+	budget   float64 // messages bulk work may hold
+	deadline float64 // online calls' deadline, nanoseconds, learned from their drops (0: none seen)
+}
+
+const (
+	limitBulkTarget       = 0.4 // share of the online deadline online latency may reach while bulk work grows
+	limitBulkDeadlineRate = 0.25
+)
+
+// bulkCap is the most the bulk budget reaches.
+func (l *Limiter) bulkCap() float64 { return max(float64(l.p.Max)*l.p.BulkShare, 1) }
+
+// step moves the budget at the end of a window: dropped says the window had drops,
+// peak is the most bulk messages in flight during it, recent the window's mean online
+// latency (0: not measured), and missed the online calls dropped (count<<40 | latency
+// sum in milliseconds).
+func (bp *bulkPacer) step(ceiling float64, dropped bool, peak, recent float64, missed int64) {
+	if n := missed >> 40; n > 0 {
+		mean := float64(missed&(1<<40-1)) / float64(n) * float64(time.Millisecond)
+		if bp.deadline == 0 {
+			bp.deadline = mean
+		} else {
+			bp.deadline += (mean - bp.deadline) * limitBulkDeadlineRate
+		}
+	}
+	target := bp.deadline * limitBulkTarget
+	switch {
+	case dropped:
+		bp.budget /= 2
+	case target > 0 && recent > target:
+		bp.budget *= max(target/recent, 0.5)
+	case 2*peak >= bp.budget: // used: grow, more slowly as online latency nears the target
+		growth := 1.0
+		if target > 0 && recent > 0 {
+			growth = 1 - recent/target
+		}
+		bp.budget += math.Sqrt(bp.budget) * growth
+	}
+	bp.budget = min(max(bp.budget, 1), ceiling)
+}
+
+// admitBulk takes w messages for a bulk call: they must fit under the bulk budget,
+// scaled like the limit by a ramp's share (limit is the scaled limit then), unless no
+// bulk call is in flight; and online calls must not fill the limit (then the
+// dependency is at capacity for them, and bulk work waits).
+func (l *Limiter) admitBulk(now, w int64, share float64, limit int64) (LimitSlot, error) {
+	bl := l.bulkLimit.Load()
+	if share < 1 {
+		bl = min(bl, limit)
+	}
+	if l.inFlight.Load()-l.bulkInFlight.Load() >= limit {
+		return LimitSlot{}, l.refuse(now, true)
+	}
+	for {
+		n := l.bulkInFlight.Load()
+		if n > 0 && n+w > bl {
+			return LimitSlot{}, l.refuse(now, true)
+		}
+		if l.bulkInFlight.CompareAndSwap(n, n+w) {
+			if p := l.bulkPeak.Load(); n+w > p {
+				l.bulkPeak.CompareAndSwap(p, n+w)
+			}
+			break
+		}
+	}
+	l.inFlight.Add(w)
+	if l.lastBulk.Load() != now {
+		l.lastBulk.Store(now)
+	}
+	return LimitSlot{lim: l, start: now, weight: int32(min(w, math.MaxInt32)), bulk: true}, nil
+}
+
+// releaseBulk gives back w bulk messages at now, and wakes bulk callers waiting for
+// headroom.
+func (l *Limiter) releaseBulk(w, now int64) {
+	l.bulkInFlight.Add(-w)
+	if l.lastBulk.Load() != now {
+		l.lastBulk.Store(now)
+	}
+	l.wakeBulk()
+}
+
+// publishBulk stores the bulk budget admission reads, and wakes bulk callers when it
+// grew. Requires l.mu held.
+func (l *Limiter) publishBulk() {
+	b := max(int64(l.bulk.budget), 1)
+	if l.bulkLimit.Swap(b) < b {
+		l.wakeBulk()
+	}
+}
+
+// BulkWake returns a channel that is closed the next time bulk headroom may have
+// grown: a bulk call gave its messages back, or the bulk budget rose. A bulk caller
+// that found no headroom (BulkHeadroom, a bulk *LimitError) waits on it, taken before
+// it looked, instead of polling.
+func (l *Limiter) BulkWake() <-chan struct{} {
+	for {
+		if c := l.bulkWake.Load(); c != nil {
+			return *c
+		}
+		c := make(chan struct{})
+		if l.bulkWake.CompareAndSwap(nil, &c) {
+			return c
+		}
+	}
+}
+
+func (l *Limiter) wakeBulk() {
+	if l.bulkWake.Load() == nil {
+		return
+	}
+	if c := l.bulkWake.Swap(nil); c != nil {
+		close(*c)
+	}
+}
