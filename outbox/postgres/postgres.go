@@ -523,8 +523,15 @@ const claimLockClass = 7362890
 // per-key order across relays: a later row of a key is never claimed while an earlier
 // one is leased by a claim the snapshot could not see. A claim takes milliseconds and
 // publishing does not hold the lock, so relays still publish in parallel.
+//
+// The claim commits without waiting for its WAL to reach the disk
+// (synchronous_commit off), so the next relay's claim does not wait for that flush
+// either. A claim lost in a server crash only gives its rows back early: they are
+// published again, as they would be when their lease ended (the relay's write-backs
+// fail with the server), and the write-backs, which do wait, flush the claim's WAL
+// with their own.
 func (s *Store) claimSetup() []string {
-	setup := claimSetup
+	setup := claimSetup + `, set_config('synchronous_commit', 'off', true)`
 	if ms := s.timeout.Milliseconds(); ms > 0 {
 		t := strconv.FormatInt(ms, 10)
 		setup += `, set_config('lock_timeout', '` + t + `', true), set_config('statement_timeout', '` + t + `', true)`
