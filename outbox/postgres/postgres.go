@@ -131,8 +131,11 @@ func New(db DB, opts ...Option) *Store {
 	s.pool, _ = db.(*pgxpool.Pool)
 	s.db = newBoundedDB(db, s.timeout)
 	s.stmts = &statements{t: s.table}
-	// The channel is made of identifier characters and a dot only (NewTableName).
-	s.claimLock = "SELECT pg_advisory_xact_lock(" + strconv.Itoa(claimLockClass) + ", hashtext('" + s.table.Channel() + "'))"
+	// The table's name is made of identifier characters, quotes and a dot only
+	// (NewTableName). Resolved at each claim, through the search_path when it has no
+	// schema, it names the table itself: two tables called alike in two schemas do not
+	// share a lock.
+	s.claimLock = "SELECT pg_advisory_xact_lock(" + strconv.Itoa(claimLockClass) + ", '" + s.table.String() + "'::regclass::int)"
 	return s
 }
 
@@ -506,8 +509,8 @@ const (
 )
 
 // claimLockClass is the first key of the advisory lock that takes a table's claims
-// one at a time (the second is the table's channel, hashed); Migrate's lock is a
-// one-key lock, which PostgreSQL keeps apart from two-key ones.
+// one at a time (the second is the table's OID); Migrate's lock is a one-key lock,
+// which PostgreSQL keeps apart from two-key ones.
 const claimLockClass = 7362890
 
 // claimSetup is the claim's planner setup, the bounds of its waits on the server
