@@ -20,7 +20,7 @@ import (
 
 // Defaults of the Processor's options.
 const (
-	DefaultBatchSize          = 100
+	DefaultBatchSize          = 500
 	DefaultLease              = 30 * time.Second
 	DefaultPollInterval       = time.Second
 	DefaultMaxAttempts        = 10
@@ -129,7 +129,9 @@ func WithOwner(owner string) ProcessorOption {
 	}
 }
 
-// WithBatchSize sets how many rows one ProcessPending claims (default 100).
+// WithBatchSize sets how many rows one ProcessPending claims (default 500). A claim
+// costs a round trip, a plan and a commit whatever its size, so bigger batches
+// spread those over more rows; a batch must still publish well within the lease.
 func WithBatchSize(n int) ProcessorOption {
 	return positive("WithBatchSize", n, func(p *Processor) { p.batchSize = n })
 }

@@ -96,12 +96,12 @@ type planNode struct {
 }
 
 // scans lists "node type on relation [using index]" for every node of the plan that
-// finds rows of the outbox table: a sequential scan, or an index scan of one of its
-// indexes.
+// finds rows of the outbox table: a sequential scan, a TID scan, or an index scan of
+// one of its indexes.
 func (n planNode) scans(table string) []string {
 	var out []string
 	ownIndex := strings.HasPrefix(n.IndexName, table+"_") && !strings.HasPrefix(n.IndexName, postgres.HoldTable+"_")
-	if n.NodeType == "Seq Scan" && n.Relation == table || ownIndex {
+	if (n.NodeType == "Seq Scan" || n.NodeType == "Tid Scan") && n.Relation == table || ownIndex {
 		s := n.NodeType + " on " + table
 		if n.IndexName != "" {
 			s += " using " + n.IndexName + " [" + n.IndexCond + "]"
@@ -299,6 +299,19 @@ func checkScans(t *testing.T, where, name string, scans []string) (ok bool) {
 	pkey := postgres.Table + "_pkey"
 	if len(scans) == 0 {
 		errorf("%s: the plan does not read %s", where, postgres.Table)
+	}
+	// The claim locks and leases the rows it took where they are (by TID): one scan for
+	// the lock, one for the UPDATE.
+	if name == "claim" {
+		tid := 0
+		for _, s := range scans {
+			if strings.HasPrefix(s, "Tid Scan") {
+				tid++
+			}
+		}
+		if tid < 2 {
+			errorf("%s: %d TID scans of %s, want the lock's and the UPDATE's", where, tid, postgres.Table)
+		}
 	}
 	for _, s := range scans {
 		// The pending index leads with the destination: searched by another column

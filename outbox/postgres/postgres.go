@@ -131,8 +131,11 @@ func New(db DB, opts ...Option) *Store {
 	s.pool, _ = db.(*pgxpool.Pool)
 	s.db = newBoundedDB(db, s.timeout)
 	s.stmts = &statements{t: s.table}
-	// The channel is made of identifier characters and a dot only (NewTableName).
-	s.claimLock = "SELECT pg_advisory_xact_lock(" + strconv.Itoa(claimLockClass) + ", hashtext('" + s.table.Channel() + "'))"
+	// The table's name is made of identifier characters, quotes and a dot only
+	// (NewTableName). Resolved at each claim, through the search_path when it has no
+	// schema, it names the table itself: two tables called alike in two schemas do not
+	// share a lock.
+	s.claimLock = "SELECT pg_advisory_xact_lock(" + strconv.Itoa(claimLockClass) + ", '" + s.table.String() + "'::regclass::int)"
 	return s
 }
 
@@ -392,9 +395,9 @@ var claimSQL = `
 WITH RECURSIVE ended AS (
 	SELECT destination FROM ` + HoldTable + ` WHERE held_until <= $1 FOR UPDATE SKIP LOCKED
 ), pick AS (
-	SELECT c.id, e.destination FROM ended e
+	SELECT c.id, c.ctid, e.destination FROM ended e
 	CROSS JOIN LATERAL (
-		SELECT o.id FROM ` + Table + ` o WHERE ` + sameDestination("e.destination") + ` AND ` + claimable + `
+		SELECT o.id, o.ctid FROM ` + Table + ` o WHERE ` + sameDestination("e.destination") + ` AND ` + claimable + `
 		ORDER BY o.destination, o.id LIMIT PROBE_ FOR UPDATE SKIP LOCKED
 	) c
 	ORDER BY c.id LIMIT LIMIT_
@@ -406,27 +409,30 @@ WITH RECURSIVE ended AS (
 	UPDATE ` + HoldTable + ` h SET held_until = $3, probe_token = $2
 	WHERE h.destination IN (SELECT destination FROM pick)
 ), ` + pendingDests + `, due AS (
-	SELECT c.id FROM dests
+	SELECT c.ctid FROM dests
 	CROSS JOIN LATERAL (
-		SELECT o.id FROM ` + Table + ` o WHERE ` + sameDestination("dests.d") + ` AND ` + claimable + `
+		SELECT o.id, o.ctid FROM ` + Table + ` o WHERE ` + sameDestination("dests.d") + ` AND ` + claimable + `
 		ORDER BY o.destination, o.id LIMIT LIMIT_
 	) c
 	WHERE dests.d IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ` + HoldTable + ` h WHERE h.destination = dests.d)
 	ORDER BY c.id LIMIT LIMIT_ - (SELECT count(*) FROM pick)
 ), locked AS (
 	-- Lock only the rows taken, not every destination's candidates; a row another
-	-- claim took meanwhile is skipped, or fails the lease test once its lock is had.
-	-- "Not settled" rather than status = 'pending': the latter lets the planner
-	-- read the ids through the partial index of pending rows, which on a table
-	-- without statistics looks tiny and is walked whole (10,220 buffers and 450 ms
-	-- for 100 rows of 20,000 keyed ones) where the primary key finds them at once.
-	SELECT o.id FROM ` + Table + ` o
-	WHERE o.id = ANY (ARRAY(SELECT id FROM due)) AND o.status NOT IN ('published', 'dead')
+	-- claim took meanwhile is skipped, or fails the lease test once its lock is had
+	-- (the test is made again on the row's latest version).
+	-- The rows are found by their place in the table (ctid), here and in the
+	-- UPDATE: whatever the statistics, a TID scan goes straight to them, where
+	-- a search by id would walk the primary key twice for every row, and
+	-- "status = 'pending'" could have the planner walk the whole partial index of
+	-- pending rows, which looks tiny on a table without statistics (10,220
+	-- buffers and 450 ms for 100 rows of 20,000 keyed ones).
+	SELECT o.ctid FROM ` + Table + ` o
+	WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM due)) AND o.status NOT IN ('published', 'dead')
 		AND (o.lease_until IS NULL OR o.lease_until <= $1)
 	FOR UPDATE SKIP LOCKED
 )
 UPDATE ` + Table + ` o SET lease_owner = $2, lease_until = $3
-WHERE o.id = ANY (ARRAY(SELECT id FROM pick UNION ALL SELECT id FROM locked)) -- by the primary key, whatever the plan
+WHERE o.ctid = ANY (ARRAY(SELECT ctid FROM pick UNION ALL SELECT ctid FROM locked)) -- the locked versions, by TID
 RETURNING o.id, o.destination, o.msg_key, o.payload, o.headers::text, o.created_at, o.visible_after,
 	o.attempts, o.deferrals, o.first_deferred_at, o.status, o.last_error, o.lease_owner, o.lease_until, o.settled_at,
 	o.id = ANY (ARRAY(SELECT id FROM pick))`
@@ -503,8 +509,8 @@ const (
 )
 
 // claimLockClass is the first key of the advisory lock that takes a table's claims
-// one at a time (the second is the table's channel, hashed); Migrate's lock is a
-// one-key lock, which PostgreSQL keeps apart from two-key ones.
+// one at a time (the second is the table's OID); Migrate's lock is a one-key lock,
+// which PostgreSQL keeps apart from two-key ones.
 const claimLockClass = 7362890
 
 // claimSetup is the claim's planner setup, the bounds of its waits on the server
@@ -520,8 +526,15 @@ const claimLockClass = 7362890
 // per-key order across relays: a later row of a key is never claimed while an earlier
 // one is leased by a claim the snapshot could not see. A claim takes milliseconds and
 // publishing does not hold the lock, so relays still publish in parallel.
+//
+// The claim commits without waiting for its WAL to reach the disk
+// (synchronous_commit off), so the next relay's claim does not wait for that flush
+// either. A claim lost in a server crash only gives its rows back early: they are
+// published again, as they would be when their lease ended (the relay's write-backs
+// fail with the server), and the write-backs, which do wait, flush the claim's WAL
+// with their own.
 func (s *Store) claimSetup() []string {
-	setup := claimSetup
+	setup := claimSetup + `, set_config('synchronous_commit', 'off', true)`
 	if ms := s.timeout.Milliseconds(); ms > 0 {
 		t := strconv.FormatInt(ms, 10)
 		setup += `, set_config('lock_timeout', '` + t + `', true), set_config('statement_timeout', '` + t + `', true)`
