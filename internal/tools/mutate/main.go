@@ -51,14 +51,18 @@ import (
 
 // Mutant is one change: the bytes [Start, End) of File become Repl.
 type Mutant struct {
-	ID         int
-	File       string // absolute path
-	Line, Col  int
-	Start, End int // byte offsets in File
-	Op         string
-	Orig, Repl string
-	Status     string
-	Detail     string
+	ID        int
+	File      string // absolute path
+	Line, Col int
+	// AnchorLine and AnchorCol are where coverage is read: the site itself, or for a
+	// case expression (in no block of a cover profile) its switch or select statement.
+	AnchorLine, AnchorCol int
+	Start, End            int // byte offsets in File
+	Op                    string
+	Orig, Repl            string
+	Status                string
+	Detail                string
+	Sampled               bool // chosen by -sample: its result stands for the reached mutants not run
 }
 
 func (m Mutant) String() string {
@@ -85,10 +89,36 @@ func Sites(path string, src []byte) ([]Mutant, error) {
 		return nil, err
 	}
 	var out []Mutant
+	// Case expressions and a select's communications lie in no cover block: they are
+	// reached when their switch or select statement is.
+	type span struct{ from, to, anchor token.Pos }
+	var cases []span
 	add := func(op string, pos, end token.Pos, repl string) {
 		p := fset.Position(pos)
 		s, e := p.Offset, fset.Position(end).Offset
-		out = append(out, Mutant{File: path, Line: p.Line, Col: p.Column, Start: s, End: e, Op: op, Orig: string(src[s:e]), Repl: repl})
+		a := p
+		for i := len(cases) - 1; i >= 0; i-- {
+			if pos >= cases[i].from && pos < cases[i].to {
+				a = fset.Position(cases[i].anchor)
+				break
+			}
+		}
+		out = append(out, Mutant{File: path, Line: p.Line, Col: p.Column, AnchorLine: a.Line, AnchorCol: a.Column,
+			Start: s, End: e, Op: op, Orig: string(src[s:e]), Repl: repl})
+	}
+	caseSpans := func(stmt ast.Node, body *ast.BlockStmt) {
+		for _, c := range body.List {
+			switch c := c.(type) {
+			case *ast.CaseClause:
+				if len(c.List) > 0 {
+					cases = append(cases, span{c.List[0].Pos(), c.Colon, stmt.Pos()})
+				}
+			case *ast.CommClause:
+				if c.Comm != nil {
+					cases = append(cases, span{c.Comm.Pos(), c.Colon, stmt.Pos()})
+				}
+			}
+		}
 	}
 	tokenSwaps := func(pos token.Pos, tok token.Token) {
 		for _, op := range []string{"boundary", "negation", "arithmetic", "logical", "incdec"} {
@@ -108,6 +138,12 @@ func Sites(path string, src []byte) ([]Mutant, error) {
 		}
 		ast.Inspect(fd.Body, func(n ast.Node) bool {
 			switch n := n.(type) {
+			case *ast.SwitchStmt:
+				caseSpans(n, n.Body)
+			case *ast.TypeSwitchStmt:
+				caseSpans(n, n.Body)
+			case *ast.SelectStmt:
+				caseSpans(n, n.Body)
 			case *ast.BinaryExpr:
 				if (n.Op == token.ADD || n.Op == token.SUB) && (isString(n.X) || isString(n.Y)) {
 					break // string concatenation
@@ -204,6 +240,7 @@ func main() {
 		only     = flag.String("only", "", "only mutants whose FILE:LINE (or #ID) matches this regexp")
 		list     = flag.Bool("list", false, "list the mutants and their coverage; run nothing")
 		jsonOut  = flag.String("json", "", "also write every mutant with its status to this file")
+		resume   = flag.String("resume", "", "a -json file of an earlier run: keep its killed and invalid mutants, run again its survivors and the sites it found not covered")
 	)
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: mutate [flags] PKG_DIR [TEST_PKG...]")
@@ -214,13 +251,13 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := mutate(flag.Arg(0), flag.Args()[1:], *sample, *seed, *parallel, *factor, *run, *only, *list, *jsonOut); err != nil {
+	if err := mutate(flag.Arg(0), flag.Args()[1:], *sample, *seed, *parallel, *factor, *run, *only, *list, *jsonOut, *resume); err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(1)
 	}
 }
 
-func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel int, factor float64, run, only string, list bool, jsonOut string) error {
+func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel int, factor float64, run, only string, list bool, jsonOut, resume string) error {
 	if !strings.HasPrefix(pkgDir, ".") {
 		pkgDir = "./" + pkgDir
 	}
@@ -273,7 +310,7 @@ func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel 
 		for _, m := range ms {
 			m.ID = len(all) + 1
 			m.Status = "NOT COVERED"
-			if covered(blocks, importPath+"/"+name, m.Line, m.Col) {
+			if covered(blocks, importPath+"/"+name, m.AnchorLine, m.AnchorCol) {
 				m.Status = "PENDING"
 			}
 			all = append(all, m)
@@ -285,6 +322,7 @@ func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel 
 			return err
 		}
 	}
+	reached := countStatus(all, "PENDING")
 	var todo []int
 	for i, m := range all {
 		key := fmt.Sprintf("%s:%d #%d", filepath.Base(m.File), m.Line, m.ID)
@@ -292,15 +330,22 @@ func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel 
 			todo = append(todo, i)
 		}
 	}
-	if sample > 0 && sample < len(todo) {
+	if resume != "" {
+		if todo, err = resumeFrom(resume, all, todo); err != nil {
+			return err
+		}
+	} else if sample > 0 && sample < len(todo) {
 		r := rand.New(rand.NewPCG(seed, seed))
 		r.Shuffle(len(todo), func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
 		todo = todo[:sample]
 		slices.Sort(todo)
+		for _, i := range todo {
+			all[i].Sampled = true
+		}
 	}
 	timeout := max(30*time.Second, time.Duration(factor*float64(baseline)))
 	fmt.Printf("%s: %d mutants, %d reached by tests, %d to run; baseline %s, test timeout %s; tests: %s\n",
-		importPath, len(all), countStatus(all, "PENDING"), len(todo), baseline.Round(time.Millisecond), timeout, strings.Join(testPkgs, " "))
+		importPath, len(all), reached, len(todo), baseline.Round(time.Millisecond), timeout, strings.Join(testPkgs, " "))
 	if list {
 		for _, m := range all {
 			fmt.Println(m)
@@ -336,28 +381,84 @@ func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel 
 
 	fmt.Println()
 	for _, m := range all {
-		if m.Status == "SURVIVED" || m.Status == "NOT COVERED" && filter == nil && sample == 0 {
+		if m.Status == "SURVIVED" || m.Status == "NOT COVERED" && filter == nil {
 			fmt.Println(m)
 		}
 	}
-	k, s, nc, inv := countStatus(all, "KILLED")+countStatus(all, "TIMED OUT"), countStatus(all, "SURVIVED"), countStatus(all, "NOT COVERED"), countStatus(all, "INVALID")
+	k, s, nc, p := countStatus(all, "KILLED")+countStatus(all, "TIMED OUT"), countStatus(all, "SURVIVED"), countStatus(all, "NOT COVERED"), countStatus(all, "PENDING")
 	fmt.Printf("\n%s: killed %d (timed out %d), survived %d, not covered %d, invalid %d, not run %d\n",
-		importPath, k, countStatus(all, "TIMED OUT"), s, nc, inv, countStatus(all, "PENDING"))
-	if k+s > 0 {
-		fmt.Printf("killed of the reached mutants run: %.1f%% (%d/%d)\n", 100*float64(k)/float64(k+s), k, k+s)
-		if countStatus(all, "PENDING") == 0 {
-			fmt.Printf("score (not covered counted as survived): %.1f%% (%d/%d)\n", 100*float64(k)/float64(k+s+nc), k, k+s+nc)
-		} else {
-			// A sample: its kill rate stands for every reached, compiling site.
-			reached := float64(len(all)-nc-inv) * float64(k) / float64(k+s+inv)
-			fmt.Printf("estimated score (not covered counted as survived): %.1f%%\n", 100*float64(k)/float64(k+s)*reached/(reached+float64(nc)))
+		importPath, k, countStatus(all, "TIMED OUT"), s, nc, countStatus(all, "INVALID"), p)
+	if filter != nil || k+s+nc == 0 {
+		return writeJSON(jsonOut, all)
+	}
+	if p == 0 {
+		fmt.Printf("score (not covered counted as survived): %.1f%% (%d/%d)\n", 100*float64(k)/float64(k+s+nc), k, k+s+nc)
+		return writeJSON(jsonOut, all)
+	}
+	// A sample: the kill rate of the randomly chosen mutants stands for the reached
+	// mutants not run.
+	var ks, ss int
+	for _, m := range all {
+		switch {
+		case !m.Sampled:
+		case m.Status == "KILLED" || m.Status == "TIMED OUT":
+			ks++
+		case m.Status == "SURVIVED":
+			ss++
 		}
 	}
-	if jsonOut != "" {
-		b, _ := json.MarshalIndent(all, "", " ")
-		return os.WriteFile(jsonOut, b, 0o644)
+	if ks+ss > 0 {
+		rate := float64(ks) / float64(ks+ss)
+		fmt.Printf("sample: %d of %d killed (%.1f%%); estimated score (not covered counted as survived): %.1f%% of %d\n",
+			ks, ks+ss, 100*rate, 100*(float64(k)+rate*float64(p))/float64(k+s+p+nc), k+s+p+nc)
 	}
-	return nil
+	return writeJSON(jsonOut, all)
+}
+
+func writeJSON(path string, all []Mutant) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(all, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// resumeFrom takes an earlier run's results: its killed and invalid mutants keep their
+// status and its unsampled ones stay not run; its survivors and not-covered sites that
+// the tests now reach are run again. It returns the indexes to run.
+func resumeFrom(path string, all []Mutant, reached []int) ([]int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var prev []Mutant
+	if err := json.Unmarshal(data, &prev); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	type key struct {
+		file       string
+		start, end int
+		op, repl   string
+	}
+	old := map[key]Mutant{}
+	for _, m := range prev {
+		old[key{m.File, m.Start, m.End, m.Op, m.Repl}] = m
+	}
+	var todo []int
+	for _, i := range reached {
+		m, ok := old[key{all[i].File, all[i].Start, all[i].End, all[i].Op, all[i].Repl}]
+		all[i].Sampled = m.Sampled
+		switch {
+		case !ok, m.Status == "SURVIVED", m.Status == "NOT COVERED":
+			todo = append(todo, i)
+		case m.Status != "PENDING":
+			all[i].Status, all[i].Detail = m.Status, m.Detail
+		}
+	}
+	return todo, nil
 }
 
 func runFlag(run string) []string {

@@ -87,3 +87,15 @@ func TestCovered(t *testing.T) {
 		t.Error("a block of another file counts")
 	}
 }
+
+// A case expression is in no cover block: its coverage is read at its switch.
+func TestCaseExpressionsAreAnchoredAtTheirSwitch(t *testing.T) {
+	src := "package p\n\nfunc f(a int) int {\n\tswitch {\n\tcase a > 1:\n\t\treturn 1\n\t}\n\treturn 0\n}\n"
+	ms, err := Sites("p.go", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || ms[0].Line != 5 || ms[0].AnchorLine != 4 || ms[0].AnchorCol != 2 {
+		t.Fatalf("mutants %+v; want two at line 5 anchored at 4:2", ms)
+	}
+}
