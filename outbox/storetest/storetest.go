@@ -318,6 +318,9 @@ func writeBacksNeedTheLeasingToken(x *suite) {
 	if n := x.published("owner", id); n != 0 {
 		x.t.Fatalf("MarkPublished of a published row changed %d rows, want 0", n)
 	}
+	if n := x.published("owner", []int64{0, -1, id[0] + 1000}); n != 0 {
+		x.t.Fatalf("MarkPublished of ids no row has changed %d rows, want 0", n)
+	}
 }
 
 func releaseGivesBackOnlyItsOwnRows(x *suite) {
