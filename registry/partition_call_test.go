@@ -14,6 +14,8 @@ import (
 )
 
 
+var errNeutral = errors.New("message refused")
+
 // partCall is a registry (threshold 2, partitions isolated after 2 failures) and the
 // partitions of orders, which has 4.
 type partCall struct {
@@ -26,7 +28,7 @@ type partCall struct {
 func newPartCall(t *testing.T, opts ...registry.Option) *partCall {
 	t.Helper()
 	clock := fakeclock.New(t0)
-	r, err := registry.New(policy, append([]registry.Option{registry.WithClock(clock), registry.WithCallCounts(),
+	r, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute, MaxInFlight: 100}, append([]registry.Option{registry.WithClock(clock), registry.WithCallCounts(),
 		registry.WithPartitionPolicy(registry.PartitionPolicy{Failures: 2, Isolation: time.Minute})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +48,12 @@ func newPartCall(t *testing.T, opts ...registry.Option) *partCall {
 func (pc *partCall) call(to []int, sendErr func(idx []int) error) (err error, sent []int) {
 	err = pc.r.CallPartitioned(context.Background(), orders, registry.PartitionedCall{
 		N:        len(to),
-		Classify: func(error) breaker.Outcome { return breaker.Failure },
+		Classify: func(err error) breaker.Outcome {
+			if errors.Is(err, errNeutral) {
+				return breaker.Neutral
+			}
+			return breaker.Failure
+		},
 		Route: func(ps *registry.Partitions, parts []int) []error {
 			var refused []error
 			for i, p := range to {
@@ -100,7 +107,7 @@ func TestCallPartitionedIsolatesOnePartition(t *testing.T) {
 	pc := newPartCall(t)
 	for range 2 {
 		err, _ := pc.call([]int{1, 1}, func([]int) error { return errBroker })
-		if !errors.Is(err, errBroker) {
+		if err != errBroker {
 			t.Fatalf("Send's error for all: %v", err)
 		}
 	}
@@ -145,7 +152,7 @@ func TestCallPartitionedMapsBatchPositions(t *testing.T) {
 		t.Fatalf("sent %v, failed %v (%v); want positions 1-3 sent, 0 refused and 2 failed", sent, failedIndexes(err), err)
 	}
 	pc.call([]int{3, 3}, func([]int) error {
-		return &transport.BatchError{Failed: []transport.MessageError{{Index: 0, Err: errBroker}, {Index: 7, Err: errBroker}}}
+		return &transport.BatchError{Failed: []transport.MessageError{{Index: 0, Err: errBroker}, {Index: 2, Err: errBroker}}}
 	})
 	if iso := pc.ps.Isolated(); len(iso) != 2 || iso[1].Partition != 3 {
 		t.Fatalf("isolated %+v; want 0 and 3 (two calls with a failure each)", iso)
@@ -182,17 +189,17 @@ func TestCallPartitionedCountsTopicFailures(t *testing.T) {
 // the call took.
 func TestCallPartitionedPanicCompletesThePermit(t *testing.T) {
 	pc := newPartCall(t)
-	pc.call([]int{2}, func([]int) error { return errBroker })
-	pc.call([]int{2}, func([]int) error { return errBroker })
+	pc.call([]int{0}, func([]int) error { return errBroker })
+	pc.call([]int{0}, func([]int) error { return errBroker })
 	pc.clock.Advance(time.Minute)
 	func() {
 		defer func() { recover() }()
-		pc.call([]int{2}, func([]int) error { panic("send") }) // Route takes 2's probe
+		pc.call([]int{0}, func([]int) error { panic("send") }) // Route takes 0's probe
 	}()
 	if s := pc.snapshot(); s.InFlight != 0 || s.Failures != 0 {
 		t.Fatalf("circuit %+v after a panicking Send; want the permit completed Neutral", s)
 	}
-	if err := pc.ps.Admit(2); err != nil {
+	if err := pc.ps.Admit(0); err != nil {
 		t.Fatalf("the probe's place was not freed: %v", err)
 	}
 }
@@ -207,6 +214,37 @@ func TestCallPartitionedWithoutEvidence(t *testing.T) {
 	}
 	if s := pc.snapshot(); s.Failures != 1 {
 		t.Fatalf("circuit %+v; want the failure counted at the destination", s)
+	}
+	if err, _ := pc.call(nil, nil); !errors.Is(err, registry.ErrNoMessages) {
+		t.Fatalf("no messages: %v", err)
+	}
+}
+
+// A partition is told a Success when one of its messages in a call went out and the
+// others said nothing (Neutral): its streak of failures ends.
+func TestCallPartitionedSuccessBesideNeutralEndsTheStreak(t *testing.T) {
+	pc := newPartCall(t)
+	pc.call([]int{3}, func([]int) error { return errBroker }) // streak 1 of 2
+	pc.call([]int{3, 3}, func([]int) error {
+		return &transport.BatchError{Failed: []transport.MessageError{{Index: 0, Err: errNeutral}}}
+	})
+	pc.call([]int{3}, func([]int) error { return errBroker })
+	if iso := pc.ps.Isolated(); len(iso) != 0 {
+		t.Fatalf("isolated %+v; a published message between the failures ended the streak", iso)
+	}
+}
+
+// A nil Classify takes every error as a Failure; no messages is ErrNoMessages.
+func TestCallPartitionedDefaults(t *testing.T) {
+	pc := newPartCall(t)
+	pc.ps.SetCount(1)
+	err := pc.r.CallPartitioned(context.Background(), orders, registry.PartitionedCall{N: 1,
+		Send: func(context.Context, []int, []int) error { return errBroker }})
+	if err != errBroker {
+		t.Fatalf("CallPartitioned: %v", err)
+	}
+	if s := pc.snapshot(); s.Failures != 1 {
+		t.Fatalf("circuit %+v; want the error counted as a Failure", s)
 	}
 	if err, _ := pc.call(nil, nil); !errors.Is(err, registry.ErrNoMessages) {
 		t.Fatalf("no messages: %v", err)
