@@ -13,7 +13,6 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-
 var errNeutral = errors.New("message refused")
 
 // partCall is a registry (threshold 2, partitions isolated after 2 failures) and the
@@ -47,7 +46,7 @@ func newPartCall(t *testing.T, opts ...registry.Option) *partCall {
 // and fails the ones sendErr says; sent records the positions Send got.
 func (pc *partCall) call(to []int, sendErr func(idx []int) error) (err error, sent []int) {
 	err = pc.r.CallPartitioned(context.Background(), orders, registry.PartitionedCall{
-		N:        len(to),
+		N: len(to),
 		Classify: func(err error) breaker.Outcome {
 			if errors.Is(err, errNeutral) {
 				return breaker.Neutral
