@@ -44,7 +44,7 @@ func newPartCall(t *testing.T, opts ...registry.Option) *partCall {
 
 // call sends messages bound for the partitions to (-1: not known), through Route,
 // and fails the ones sendErr says; sent records the positions Send got.
-func (pc *partCall) call(to []int, sendErr func(idx []int) error) (err error, sent []int) {
+func (pc *partCall) call(to []int, sendErr func(idx []int) error) (sent []int, err error) {
 	err = pc.r.CallPartitioned(context.Background(), orders, registry.PartitionedCall{
 		N: len(to),
 		Classify: func(err error) breaker.Outcome {
@@ -76,7 +76,7 @@ func (pc *partCall) call(to []int, sendErr func(idx []int) error) (err error, se
 			return sendErr(idx)
 		},
 	})
-	return err, sent
+	return sent, err
 }
 
 func (pc *partCall) snapshot() breaker.Snapshot {
@@ -105,7 +105,7 @@ func failedIndexes(err error) []int {
 func TestCallPartitionedIsolatesOnePartition(t *testing.T) {
 	pc := newPartCall(t)
 	for range 2 {
-		err, _ := pc.call([]int{1, 1}, func([]int) error { return errBroker })
+		_, err := pc.call([]int{1, 1}, func([]int) error { return errBroker })
 		if err != errBroker {
 			t.Fatalf("Send's error for all: %v", err)
 		}
@@ -116,15 +116,15 @@ func TestCallPartitionedIsolatesOnePartition(t *testing.T) {
 	if iso := pc.ps.Isolated(); len(iso) != 1 || iso[0].Partition != 1 || iso[0].Failures != 2 {
 		t.Fatalf("isolated %+v; want partition 1 after two calls (each counted once)", iso)
 	}
-	err, sent := pc.call([]int{0, 1, 2}, nil)
+	sent, err := pc.call([]int{0, 1, 2}, nil)
 	if !slices.Equal(sent, []int{0, 2}) || !slices.Equal(failedIndexes(err), []int{1}) || !registry.IsPartitionRejection(err) {
 		t.Fatalf("sent %v, error %v; want 0 and 2 sent, 1 refused", sent, err)
 	}
-	err, sent = pc.call([]int{1}, nil)
+	sent, err = pc.call([]int{1}, nil)
 	if _, ok := errors.AsType[*registry.PartitionRejectedError](err); !ok || sent != nil {
 		t.Fatalf("the only message to an isolated partition: %v (sent %v), want its PartitionRejectedError", err, sent)
 	}
-	err, sent = pc.call([]int{1, 1}, nil)
+	sent, err = pc.call([]int{1, 1}, nil)
 	if !slices.Equal(failedIndexes(err), []int{0, 1}) || sent != nil {
 		t.Fatalf("every message refused: %v (sent %v)", err, sent)
 	}
@@ -144,7 +144,7 @@ func TestCallPartitionedMapsBatchPositions(t *testing.T) {
 	pc.ps.Complete(0, breaker.Failure) // one more failure isolates 0
 	pc.call([]int{0}, func([]int) error { return errBroker })
 	// Partition 0 isolated: the call sends positions 1, 2, 3; Send fails its second.
-	err, sent := pc.call([]int{0, 2, 3, 2}, func(idx []int) error {
+	sent, err := pc.call([]int{0, 2, 3, 2}, func(idx []int) error {
 		return &transport.BatchError{Failed: []transport.MessageError{{Index: 1, Err: errBroker}}}
 	})
 	if !slices.Equal(sent, []int{1, 2, 3}) || !slices.Equal(failedIndexes(err), []int{0, 2}) {
@@ -176,7 +176,7 @@ func TestCallPartitionedCountsTopicFailures(t *testing.T) {
 	if s := pc.snapshot(); s.Failures != 1 {
 		t.Fatalf("circuit %+v; want the failure of a topic's only partition counted", s)
 	}
-	if err, _ := pc.call([]int{0, -1}, nil); err != nil {
+	if _, err := pc.call([]int{0, -1}, nil); err != nil {
 		t.Fatalf("all published: %v", err)
 	}
 	if s := pc.snapshot(); s.Failures != 0 {
@@ -207,14 +207,14 @@ func TestCallPartitionedPanicCompletesThePermit(t *testing.T) {
 // messages sent, failures counted at the destination), or ErrNoMessages.
 func TestCallPartitionedWithoutEvidence(t *testing.T) {
 	pc := newPartCall(t, registry.WithPartitionPolicy(registry.PartitionPolicy{Disabled: true}))
-	err, sent := pc.call([]int{3, 3}, func([]int) error { return errBroker })
+	sent, err := pc.call([]int{3, 3}, func([]int) error { return errBroker })
 	if !errors.Is(err, errBroker) || !slices.Equal(sent, []int{0, 1}) {
 		t.Fatalf("sent %v, error %v", sent, err)
 	}
 	if s := pc.snapshot(); s.Failures != 1 {
 		t.Fatalf("circuit %+v; want the failure counted at the destination", s)
 	}
-	if err, _ := pc.call(nil, nil); !errors.Is(err, registry.ErrNoMessages) {
+	if _, err := pc.call(nil, nil); !errors.Is(err, registry.ErrNoMessages) {
 		t.Fatalf("no messages: %v", err)
 	}
 }
@@ -245,7 +245,7 @@ func TestCallPartitionedDefaults(t *testing.T) {
 	if s := pc.snapshot(); s.Failures != 1 {
 		t.Fatalf("circuit %+v; want the error counted as a Failure", s)
 	}
-	if err, _ := pc.call(nil, nil); !errors.Is(err, registry.ErrNoMessages) {
+	if _, err := pc.call(nil, nil); !errors.Is(err, registry.ErrNoMessages) {
 		t.Fatalf("no messages: %v", err)
 	}
 }
