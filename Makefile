@@ -48,6 +48,10 @@ test-unit: ## Tests that need no service (no PostgreSQL, RabbitMQ, Redis): -race
 	env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short $$($(GO) list ./... | grep -v -e '/integration' -e '/internal/harness')
 	for m in $(UNIT_MODULES); do (cd $$m && env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short ./...) || exit 1; done
 
+.PHONY: mutate
+mutate: ## Mutation score of the core packages (docs/mutation.md); not in `test`. PKG=registry, SAMPLE=n, SEED=s.
+	@GO=$(GO) SAMPLE=$(SAMPLE) SEED=$(SEED) bash scripts/mutate.sh $(PKG)
+
 .PHONY: up
 up: ## Start docker-compose.yml's Kafka, RabbitMQ, LocalStack, PostgreSQL and Redis (needs a Docker engine).
 	docker compose up -d --wait

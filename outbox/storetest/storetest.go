@@ -85,6 +85,7 @@ var rules = []struct {
 	{"DeferralExhaustionSparesRowsOtherClaimsLease", deferralExhaustionSparesLeasedRows},
 	{"DeferralExhaustionTakesTheHoldersOwnRows", deferralExhaustionTakesOwnRows},
 	{"AFailedProbesHoldEndsItsClaimOnTheHold", failedProbeHoldEndsItsClaim},
+	{"AnEndedHoldWithNoRowsLeavesNoProbe", endedHoldWithNoRowsLeavesNoProbe},
 	{"BacklogCountsPendingRows", backlogCountsPending},
 	{"InvalidEntriesAreRefusedWhole", invalidEntriesRefused},
 	{"RetentionDeletesOnlySettledRows", retention},
@@ -199,17 +200,29 @@ func rowsRoundTrip(x *suite) {
 		Headers: []transport.Header{{Key: "content-type", Value: []byte("application/json")}, {Key: "empty"}},
 	}}
 	id := x.enqueue(e)[0]
+	scribble := func(m transport.Message) { // the caller's buffers are its own again
+		m.Key[0], m.Value[0], m.Headers[0].Value[0] = 'X', 'X', 'X'
+	}
+	scribble(e.Message)
 	x.clock.Advance(time.Second)
 	got := x.claim("c")
 	if len(got) != 1 {
 		x.t.Fatalf("claim: %d rows, want 1", len(got))
 	}
+	scribble(got[0].Message)
+	if err := x.s.Release(x.ctx, "c"); err != nil {
+		x.t.Fatal(err)
+	}
+	if got = x.claim("c"); len(got) != 1 {
+		x.t.Fatalf("claim after Release: %d rows, want 1", len(got))
+	}
 	r := got[0]
 	switch {
 	case r.ID != id || r.Destination != orders || r.Status != outbox.StatusPending:
 		x.t.Errorf("row %d %s %s; want %d %s pending", r.ID, r.Destination, r.Status, id, orders)
-	case string(r.Message.Key) != "order-7" || string(r.Message.Value) != string(e.Message.Value):
-		x.t.Errorf("message %q/%q; want %q/%q", r.Message.Key, r.Message.Value, e.Message.Key, e.Message.Value)
+	case string(r.Message.Key) != "order-7" || string(r.Message.Value) != "\x00\x01\x02\xff":
+		x.t.Errorf("message %q/%q; want %q/%q (changes to the enqueued or claimed buffers must not reach the row)",
+			r.Message.Key, r.Message.Value, "order-7", "\x00\x01\x02\xff")
 	case len(r.Message.Headers) != 2 || r.Message.Headers[0].Key != "content-type" ||
 		string(r.Message.Headers[0].Value) != "application/json" || r.Message.Headers[1].Key != "empty" || len(r.Message.Headers[1].Value) != 0:
 		x.t.Errorf("headers %+v; want them as enqueued, in order", r.Message.Headers)
@@ -304,6 +317,9 @@ func writeBacksNeedTheLeasingToken(x *suite) {
 	}
 	if n := x.published("owner", id); n != 0 {
 		x.t.Fatalf("MarkPublished of a published row changed %d rows, want 0", n)
+	}
+	if n := x.published("owner", []int64{0, -1, id[0] + 1000}); n != 0 {
+		x.t.Fatalf("MarkPublished of ids no row has changed %d rows, want 0", n)
 	}
 }
 
@@ -516,6 +532,22 @@ func failedProbeHoldEndsItsClaim(x *suite) {
 	x.wantIDs("claim during the new break", x.claim("during"))
 }
 
+// A hold that ended while the destination had no pending rows is gone: rows enqueued
+// afterwards are claimed like any others, not one probe at a time.
+func endedHoldWithNoRowsLeavesNoProbe(x *suite) {
+	x.hold(orders, "c", x.clock.Now().Add(time.Second), time.Hour)
+	x.clock.Advance(2 * time.Second)
+	x.wantIDs("claim after the hold ended, no rows", x.claim("c"))
+	rows := x.rows(orders, "", 3)
+	got := x.claimN("after", 100, 1)
+	x.wantIDs("claim of rows enqueued after the hold ended", got, rows...)
+	for _, r := range got {
+		if r.Probe {
+			x.t.Errorf("row %d marked Probe", r.ID)
+		}
+	}
+}
+
 func backlogCountsPending(x *suite) {
 	if n, oldest, err := x.s.Backlog(x.ctx); n != 0 || oldest != 0 || err != nil {
 		x.t.Fatalf("empty Backlog = %d, %v, %v", n, oldest, err)
@@ -655,9 +687,11 @@ func onCall(x *suite) {
 	}); err != nil {
 		x.t.Fatal(err)
 	}
+	x.hold(emails, "c", until, time.Hour) // listed first: by destination, in byte order
 	holds, err := oc.Holds(x.ctx)
-	if err != nil || len(holds) != 1 || holds[0].Destination != orders || !holds[0].Until.Equal(until) || !holds[0].Since.Equal(since) {
-		x.t.Errorf("Holds = %+v, %v; want orders held since %v until %v", holds, err, since, until)
+	if err != nil || len(holds) != 2 || holds[0].Destination != emails || holds[1].Destination != orders ||
+		!holds[1].Until.Equal(until) || !holds[1].Since.Equal(since) {
+		x.t.Errorf("Holds = %+v, %v; want emails, then orders held since %v until %v", holds, err, since, until)
 	}
 	counts, err := oc.DeadCounts(x.ctx)
 	if err != nil || len(counts) != 1 || counts[0].Reason != outbox.ReasonAttemptsExhausted || counts[0].Rows != 2 {

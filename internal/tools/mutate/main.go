@@ -1,0 +1,521 @@
+// Command mutate measures how many one-token changes to a package its tests catch
+// (mutation testing), with nothing but the standard library and the go command.
+//
+//	go run ./internal/tools/mutate [flags] PKG_DIR [TEST_PKG...]
+//
+// It lists every mutation site in PKG_DIR's non-test files (operators below), runs the
+// tests once with -coverprofile -coverpkg=PKG to learn which sites any test reaches, and
+// then, for each reached site, builds and runs the tests with the mutated file swapped in
+// by `go test -overlay` (the tree is never edited, so it is safe beside other work).
+// TEST_PKG defaults to PKG_DIR; name more packages when tests elsewhere own the
+// package's rules (outbox/postgres is proven by integration/outbox).
+//
+// A mutant is KILLED when the tests fail or time out, SURVIVED when they pass, INVALID
+// when it does not compile (left out of the score), NOT COVERED when no test reaches the
+// site (counted as a survivor). Score = killed / (killed + survived + not covered).
+//
+// Operators (gremlins' set plus statement removal):
+//
+//	boundary    < <=, <= <, > >=, >= >
+//	negation    == !=, != ==, < >=, <= >, > <=, >= <
+//	arithmetic  + -, - +, * /, / *, % *
+//	incdec      ++ --, -- ++, += -=, -= +=
+//	logical     && ||, || &&
+//	not         !x becomes x
+//	bool        true/false swapped in return statements
+//	remove      a call statement, an assignment (not :=), ++/-- or a channel send deleted
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Mutant is one change: the bytes [Start, End) of File become Repl.
+type Mutant struct {
+	ID        int
+	File      string // absolute path
+	Line, Col int
+	// AnchorLine and AnchorCol are where coverage is read: the site itself, or for a
+	// case expression (in no block of a cover profile) its switch or select statement.
+	AnchorLine, AnchorCol int
+	Start, End            int // byte offsets in File
+	Op                    string
+	Orig, Repl            string
+	Status                string
+	Detail                string
+	Sampled               bool // chosen by -sample: its result stands for the reached mutants not run
+}
+
+func (m Mutant) String() string {
+	orig := strings.Join(strings.Fields(m.Orig), " ")
+	if len(orig) > 60 {
+		orig = orig[:57] + "..."
+	}
+	return fmt.Sprintf("%-11s #%d %s:%d:%d %s %q -> %q", m.Status, m.ID, filepath.Base(m.File), m.Line, m.Col, m.Op, orig, m.Repl)
+}
+
+var swaps = map[string]map[token.Token]token.Token{
+	"boundary":   {token.LSS: token.LEQ, token.LEQ: token.LSS, token.GTR: token.GEQ, token.GEQ: token.GTR},
+	"negation":   {token.EQL: token.NEQ, token.NEQ: token.EQL, token.LSS: token.GEQ, token.LEQ: token.GTR, token.GTR: token.LEQ, token.GEQ: token.LSS},
+	"arithmetic": {token.ADD: token.SUB, token.SUB: token.ADD, token.MUL: token.QUO, token.QUO: token.MUL, token.REM: token.MUL},
+	"logical":    {token.LAND: token.LOR, token.LOR: token.LAND},
+	"incdec":     {token.INC: token.DEC, token.DEC: token.INC, token.ADD_ASSIGN: token.SUB_ASSIGN, token.SUB_ASSIGN: token.ADD_ASSIGN},
+}
+
+// Sites lists the mutants of one file's source, in source order.
+func Sites(path string, src []byte) ([]Mutant, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	var out []Mutant
+	// Case expressions and a select's communications lie in no cover block: they are
+	// reached when their switch or select statement is.
+	type span struct{ from, to, anchor token.Pos }
+	var cases []span
+	add := func(op string, pos, end token.Pos, repl string) {
+		p := fset.Position(pos)
+		s, e := p.Offset, fset.Position(end).Offset
+		a := p
+		for i := len(cases) - 1; i >= 0; i-- {
+			if pos >= cases[i].from && pos < cases[i].to {
+				a = fset.Position(cases[i].anchor)
+				break
+			}
+		}
+		out = append(out, Mutant{File: path, Line: p.Line, Col: p.Column, AnchorLine: a.Line, AnchorCol: a.Column,
+			Start: s, End: e, Op: op, Orig: string(src[s:e]), Repl: repl})
+	}
+	caseSpans := func(stmt ast.Node, body *ast.BlockStmt) {
+		for _, c := range body.List {
+			switch c := c.(type) {
+			case *ast.CaseClause:
+				if len(c.List) > 0 {
+					cases = append(cases, span{c.List[0].Pos(), c.Colon, stmt.Pos()})
+				}
+			case *ast.CommClause:
+				if c.Comm != nil {
+					cases = append(cases, span{c.Comm.Pos(), c.Colon, stmt.Pos()})
+				}
+			}
+		}
+	}
+	tokenSwaps := func(pos token.Pos, tok token.Token) {
+		for _, op := range []string{"boundary", "negation", "arithmetic", "logical", "incdec"} {
+			if to, ok := swaps[op][tok]; ok {
+				add(op, pos, pos+token.Pos(len(tok.String())), to.String())
+			}
+		}
+	}
+	isString := func(e ast.Expr) bool {
+		l, ok := e.(*ast.BasicLit)
+		return ok && (l.Kind == token.STRING || l.Kind == token.CHAR)
+	}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Body == nil {
+			continue // constants and package variables: no coverage to tell whether a test reads them
+		}
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.SwitchStmt:
+				caseSpans(n, n.Body)
+			case *ast.TypeSwitchStmt:
+				caseSpans(n, n.Body)
+			case *ast.SelectStmt:
+				caseSpans(n, n.Body)
+			case *ast.BinaryExpr:
+				if (n.Op == token.ADD || n.Op == token.SUB) && (isString(n.X) || isString(n.Y)) {
+					break // string concatenation
+				}
+				tokenSwaps(n.OpPos, n.Op)
+			case *ast.IncDecStmt:
+				tokenSwaps(n.TokPos, n.Tok)
+				add("remove", n.Pos(), n.End(), "")
+			case *ast.AssignStmt:
+				tokenSwaps(n.TokPos, n.Tok)
+				if n.Tok != token.DEFINE {
+					add("remove", n.Pos(), n.End(), "")
+				}
+			case *ast.UnaryExpr:
+				if n.Op == token.NOT {
+					add("not", n.OpPos, n.OpPos+1, "")
+				}
+			case *ast.ExprStmt:
+				if c, ok := n.X.(*ast.CallExpr); ok {
+					if id, ok := c.Fun.(*ast.Ident); ok && id.Name == "panic" {
+						break // a function may end with it
+					}
+					add("remove", n.Pos(), n.End(), "")
+				}
+			case *ast.SendStmt:
+				add("remove", n.Pos(), n.End(), "")
+			case *ast.ReturnStmt:
+				for _, r := range n.Results {
+					if id, ok := r.(*ast.Ident); ok && (id.Name == "true" || id.Name == "false") {
+						add("bool", id.Pos(), id.End(), map[string]string{"true": "false", "false": "true"}[id.Name])
+					}
+				}
+			}
+			return true
+		})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out, nil
+}
+
+// Apply returns src with the mutant's change made.
+func Apply(src []byte, m Mutant) []byte {
+	out := make([]byte, 0, len(src)+len(m.Repl))
+	out = append(out, src[:m.Start]...)
+	out = append(out, m.Repl...)
+	return append(out, src[m.End:]...)
+}
+
+// block is one line of a cover profile.
+type block struct {
+	file                       string
+	startL, startC, endL, endC int
+	count                      int
+}
+
+var profileLine = regexp.MustCompile(`^(.+):(\d+)\.(\d+),(\d+)\.(\d+) \d+ (\d+)$`)
+
+// parseProfile reads a -coverprofile file (any mode).
+func parseProfile(data []byte) []block {
+	var bs []block
+	for _, l := range strings.Split(string(data), "\n") {
+		m := profileLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
+		bs = append(bs, block{m[1], n(2), n(3), n(4), n(5), n(6)})
+	}
+	return bs
+}
+
+// covered tells whether a test ran a block holding the position.
+func covered(bs []block, importFile string, line, col int) bool {
+	for _, b := range bs {
+		if b.file != importFile {
+			continue
+		}
+		after := line > b.startL || line == b.startL && col >= b.startC
+		before := line < b.endL || line == b.endL && col < b.endC
+		if after && before && b.count > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func main() {
+	var (
+		sample   = flag.Int("sample", 0, "run a random sample of this many covered mutants (0: all)")
+		seed     = flag.Uint64("seed", 1, "seed of the sample")
+		parallel = flag.Int("parallel", 2, "mutants built and tested at once")
+		factor   = flag.Float64("timeout-factor", 10, "a mutant's tests time out at this many times the baseline run (at least 30s)")
+		run      = flag.String("run", "", "passed to go test -run")
+		only     = flag.String("only", "", "only mutants whose FILE:LINE (or #ID) matches this regexp")
+		list     = flag.Bool("list", false, "list the mutants and their coverage; run nothing")
+		jsonOut  = flag.String("json", "", "also write every mutant with its status to this file")
+		resume   = flag.String("resume", "", "a -json file of an earlier run: keep its killed and invalid mutants, run again its survivors and the sites it found not covered")
+	)
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: mutate [flags] PKG_DIR [TEST_PKG...]")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() < 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := mutate(flag.Arg(0), flag.Args()[1:], *sample, *seed, *parallel, *factor, *run, *only, *list, *jsonOut, *resume); err != nil {
+		fmt.Fprintln(os.Stderr, "mutate:", err)
+		os.Exit(1)
+	}
+}
+
+func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel int, factor float64, run, only string, list bool, jsonOut, resume string) error {
+	if !strings.HasPrefix(pkgDir, ".") {
+		pkgDir = "./" + pkgDir
+	}
+	if len(testPkgs) == 0 {
+		testPkgs = []string{pkgDir}
+	}
+	info, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\n{{.Dir}}\n{{join .GoFiles \" \"}}", pkgDir).Output()
+	if err != nil {
+		return fmt.Errorf("go list %s: %w", pkgDir, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(info)), "\n")
+	if len(lines) < 3 {
+		return fmt.Errorf("go list %s: no Go files", pkgDir)
+	}
+	importPath, dir, files := lines[0], lines[1], strings.Fields(lines[2])
+
+	work, err := os.MkdirTemp("", "mutate-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+
+	// The baseline: the tests pass unmutated, how long they take, what they reach.
+	profile := filepath.Join(work, "cover.out")
+	args := append([]string{"test", "-vet=off", "-count=1", "-coverprofile=" + profile, "-coverpkg=" + importPath}, runFlag(run)...)
+	start := time.Now()
+	if out, err := exec.Command("go", append(args, testPkgs...)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("the unmutated tests fail:\n%s", out)
+	}
+	baseline := time.Since(start)
+	data, err := os.ReadFile(profile)
+	if err != nil {
+		return err
+	}
+	blocks := parseProfile(data)
+
+	var all []Mutant
+	srcs := map[string][]byte{}
+	for _, name := range files {
+		path := filepath.Join(dir, name)
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		srcs[path] = src
+		ms, err := Sites(path, src)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			m.ID = len(all) + 1
+			m.Status = "NOT COVERED"
+			if covered(blocks, importPath+"/"+name, m.AnchorLine, m.AnchorCol) {
+				m.Status = "PENDING"
+			}
+			all = append(all, m)
+		}
+	}
+	var filter *regexp.Regexp
+	if only != "" {
+		if filter, err = regexp.Compile(only); err != nil {
+			return err
+		}
+	}
+	reached := countStatus(all, "PENDING")
+	var todo []int
+	for i, m := range all {
+		key := fmt.Sprintf("%s:%d #%d", filepath.Base(m.File), m.Line, m.ID)
+		if m.Status == "PENDING" && (filter == nil || filter.MatchString(key)) {
+			todo = append(todo, i)
+		}
+	}
+	if resume != "" {
+		if todo, err = resumeFrom(resume, all, todo); err != nil {
+			return err
+		}
+	} else if sample > 0 && sample < len(todo) {
+		r := rand.New(rand.NewPCG(seed, seed))
+		r.Shuffle(len(todo), func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
+		todo = todo[:sample]
+		slices.Sort(todo)
+		for _, i := range todo {
+			all[i].Sampled = true
+		}
+	}
+	timeout := max(30*time.Second, time.Duration(factor*float64(baseline)))
+	fmt.Printf("%s: %d mutants, %d reached by tests, %d to run; baseline %s, test timeout %s; tests: %s\n",
+		importPath, len(all), reached, len(todo), baseline.Round(time.Millisecond), timeout, strings.Join(testPkgs, " "))
+	if list {
+		for _, m := range all {
+			fmt.Println(m)
+		}
+		return nil
+	}
+
+	var mu sync.Mutex
+	next := 0
+	var wg sync.WaitGroup
+	for w := 0; w < parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if next == len(todo) {
+					mu.Unlock()
+					return
+				}
+				i := todo[next]
+				next++
+				mu.Unlock()
+				status, detail := runMutant(work, all[i], srcs[all[i].File], testPkgs, run, timeout)
+				mu.Lock()
+				all[i].Status, all[i].Detail = status, detail
+				fmt.Println(all[i])
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+
+	fmt.Println()
+	for _, m := range all {
+		if m.Status == "SURVIVED" || m.Status == "NOT COVERED" && filter == nil {
+			fmt.Println(m)
+		}
+	}
+	k, s, nc, p := countStatus(all, "KILLED")+countStatus(all, "TIMED OUT"), countStatus(all, "SURVIVED"), countStatus(all, "NOT COVERED"), countStatus(all, "PENDING")
+	fmt.Printf("\n%s: killed %d (timed out %d), survived %d, not covered %d, invalid %d, not run %d\n",
+		importPath, k, countStatus(all, "TIMED OUT"), s, nc, countStatus(all, "INVALID"), p)
+	if filter != nil || k+s+nc == 0 {
+		return writeJSON(jsonOut, all)
+	}
+	if p == 0 {
+		fmt.Printf("score (not covered counted as survived): %.1f%% (%d/%d)\n", 100*float64(k)/float64(k+s+nc), k, k+s+nc)
+		return writeJSON(jsonOut, all)
+	}
+	// A sample: the kill rate of the randomly chosen mutants stands for the reached
+	// mutants not run.
+	var ks, ss int
+	for _, m := range all {
+		switch {
+		case !m.Sampled:
+		case m.Status == "KILLED" || m.Status == "TIMED OUT":
+			ks++
+		case m.Status == "SURVIVED":
+			ss++
+		}
+	}
+	if ks+ss > 0 {
+		rate := float64(ks) / float64(ks+ss)
+		fmt.Printf("sample: %d of %d killed (%.1f%%); estimated score (not covered counted as survived): %.1f%% of %d\n",
+			ks, ks+ss, 100*rate, 100*(float64(k)+rate*float64(p))/float64(k+s+p+nc), k+s+p+nc)
+	}
+	return writeJSON(jsonOut, all)
+}
+
+func writeJSON(path string, all []Mutant) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(all, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// resumeFrom takes an earlier run's results: its killed and invalid mutants keep their
+// status and its unsampled ones stay not run; its survivors and not-covered sites that
+// the tests now reach are run again. It returns the indexes to run.
+func resumeFrom(path string, all []Mutant, reached []int) ([]int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var prev []Mutant
+	if err := json.Unmarshal(data, &prev); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	type key struct {
+		file       string
+		start, end int
+		op, repl   string
+	}
+	old := map[key]Mutant{}
+	for _, m := range prev {
+		old[key{m.File, m.Start, m.End, m.Op, m.Repl}] = m
+	}
+	var todo []int
+	for _, i := range reached {
+		m, ok := old[key{all[i].File, all[i].Start, all[i].End, all[i].Op, all[i].Repl}]
+		all[i].Sampled = m.Sampled
+		switch {
+		case !ok, m.Status == "SURVIVED", m.Status == "NOT COVERED":
+			todo = append(todo, i)
+		case m.Status != "PENDING":
+			all[i].Status, all[i].Detail = m.Status, m.Detail
+		}
+	}
+	return todo, nil
+}
+
+func runFlag(run string) []string {
+	if run == "" {
+		return nil
+	}
+	return []string{"-run", run}
+}
+
+func countStatus(ms []Mutant, status string) (n int) {
+	for _, m := range ms {
+		if m.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+// runMutant builds and tests one mutant through an overlay.
+func runMutant(work string, m Mutant, src []byte, testPkgs []string, run string, timeout time.Duration) (status, detail string) {
+	d := filepath.Join(work, strconv.Itoa(m.ID))
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return "INVALID", err.Error()
+	}
+	defer os.RemoveAll(d)
+	mutated := filepath.Join(d, filepath.Base(m.File))
+	overlay := filepath.Join(d, "overlay.json")
+	ov, _ := json.Marshal(map[string]map[string]string{"Replace": {m.File: mutated}})
+	if os.WriteFile(mutated, Apply(src, m), 0o644) != nil || os.WriteFile(overlay, ov, 0o644) != nil {
+		return "INVALID", "cannot write the overlay"
+	}
+	// Building may wait for the CPU; only the tests' own run is bounded by -timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
+	defer cancel()
+	args := append([]string{"test", "-vet=off", "-count=1", "-failfast", "-overlay=" + overlay, "-timeout=" + timeout.String()}, runFlag(run)...)
+	cmd := exec.CommandContext(ctx, "go", append(args, testPkgs...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	text := out.String()
+	switch {
+	case err == nil:
+		return "SURVIVED", ""
+	case strings.Contains(text, "[build failed]") || strings.Contains(text, "[setup failed]"):
+		return "INVALID", firstLine(text, "")
+	case strings.Contains(text, "test timed out") || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return "TIMED OUT", ""
+	default:
+		return "KILLED", firstLine(text, "--- FAIL")
+	}
+}
+
+func firstLine(text, prefix string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), prefix) && strings.TrimSpace(l) != "" {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,34 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+type failingPublisher struct{ err error }
+
+func (f failingPublisher) Publish(context.Context, transport.Destination, ...transport.Message) error {
+	return f.err
+}
+
+// Guard with a nil classifier takes every error as a Failure.
+func TestGuardWithoutClassifierCountsFailures(t *testing.T) {
+	r, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("refused")
+	g := r.Guard(failingPublisher{refused}, nil)
+	if err := g.Publish(context.Background(), orders, transport.Message{Value: []byte("x")}); !errors.Is(err, refused) {
+		t.Fatalf("Publish: %v", err)
+	}
+	if s, _ := r.Snapshot(orders); s.Failures != 1 {
+		t.Fatalf("circuit %+v; want one Failure", s)
+	}
+}
