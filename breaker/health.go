@@ -39,10 +39,8 @@ func (p Permit) CompleteWith(o Outcome, err error) bool {
 	if t == nil || !t.seq.CompareAndSwap(p.seq, p.seq+1) {
 		return false
 	}
-	if p.flags&flagLimited != 0 { // the slot goes back first, as in completeLimited
-		slot := t.slot
-		t.slot = LimitSlot{}
-		slot.lim.Release(slot, o, false)
+	if p.flags&flagLimited != 0 {
+		releaseSlot(t, o, false)
 	}
 	ph := p.ph
 	if ph == nil {

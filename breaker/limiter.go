@@ -580,13 +580,11 @@ func (l *Limiter) Cold() bool { return !l.warmed.Load() }
 // ended within the last second, and the dependency answered a call with a success
 // within that second. A hung dependency answers nothing and is never busy.
 func (l *Limiter) Busy() bool {
-	now := l.now()
-	const recent = int64(time.Second)
-	last := l.lastSuccess.Load()
-	if last == 0 || now-last > recent {
+	if !l.Answered() {
 		return false
 	}
-	return l.bulkInFlight.Load() > 0 || now-l.lastBulk.Load() <= recent && l.lastBulk.Load() != 0
+	last := l.lastBulk.Load()
+	return l.bulkInFlight.Load() > 0 || last != 0 && l.now()-last <= int64(time.Second)
 }
 
 // Answered reports whether the dependency answered a call with a success within the

@@ -110,15 +110,21 @@ func (p Permit) Drop() bool {
 // completeLimited completes a permit that holds part of an adaptive limit: the slot
 // goes back first, then the circuit takes the outcome.
 func (p Permit) completeLimited(t *token, o Outcome, dropped bool) bool {
-	slot := t.slot
-	t.slot = LimitSlot{}
-	slot.lim.Release(slot, o, dropped)
+	releaseSlot(t, o, dropped)
 	if p.ph == nil {
 		return completeExternal(t, p.gen, p.flags, o)
 	}
 	start := t.start
 	tokens.Put(t)
 	return p.ph.b.complete(p.ph, t, p.seq, p.flags, o, start)
+}
+
+// releaseSlot gives a limited permit's slot back to its limit, once: every
+// completion of such a permit (Complete, Drop, CompleteWith) does it first.
+func releaseSlot(t *token, o Outcome, dropped bool) {
+	slot := t.slot
+	t.slot = LimitSlot{}
+	slot.lim.Release(slot, o, dropped)
 }
 
 // WithSlot returns the permit p, made by NewPermit and not yet completed, holding
