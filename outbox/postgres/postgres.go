@@ -356,13 +356,21 @@ func (s *Store) Get(ctx context.Context, id int64) (outbox.Record, error) {
 // claimable is true for a pending row o that may be claimed at $1: due, not leased,
 // and no earlier pending row of its destination and key waiting or leased. A row
 // waits for its backoff only after a failure (attempts > 0) and is leased only with
-// a lease_owner: the index brokerguard_outbox_waiting_key holds just those.
-const claimable = `o.status = 'pending' AND o.visible_after <= $1 AND (o.lease_until IS NULL OR o.lease_until <= $1)
+// a lease_owner: the index brokerguard_outbox_waiting_key holds just those. "Not
+// leased" is written as the pending index's third column, so that the index scan
+// tests it on each entry and passes over the rows other claims lease without reading
+// them from the table: with three relays, the two other relays' 1,000 leased rows
+// were read by every claim of 500 (2,711 buffers for its candidates against 1,218).
+const claimable = `o.status = 'pending' AND o.visible_after <= $1 AND ` + notLeased + `
 	AND (o.msg_key IS NULL OR NOT EXISTS (
 		SELECT 1 FROM ` + Table + ` e
 		WHERE e.destination = o.destination AND e.msg_key = o.msg_key AND e.id < o.id
 			AND e.status = 'pending' AND (e.attempts > 0 OR e.lease_owner IS NOT NULL)
 			AND (e.visible_after > $1 OR e.lease_until > $1)))`
+
+// notLeased is true for a row o whose lease, if any, has ended at $1; written as the
+// pending index's third column (schema.sql).
+const notLeased = `coalesce(o.lease_until, '-infinity'::timestamptz) <= $1`
 
 // pendingDests lists, as the recursive CTE dests(d), the destinations that have
 // pending rows, one index probe each (a skip scan of the pending index); the last
@@ -485,7 +493,10 @@ func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Reco
 //     rows published since the last vacuum; a plain index scan marks them dead the
 //     first time (68 ms against 8 ms per claim after 6,000 rows).
 //
-// The backlog needs the first two only: its count reads pending rows by bitmap.
+// The backlog needs the first two, and no sequential scan instead: its count reads
+// pending rows by bitmap, destination by destination, and once the pending index
+// held the lease's end too (a third of it wider), an analysed table whose rows are
+// all pending had the planner read the whole table once per destination instead.
 func (s *Store) planned(ctx context.Context, setup []string, f func(br pgx.BatchResults) error, stmt string, args ...any) (err error) {
 	b := &pgx.Batch{}
 	for _, q := range setup {
@@ -504,8 +515,9 @@ func (s *Store) planned(ctx context.Context, setup []string, f func(br pgx.Batch
 
 // The setups of planned.
 const (
-	backlogSetup = `SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)`
-	claimSetup   = backlogSetup + `, set_config('enable_bitmapscan', 'off', true)`
+	planSetup    = `SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)`
+	backlogSetup = planSetup + `, set_config('enable_seqscan', 'off', true)`
+	claimSetup   = planSetup + `, set_config('enable_bitmapscan', 'off', true)`
 )
 
 // claimLockClass is the first key of the advisory lock that takes a table's claims

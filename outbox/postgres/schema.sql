@@ -1,4 +1,4 @@
--- brokerguard outbox tables, version 2. Safe to run more than once (also over version
+-- brokerguard outbox tables, version 4. Safe to run more than once (also over version
 -- 1); Migrate runs it as one transaction under an advisory lock so concurrent starts
 -- do not race.
 SELECT pg_advisory_xact_lock(7362890145221);
@@ -25,9 +25,22 @@ CREATE TABLE IF NOT EXISTS brokerguard_outbox (
 ALTER TABLE brokerguard_outbox ADD COLUMN IF NOT EXISTS settled_at timestamptz;
 
 -- Claims walk each destination's pending rows in enqueue order, so a held
--- destination's backlog is never read; settled rows stay out of the index.
+-- destination's backlog is never read; settled rows stay out of the index. The third
+-- column is when the row's lease ends (-infinity: no lease), so that a claim passes
+-- over the rows other claims lease inside the index, without reading them.
+-- Version 4: the index of versions 1 to 3, on (destination, id) only, is replaced.
+DO $$
+DECLARE old regclass;
+BEGIN
+    SELECT i.indexrelid::regclass INTO old FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+    WHERE i.indrelid = 'brokerguard_outbox'::regclass AND c.relname LIKE '%\_pending' AND i.indnatts = 2;
+    IF old IS NOT NULL THEN
+        EXECUTE 'DROP INDEX ' || old::text;
+    END IF;
+END $$;
 CREATE INDEX IF NOT EXISTS brokerguard_outbox_pending
-    ON brokerguard_outbox (destination, id) WHERE status = 'pending';
+    ON brokerguard_outbox (destination, id, (coalesce(lease_until, '-infinity'::timestamptz)))
+    WHERE status = 'pending';
 -- Per-key order: a row waits while an earlier pending row of its key waits for its
 -- backoff (attempts > 0) or is leased. Only such rows are in this index, so the check
 -- costs a claim one probe of a nearly empty index per row.
