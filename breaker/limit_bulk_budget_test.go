@@ -62,3 +62,36 @@ func TestBulkBudgetHalvesOnDropsAndGrowsWhenUsed(t *testing.T) {
 	}
 	l.wantBulkLimit(50)
 }
+
+// The limit learns the online calls' deadline from the latency of those dropped (the
+// first drops set it, later ones move it a quarter of the way), and bulk work gives
+// way while online latency is past 40 % of it: the budget shrinks by target/latency
+// (by half at most), and grows more slowly as online latency nears the target.
+func TestBulkBudgetFollowsTheLearnedOnlineDeadline(t *testing.T) {
+	l := newBrkLimiter(t, breaker.LimitPolicy{Max: 100, BulkShare: 0.5, Window: 100 * time.Millisecond})
+	l.brkRelease(10, time.Millisecond, breaker.Success, false)
+	l.clock.Advance(99 * time.Millisecond)
+	l.brkRelease(1, 0, breaker.Success, false) // the baseline
+	if !l.lim.Stats().Ready {
+		t.Fatal("no baseline after eleven successes")
+	}
+	l.brkRelease(4, 100*time.Millisecond, breaker.Neutral, true) // deadline 100ms, target 40ms
+	l.wantBulkLimit(25)
+	l.clock.Advance(50 * time.Millisecond)
+	l.brkRelease(4, 50*time.Millisecond, breaker.Success, false) // 50ms > 40ms: 25 * 40/50
+	l.wantBulkLimit(20)
+	l.clock.Advance(80 * time.Millisecond)
+	bulk := l.take(10, breaker.Bulk)
+	l.brkRelease(4, 20*time.Millisecond, breaker.Success, false) // used, at half the target: 20 + sqrt(20)/2
+	l.wantBulkLimit(22)
+	l.lim.Release(bulk, breaker.Neutral, false) // no verdict: it does not count in the next window
+	l.clock.Advance(100 * time.Millisecond)
+	l.brkRelease(4, 200*time.Millisecond, breaker.Neutral, true) // deadline 125ms, target 50ms; halved
+	l.wantBulkLimit(11)
+	l.clock.Advance(37500 * time.Microsecond)
+	l.brkRelease(4, 62500*time.Microsecond, breaker.Success, false) // 11.1 * 50/62.5
+	l.wantBulkLimit(8)
+	l.clock.Advance(100 * time.Millisecond)
+	l.brkRelease(4, 100*time.Millisecond, breaker.Success, false) // 50/100: by half at most
+	l.wantBulkLimit(4)
+}
