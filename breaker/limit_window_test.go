@@ -114,3 +114,26 @@ func TestLimitBaselineLearnsThenFollows(t *testing.T) {
 	l.brkRelease(4, time.Millisecond, breaker.Success, false) // under half the baseline
 	want((4*time.Millisecond+3*time.Millisecond/20+time.Millisecond)/2, time.Millisecond)
 }
+
+// Past Tolerance times the baseline the limit contracts smoothly: a fifth of the way
+// to limit*gradient + sqrt(limit), the gradient Tolerance*baseline/latency held
+// within [0.5, 1]. A healthy window then explores up by the square root while the
+// limit is used, but no further than twice the demand seen.
+func TestLimitSlowWindowsContractSmoothlyAndExploringStopsAtTwiceTheDemand(t *testing.T) {
+	l := newBrkLimiter(t, breaker.LimitPolicy{Max: 100, Window: 100 * time.Millisecond})
+	l.brkRelease(10, time.Millisecond, breaker.Success, false)
+	l.clock.Advance(99 * time.Millisecond)
+	l.brkRelease(1, time.Millisecond, breaker.Success, false) // baseline 1ms, demand 10
+	if s := l.lim.Stats(); !s.Ready || s.Baseline != time.Millisecond {
+		t.Fatalf("%+v, want a 1ms baseline", s)
+	}
+	l.clock.Advance(90 * time.Millisecond)
+	l.brkRelease(4, 10*time.Millisecond, breaker.Success, false)
+	l.wantLimit(92) // 100*0.8 + (100*0.5 + sqrt(100))*0.2
+	l.clock.Advance(90 * time.Millisecond)
+	l.brkRelease(4, 10*time.Millisecond, breaker.Success, false)
+	l.wantLimit(84) // 92*0.8 + (92*0.5 + sqrt(92))*0.2 = 84.7
+	l.clock.Advance(98 * time.Millisecond)
+	l.brkRelease(43, 2*time.Millisecond, breaker.Success, false)
+	l.wantLimit(86) // 84.7 + sqrt(84.7), held to twice the demand of 43
+}
