@@ -185,3 +185,18 @@ func TestFingerprintSeparatesTheOptionalFields(t *testing.T) {
 		}
 	}
 }
+
+// The optional fields' encoding is as stable as the base's: a golden value for a
+// policy that sets every one of them.
+func TestFingerprintOfEveryOptionalFieldIsStable(t *testing.T) {
+	p := breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, FailureWindow: time.Minute, SlowCallDuration: time.Second,
+		Mode: breaker.Shadow, MinCallBudget: time.Second, RampDuration: time.Minute, SlowCallRatio: 0.5,
+		Limit: breaker.LimitPolicy{Max: 8}}
+	// sha256("brokerguard.policy.v1|5|1000000000|60000000000|0|0|1000000000|1|1|1000000000|1000000000|1000000000|0|0|0
+	// |mode=1|budget=1000000000|ramp=60000000000,4591870180066957722,4607182418800017408
+	// |slowratio=4602678819172646912|limit=8,1,4611686018427387904,4602678819172646912,100000000")[:16]
+	// without the line breaks, computed outside Go (float fields as their IEEE 754 bits).
+	if got, want := p.Fingerprint(), "773121ee2425e0bf583c74a716915d78"; got != want {
+		t.Fatalf("fingerprint %s, want %s", got, want)
+	}
+}
