@@ -154,3 +154,46 @@ func TestLimitSlotGoesBackWhenMaxInFlightRefuses(t *testing.T) {
 		t.Fatalf("limit in flight %d after the completion, want 0", got)
 	}
 }
+
+// A refusal's NotBefore is now plus the hint (a Window before the baseline exists),
+// rounded up to the millisecond; refusals within one millisecond share one error, per
+// priority, and each says which kind of call it refused.
+func TestLimitRefusalNotBeforeRoundsUpAndIsShared(t *testing.T) {
+	l := newBrkLimiter(t, breaker.LimitPolicy{Max: 1, BulkShare: 1, Window: 100 * time.Millisecond})
+	l.take(1, breaker.Online)
+	l.clock.Advance(1500 * time.Microsecond)
+	refuse := func(pr breaker.Priority) *breaker.LimitError {
+		t.Helper()
+		_, err := l.lim.Acquire(breaker.Request{Priority: pr})
+		var le *breaker.LimitError
+		if !errors.As(err, &le) || !errors.Is(err, breaker.ErrSaturated) || le.Bulk != (pr == breaker.Bulk) {
+			t.Fatalf("%v call over the limit: %v, want a *LimitError", pr, err)
+		}
+		return le
+	}
+	first := refuse(breaker.Online)
+	if want := t0.Add(102 * time.Millisecond); !first.NotBefore.Equal(want) || first.Identity != "limited" {
+		t.Fatalf("NotBefore %v (identity %q), want %v", first.NotBefore, first.Identity, want)
+	}
+	if want := "breaker: over the adaptive limit: limited (retry after 2026-01-02T03:04:05.102Z)"; first.Error() != want {
+		t.Fatalf("message %q, want %q", first.Error(), want)
+	}
+	l.clock.Advance(500 * time.Microsecond) // 2ms: the same millisecond slot
+	if again := refuse(breaker.Online); again != first {
+		t.Fatal("a refusal in the same slot built a new error")
+	}
+	bulk := refuse(breaker.Bulk)
+	if bulk == first || !bulk.NotBefore.Equal(first.NotBefore) {
+		t.Fatalf("bulk refusal %+v, want its own error with the same NotBefore", bulk)
+	}
+	if want := "breaker: over the adaptive limit for bulk work: limited (retry after 2026-01-02T03:04:05.102Z)"; bulk.Error() != want {
+		t.Fatalf("bulk message %q, want %q", bulk.Error(), want)
+	}
+	l.clock.Advance(1)
+	if later := refuse(breaker.Online); later == first || !later.NotBefore.Equal(t0.Add(103*time.Millisecond)) {
+		t.Fatalf("a refusal in the next slot: NotBefore %v, want a new error at +103ms", later.NotBefore)
+	}
+	if got := l.lim.Stats().Refused; got != 4 {
+		t.Fatalf("Refused %d, want 4", got)
+	}
+}
