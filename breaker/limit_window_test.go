@@ -137,3 +137,29 @@ func TestLimitSlowWindowsContractSmoothlyAndExploringStopsAtTwiceTheDemand(t *te
 	l.brkRelease(43, 2*time.Millisecond, breaker.Success, false)
 	l.wantLimit(86) // 84.7 + sqrt(84.7), held to twice the demand of 43
 }
+
+// Latency alone never holds the limit below twice what the healthy rate of successes
+// keeps in flight at the recent latency (Little's law): after drops took it lower, a
+// slow window without drops doubles it back toward that need.
+func TestLimitSlowWindowsDoubleBackToTheHealthyRatesNeed(t *testing.T) {
+	l := newBrkLimiter(t, breaker.LimitPolicy{Max: 100, Window: 100 * time.Millisecond})
+	l.brkRelease(10, time.Millisecond, breaker.Success, false)
+	l.clock.Advance(99 * time.Millisecond)
+	l.brkRelease(1, time.Millisecond, breaker.Success, false) // baseline 1ms
+	l.clock.Advance(time.Millisecond)
+	l.brkRelease(39, time.Millisecond, breaker.Success, false)
+	l.clock.Advance(97 * time.Millisecond)
+	l.brkRelease(1, time.Millisecond, breaker.Success, false) // healthy: 40 successes in 100ms
+	l.wantLimit(100)
+	for _, want := range []int{50, 25, 12} {
+		l.clock.Advance(99 * time.Millisecond)
+		l.brkRelease(4, time.Millisecond, breaker.Failure, false)
+		l.wantLimit(want)
+	}
+	// need = 2 * 40/100ms * 50ms = 40 messages
+	for _, want := range []int{25, 40, 40} {
+		l.clock.Advance(50 * time.Millisecond)
+		l.brkRelease(4, 50*time.Millisecond, breaker.Success, false)
+		l.wantLimit(want)
+	}
+}
