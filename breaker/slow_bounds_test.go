@@ -57,6 +57,9 @@ func TestSlowRunStartsAfreshAfterItOpened(t *testing.T) {
 	h.timed(3, time.Second, breaker.Success)
 	h.wantState(breaker.Open)
 	brkLastReason(h, breaker.ReasonSlowCalls)
+	if oe := h.rejected(); !oe.NotBefore.Equal(h.clock.Now().Add(time.Second)) {
+		t.Fatalf("NotBefore %v, want one BreakDuration after the opening", oe.NotBefore)
+	}
 	h.clock.Advance(time.Second)
 	h.call(breaker.Success) // the probe
 	h.wantState(breaker.Closed)
@@ -95,8 +98,13 @@ func TestSlowRatioZeroMeansEveryCall(t *testing.T) {
 // fewer than MinimumCalls calls (as many is not fewer).
 func TestRareTrafficAtItsExactBounds(t *testing.T) {
 	p := breaker.Policy{FailureThreshold: 3, BreakDuration: time.Second, FailureWindow: time.Minute, MinimumCalls: 20}
-	t.Run("one window exactly", func(t *testing.T) {
+	newRare := func(t *testing.T, p breaker.Policy) *harness {
 		h := newHarness(t, p)
+		h.clock.Advance(time.Hour) // the run does not begin at the circuit's epoch
+		return h
+	}
+	t.Run("one window exactly", func(t *testing.T) {
+		h := newRare(t, p)
 		h.call(breaker.Failure)
 		h.clock.Advance(30 * time.Second)
 		h.call(breaker.Failure)
@@ -106,7 +114,7 @@ func TestRareTrafficAtItsExactBounds(t *testing.T) {
 		brkLastReason(h, breaker.ReasonRareTraffic)
 	})
 	t.Run("a nanosecond short", func(t *testing.T) {
-		h := newHarness(t, p)
+		h := newRare(t, p)
 		h.call(breaker.Failure)
 		h.clock.Advance(30 * time.Second)
 		h.call(breaker.Failure)
@@ -115,7 +123,7 @@ func TestRareTrafficAtItsExactBounds(t *testing.T) {
 		h.wantState(breaker.Closed)
 	})
 	t.Run("too few failures", func(t *testing.T) {
-		h := newHarness(t, p)
+		h := newRare(t, p)
 		h.call(breaker.Failure)
 		h.clock.Advance(5 * time.Minute)
 		h.call(breaker.Failure)
@@ -124,7 +132,7 @@ func TestRareTrafficAtItsExactBounds(t *testing.T) {
 	t.Run("as many calls as MinimumCalls", func(t *testing.T) {
 		q := p
 		q.MinimumCalls = 2
-		h := newHarness(t, q)
+		h := newRare(t, q)
 		h.call(breaker.Failure)
 		h.clock.Advance(5 * time.Minute) // the first failure leaves the window
 		h.call(breaker.Failure)
