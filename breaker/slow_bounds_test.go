@@ -78,6 +78,9 @@ func TestSlowRateOpensAtItsExactBounds(t *testing.T) {
 	h.timed(1, time.Second, breaker.Success) // 10 slow of 20
 	h.wantState(breaker.Open)
 	brkLastReason(h, breaker.ReasonSlowCalls)
+	if oe := h.rejected(); !oe.NotBefore.Equal(h.clock.Now().Add(time.Second)) {
+		t.Fatalf("NotBefore %v, want one BreakDuration after the opening", oe.NotBefore)
+	}
 }
 
 // A SlowCallRatio of 0 means every call of the window slow: fast calls in the
