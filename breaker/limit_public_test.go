@@ -46,8 +46,8 @@ func TestLimiterWithoutAClockAndPriorityNames(t *testing.T) {
 		t.Fatalf("Acquire: %v, in flight %d, want 2", err, l.Stats().InFlight)
 	}
 	l.Release(s, breaker.Success, false)
-	if !l.Answered() || l.Stats().InFlight != 0 {
-		t.Fatalf("after a success: answered %v, in flight %d", l.Answered(), l.Stats().InFlight)
+	if l.Cold() || l.Stats().InFlight != 0 {
+		t.Fatalf("after a success: cold %v, in flight %d", l.Cold(), l.Stats().InFlight)
 	}
 	if breaker.Online.String() != "online" || breaker.Bulk.String() != "bulk" {
 		t.Fatalf("priorities named %q and %q", breaker.Online, breaker.Bulk)
