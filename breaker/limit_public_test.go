@@ -197,3 +197,16 @@ func TestLimitRefusalNotBeforeRoundsUpAndIsShared(t *testing.T) {
 		t.Fatalf("Refused %d, want 4", got)
 	}
 }
+
+// A bulk call heavier than the bulk budget is admitted when it is the only bulk call
+// (a batch never waits forever); a second one beside it is refused.
+func TestLimiterAdmitsALoneHeavyBulkCall(t *testing.T) {
+	l := newBrkLimiter(t, breaker.LimitPolicy{Max: 10, BulkShare: 0.5})
+	l.take(8, breaker.Bulk)
+	if _, err := l.lim.Acquire(breaker.Request{Weight: 1, Priority: breaker.Bulk}); !errors.Is(err, breaker.ErrSaturated) {
+		t.Fatalf("a second bulk call beside 8 of a budget of 5: %v, want refused", err)
+	}
+	if got := l.lim.Stats().BulkInFlight; got != 8 {
+		t.Fatalf("%d bulk messages in flight, want 8", got)
+	}
+}
