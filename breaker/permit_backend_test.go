@@ -176,3 +176,23 @@ func TestOnlySuccessAndFailureCount(t *testing.T) {
 		}
 	}
 }
+
+// WithSlot attaches a slot only to a backend's permit: the zero Permit and a
+// Breaker's own permit come back unchanged, and completing them leaves the slot held.
+func TestWithSlotLeavesOtherPermitsAlone(t *testing.T) {
+	lim := breaker.NewLimiter("backend", breaker.LocalProcess, breaker.LimitPolicy{Max: 10}, fakeclock.New(t0))
+	slot, err := lim.Acquire(breaker.Request{Weight: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (breaker.Permit{}).WithSlot(slot).Complete(breaker.Success) {
+		t.Fatal("the zero Permit with a slot completed as live")
+	}
+	h := newHarness(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second})
+	if !h.acquire().WithSlot(slot).Complete(breaker.Success) {
+		t.Fatal("a Breaker's permit given a slot did not complete as its own")
+	}
+	if got := lim.Stats().InFlight; got != 2 {
+		t.Fatalf("the slot's messages in flight %d, want still 2", got)
+	}
+}
