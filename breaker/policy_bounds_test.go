@@ -1,0 +1,202 @@
+package breaker_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+)
+
+// brkWindowed is a valid window-mode policy the bounds table starts from.
+func brkWindowed() breaker.Policy {
+	return breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, FailureWindow: 10 * time.Second}
+}
+
+// Validate accepts every field at its exact bound and refuses it one step beyond,
+// naming the field.
+func TestPolicyValidateAtEachBound(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		edit  func(*breaker.Policy)
+		field string // "" when the policy is valid
+	}{
+		{"FailureThreshold 0 without BreakDuration", func(p *breaker.Policy) { *p = breaker.Policy{} }, ""},
+		{"FailureThreshold -1", func(p *breaker.Policy) { p.FailureThreshold = -1 }, "FailureThreshold"},
+		{"BreakDuration -1", func(p *breaker.Policy) { p.FailureThreshold, p.BreakDuration = 0, -1 }, "BreakDuration"},
+		{"BreakDuration 0 with a threshold", func(p *breaker.Policy) { p.BreakDuration = 0 }, "BreakDuration"},
+		{"BreakDuration 1ns", func(p *breaker.Policy) { p.BreakDuration = 1 }, ""},
+		{"FailureWindow -1", func(p *breaker.Policy) { p.FailureWindow = -1 }, "FailureWindow"},
+		{"FailureWindow at its minimum", func(p *breaker.Policy) { p.FailureWindow = time.Millisecond }, ""},
+		{"FailureWindow below its minimum", func(p *breaker.Policy) { p.FailureWindow = time.Millisecond - 1 }, "FailureWindow"},
+		{"MinimumCalls -1", func(p *breaker.Policy) { p.MinimumCalls = -1 }, "MinimumCalls"},
+		{"MinimumCalls 1 in window mode", func(p *breaker.Policy) { p.MinimumCalls = 1 }, ""},
+		{"MinimumCalls without a window", func(p *breaker.Policy) { p.FailureWindow, p.MinimumCalls = 0, 1 }, "MinimumCalls"},
+		{"SlowCallDuration -1", func(p *breaker.Policy) { p.SlowCallDuration = -1 }, "SlowCallDuration"},
+		{"HalfOpenMaxProbes -1", func(p *breaker.Policy) { p.HalfOpenMaxProbes = -1 }, "HalfOpenMaxProbes"},
+		{"SuccessesToClose -1", func(p *breaker.Policy) { p.SuccessesToClose = -1 }, "SuccessesToClose"},
+		{"ProbeLease -1", func(p *breaker.Policy) { p.ProbeLease = -1 }, "ProbeLease"},
+		{"HalfOpenRetryDelay -1", func(p *breaker.Policy) { p.HalfOpenRetryDelay = -1 }, "HalfOpenRetryDelay"},
+		{"MaxBreakDuration -1", func(p *breaker.Policy) { p.MaxBreakDuration = -1 }, "MaxBreakDuration"},
+		{"MaxInFlight -1", func(p *breaker.Policy) { p.MaxInFlight = -1 }, "MaxInFlight"},
+		{"MinCallBudget -1", func(p *breaker.Policy) { p.MinCallBudget = -1 }, "MinCallBudget"},
+		{"every count at 0", func(p *breaker.Policy) {
+			p.MinimumCalls, p.SlowCallDuration, p.HalfOpenMaxProbes, p.SuccessesToClose = 0, 0, 0, 0
+			p.ProbeLease, p.HalfOpenRetryDelay, p.MaxBreakDuration, p.MaxInFlight, p.MinCallBudget = 0, 0, 0, 0, 0
+		}, ""},
+		{"FailureRatio 0", func(p *breaker.Policy) { p.FailureRatio = 0 }, ""},
+		{"FailureRatio 1", func(p *breaker.Policy) { p.FailureRatio = 1 }, ""},
+		{"FailureRatio above 1", func(p *breaker.Policy) { p.FailureRatio = math.Nextafter(1, 2) }, "FailureRatio"},
+		{"FailureRatio below 0", func(p *breaker.Policy) { p.FailureRatio = -math.SmallestNonzeroFloat64 }, "FailureRatio"},
+		{"FailureRatio NaN", func(p *breaker.Policy) { p.FailureRatio = math.NaN() }, "FailureRatio"},
+		{"FailureRatio without a window", func(p *breaker.Policy) { p.FailureWindow, p.FailureRatio = 0, 0.5 }, "FailureRatio"},
+		{"SlowCallRatio 1", func(p *breaker.Policy) { p.SlowCallDuration, p.SlowCallRatio = time.Second, 1 }, ""},
+		{"SlowCallRatio above 1", func(p *breaker.Policy) { p.SlowCallDuration, p.SlowCallRatio = time.Second, math.Nextafter(1, 2) }, "SlowCallRatio"},
+		{"SlowCallRatio below 0", func(p *breaker.Policy) { p.SlowCallRatio = -math.SmallestNonzeroFloat64 }, "SlowCallRatio"},
+		{"SlowCallRatio NaN", func(p *breaker.Policy) { p.SlowCallRatio = math.NaN() }, "SlowCallRatio"},
+		{"SlowCallRatio without SlowCallDuration", func(p *breaker.Policy) { p.SlowCallRatio = 0.5 }, "SlowCallRatio"},
+		{"SlowCallRatio without a window", func(p *breaker.Policy) {
+			p.FailureWindow, p.SlowCallDuration, p.SlowCallRatio = 0, time.Second, 0.5
+		}, "SlowCallRatio"},
+		{"MaxBreakDuration equal to BreakDuration", func(p *breaker.Policy) { p.MaxBreakDuration = p.BreakDuration }, ""},
+		{"MaxBreakDuration below BreakDuration", func(p *breaker.Policy) { p.MaxBreakDuration = p.BreakDuration - 1 }, "MaxBreakDuration"},
+		{"Jitter 0.5", func(p *breaker.Policy) { p.Jitter = 0.5 }, ""},
+		{"Jitter above 0.5", func(p *breaker.Policy) { p.Jitter = math.Nextafter(0.5, 1) }, "Jitter"},
+		{"Jitter below 0", func(p *breaker.Policy) { p.Jitter = -math.SmallestNonzeroFloat64 }, "Jitter"},
+		{"Jitter NaN", func(p *breaker.Policy) { p.Jitter = math.NaN() }, "Jitter"},
+		{"Scope SingleHost", func(p *breaker.Policy) { p.Scope = breaker.SingleHost }, ""},
+		{"Scope beyond SingleHost", func(p *breaker.Policy) { p.Scope = breaker.SingleHost + 1 }, "Scope"},
+		{"Mode FailOpen", func(p *breaker.Policy) { p.Mode = breaker.FailOpen }, ""},
+		{"Mode beyond FailOpen", func(p *breaker.Policy) { p.Mode = breaker.FailOpen + 1 }, "Mode"},
+		{"Disabled alone", func(p *breaker.Policy) { *p = breaker.Policy{Disabled: true} }, ""},
+		{"Disabled with a threshold", func(p *breaker.Policy) { p.Disabled = true }, "Disabled"},
+		{"RampDuration -1", func(p *breaker.Policy) { p.RampDuration = -1 }, "RampDuration"},
+		{"RampDuration at its minimum", func(p *breaker.Policy) { p.RampDuration = time.Millisecond }, ""},
+		{"RampDuration below its minimum", func(p *breaker.Policy) { p.RampDuration = time.Millisecond - 1 }, "RampDuration"},
+		{"RampFloor 1", func(p *breaker.Policy) { p.RampDuration, p.RampFloor = time.Second, 1 }, ""},
+		{"RampFloor above 1", func(p *breaker.Policy) { p.RampDuration, p.RampFloor = time.Second, math.Nextafter(1, 2) }, "RampFloor"},
+		{"RampFloor below 0", func(p *breaker.Policy) { p.RampDuration, p.RampFloor = time.Second, -math.SmallestNonzeroFloat64 }, "RampFloor"},
+		{"RampFloor NaN", func(p *breaker.Policy) { p.RampDuration, p.RampFloor = time.Second, math.NaN() }, "RampFloor"},
+		{"RampAggression tiny", func(p *breaker.Policy) { p.RampDuration, p.RampAggression = time.Second, math.SmallestNonzeroFloat64 }, ""},
+		{"RampAggression below 0", func(p *breaker.Policy) { p.RampDuration, p.RampAggression = time.Second, -math.SmallestNonzeroFloat64 }, "RampAggression"},
+		{"RampAggression infinite", func(p *breaker.Policy) { p.RampDuration, p.RampAggression = time.Second, math.Inf(1) }, "RampAggression"},
+		{"RampAggression NaN", func(p *breaker.Policy) { p.RampDuration, p.RampAggression = time.Second, math.NaN() }, "RampAggression"},
+		{"RampFloor without a ramp", func(p *breaker.Policy) { p.RampFloor = 0.5 }, "RampFloor"},
+		{"RampAggression without a ramp", func(p *breaker.Policy) { p.RampAggression = 2 }, "RampAggression"},
+		{"Limit.Max -1", func(p *breaker.Policy) { p.Limit.Max = -1 }, "Limit.Max"},
+		{"Limit.Min without Max", func(p *breaker.Policy) { p.Limit.Min = 1 }, "Limit.Max"},
+		{"Limit.Max 1", func(p *breaker.Policy) { p.Limit.Max = 1 }, ""},
+		{"Limit.Min -1", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Min: -1} }, "Limit.Min"},
+		{"Limit.Min equal to Max", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Min: 4} }, ""},
+		{"Limit.Min above Max", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Min: 5} }, "Limit.Min"},
+		{"Limit.Tolerance 1", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Tolerance: 1} }, ""},
+		{"Limit.Tolerance below 1", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Tolerance: math.Nextafter(1, 0)} }, "Limit.Tolerance"},
+		{"Limit.Tolerance infinite", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Tolerance: math.Inf(1)} }, "Limit.Tolerance"},
+		{"Limit.Tolerance NaN", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Tolerance: math.NaN()} }, "Limit.Tolerance"},
+		{"Limit.BulkShare 1", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, BulkShare: 1} }, ""},
+		{"Limit.BulkShare above 1", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, BulkShare: math.Nextafter(1, 2)} }, "Limit.BulkShare"},
+		{"Limit.BulkShare below 0", func(p *breaker.Policy) {
+			p.Limit = breaker.LimitPolicy{Max: 4, BulkShare: -math.SmallestNonzeroFloat64}
+		}, "Limit.BulkShare"},
+		{"Limit.BulkShare NaN", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, BulkShare: math.NaN()} }, "Limit.BulkShare"},
+		{"Limit.Window 1ms", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Window: time.Millisecond} }, ""},
+		{"Limit.Window below 1ms", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Window: time.Millisecond - 1} }, "Limit.Window"},
+		{"Limit.Window -1", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Window: -1} }, "Limit.Window"},
+	} {
+		p := brkWindowed()
+		c.edit(&p)
+		err := p.Validate()
+		var pe *breaker.PolicyError
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%s: Validate = %v, want nil", c.name, err)
+		case c.field != "" && (!errors.As(err, &pe) || !errors.Is(err, breaker.ErrInvalidPolicy)):
+			t.Errorf("%s: Validate = %v, want a *PolicyError for %s", c.name, err, c.field)
+		case c.field != "" && pe.Field != c.field:
+			t.Errorf("%s: Validate names %q (%v), want %q", c.name, pe.Field, err, c.field)
+		}
+	}
+}
+
+// Every behaviour-changing field the fingerprint writes only when it differs from its
+// default (mode, call budget, ramp, slow-call ratio, limit) tells two policies apart,
+// field by field, and writing a default out changes nothing.
+func TestFingerprintSeparatesTheOptionalFields(t *testing.T) {
+	base := breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, FailureWindow: 10 * time.Second, SlowCallDuration: time.Second}
+	ramp := func(d time.Duration, floor, aggr float64) func(*breaker.Policy) {
+		return func(p *breaker.Policy) { p.RampDuration, p.RampFloor, p.RampAggression = d, floor, aggr }
+	}
+	limit := func(l breaker.LimitPolicy) func(*breaker.Policy) { return func(p *breaker.Policy) { p.Limit = l } }
+	variants := []struct {
+		name string
+		edit func(*breaker.Policy)
+	}{
+		{"base", func(*breaker.Policy) {}},
+		{"shadow", func(p *breaker.Policy) { p.Mode = breaker.Shadow }},
+		{"fail open", func(p *breaker.Policy) { p.Mode = breaker.FailOpen }},
+		{"budget 1s", func(p *breaker.Policy) { p.MinCallBudget = time.Second }},
+		{"budget 2s", func(p *breaker.Policy) { p.MinCallBudget = 2 * time.Second }},
+		{"ramp 1s", ramp(time.Second, 0, 0)},
+		{"ramp 2s", ramp(2*time.Second, 0, 0)},
+		{"ramp floor", ramp(time.Second, 0.5, 0)},
+		{"ramp aggression", ramp(time.Second, 0, 2)},
+		{"ramp floor and aggression", ramp(time.Second, 0.5, 2)},
+		{"slow ratio 0.5", func(p *breaker.Policy) { p.SlowCallRatio = 0.5 }},
+		{"slow ratio 0.25", func(p *breaker.Policy) { p.SlowCallRatio = 0.25 }},
+		{"limit 8", limit(breaker.LimitPolicy{Max: 8})},
+		{"limit 9", limit(breaker.LimitPolicy{Max: 9})},
+		{"limit min", limit(breaker.LimitPolicy{Max: 8, Min: 2})},
+		{"limit tolerance", limit(breaker.LimitPolicy{Max: 8, Tolerance: 3})},
+		{"limit bulk", limit(breaker.LimitPolicy{Max: 8, BulkShare: 0.25})},
+		{"limit window", limit(breaker.LimitPolicy{Max: 8, Window: time.Second})},
+	}
+	seen := map[string]string{}
+	for _, v := range variants {
+		p := base
+		v.edit(&p)
+		if err := p.Validate(); err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		fp := p.Fingerprint()
+		if other, ok := seen[fp]; ok {
+			t.Errorf("%s and %s have one fingerprint", v.name, other)
+		}
+		seen[fp] = v.name
+	}
+	same := []struct {
+		name string
+		edit func(*breaker.Policy)
+	}{
+		{"Enforce written", func(p *breaker.Policy) { p.Mode = breaker.Enforce }},
+		{"default budget written", func(p *breaker.Policy) { p.MinCallBudget = breaker.DefaultMinCallBudget }},
+		{"default ramp floor and aggression written", func(p *breaker.Policy) {
+			p.RampDuration, p.RampFloor, p.RampAggression = time.Second, 0.1, 1
+		}},
+	}
+	for _, v := range same {
+		p, q := base, base
+		v.edit(&p)
+		if p.RampDuration > 0 {
+			q.RampDuration = p.RampDuration
+		}
+		if p.Fingerprint() != q.Fingerprint() {
+			t.Errorf("%s changed the fingerprint", v.name)
+		}
+	}
+}
+
+// The optional fields' encoding is as stable as the base's: a golden value for a
+// policy that sets every one of them.
+func TestFingerprintOfEveryOptionalFieldIsStable(t *testing.T) {
+	p := breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, FailureWindow: time.Minute, SlowCallDuration: time.Second,
+		Mode: breaker.Shadow, MinCallBudget: time.Second, RampDuration: time.Minute, SlowCallRatio: 0.5,
+		Limit: breaker.LimitPolicy{Max: 8}}
+	// sha256("brokerguard.policy.v1|5|1000000000|60000000000|0|0|1000000000|1|1|1000000000|1000000000|1000000000|0|0|0
+	// |mode=1|budget=1000000000|ramp=60000000000,4591870180066957722,4607182418800017408
+	// |slowratio=4602678819172646912|limit=8,1,4611686018427387904,4602678819172646912,100000000")[:16]
+	// without the line breaks, computed outside Go (float fields as their IEEE 754 bits).
+	if got, want := p.Fingerprint(), "773121ee2425e0bf583c74a716915d78"; got != want {
+		t.Fatalf("fingerprint %s, want %s", got, want)
+	}
+}
