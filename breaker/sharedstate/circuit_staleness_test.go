@@ -60,8 +60,11 @@ func TestRefreshIfStaleReadsOnlyAStaleSnapshot(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(rulesT0)
 			d := newCounting()
+			c := ruleCircuit(t, d, clock, nil)
 			clock.Advance(time.Hour) // the snapshot is read well after the circuit was made
-			c := csFresh(t, d, clock, nil)
+			if err := c.Refresh(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			clock.Advance(tc.age)
 			if err := c.RefreshIfStale(context.Background()); err != nil {
 				t.Fatal(err)
@@ -264,5 +267,30 @@ func TestObserverUnderAKeyReplacesTheEarlierOne(t *testing.T) {
 	}
 	if len(first) != 0 || len(second) != 1 || second[0].To != breaker.Open {
 		t.Fatalf("replaced observer saw %v, its replacement %v; want nothing and the opening", first, second)
+	}
+}
+
+// A record that is corrupt or another policy's drops the snapshot: no call is
+// admitted on it, however fresh, until the record is mended.
+func TestUnusableRecordDropsTheSnapshot(t *testing.T) {
+	for name, edit := range map[string]func(*sharedstate.Record){
+		"another policy's": func(r *sharedstate.Record) { r.Fingerprint = "another policy" },
+		"corrupt":          func(r *sharedstate.Record) { r.State = breaker.State(42) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := fakeclock.New(rulesT0)
+			d := newCSHooked()
+			c := csFresh(t, d, clock, nil)
+			csEdit(t, d.counting, edit)
+			if err := c.Refresh(context.Background()); !errors.Is(err, breaker.ErrUnavailable) {
+				t.Fatalf("Refresh of the %s record: %v; want unavailable", name, err)
+			}
+			if s := c.Snapshot(); s.Generation != 0 {
+				t.Fatalf("snapshot kept after reading the %s record: %+v", name, s)
+			}
+			if ok, err := csAdmitted(c); ok || !errors.Is(err, breaker.ErrUnavailable) {
+				t.Fatalf("call after reading the %s record: admitted %v (%v); want unavailable", name, ok, err)
+			}
+		})
 	}
 }
