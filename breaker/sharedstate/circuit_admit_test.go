@@ -18,7 +18,7 @@ import (
 func TestSuccessIsTimedFromItsAcquire(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCSHooked()
-	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.SlowCallDuration = time.Second })
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.SlowCallDuration = time.Second })
 	clock.Advance(time.Hour) // permits are timed on the circuit's own clock, from its creation
 	outcome(t, c, breaker.Failure)
 	p, err := c.Acquire(context.Background())

@@ -48,7 +48,7 @@ func TestJitterUsesTheConfiguredRandomOrADefault(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(rulesT0)
 			d := newCSHooked()
-			c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.Jitter, cfg.Random = 0.5, tc.random })
+			c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.Jitter, cfg.Random = 0.5, tc.random })
 			csTrip(t, c)
 			r := csStored(t, d)
 			if got := time.Duration(r.OpenUntil - clock.Now().UnixNano()); r.State != breaker.Open || got < tc.lo || got > tc.hi {

@@ -221,7 +221,7 @@ func TestLeaseWriteWithALostAnswerIsFoundAndUsed(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCSHooked()
 	var seen []breaker.Transition
-	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) {
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) {
 		cfg.OnStoreFailure = sharedstate.FailClosed
 		cfg.Observers = []func(breaker.Transition){func(tr breaker.Transition) { seen = append(seen, tr) }}
 	})
@@ -253,7 +253,7 @@ func TestLeaseWriteWithALostAnswerIsFoundAndUsed(t *testing.T) {
 func TestLeaseOfACallerGoneIsGivenBack(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCSHooked()
-	c := ruleCircuit(t, d, clock, nil)
+	c := csAged(t, d, clock, nil)
 	csOpened(t, d, clock, c)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.once(func(wctx context.Context, expect uint64, next sharedstate.Record) error {
@@ -281,7 +281,7 @@ func outcomeErr(c *sharedstate.Circuit) (bool, error) { return csAdmitted(c) }
 func TestLeaseNotFoundAfterALostAnswerIsNotTheCallers(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCSHooked()
-	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed; cfg.RetryDelay = -1 })
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed; cfg.RetryDelay = -1 })
 	csOpened(t, d, clock, c)
 	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
 		other := next
@@ -306,7 +306,7 @@ func TestLeaseNotFoundAfterALostAnswerIsNotTheCallers(t *testing.T) {
 func TestLeaseSearchThatFailsIsTheError(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCSHooked()
-	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed })
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed })
 	csOpened(t, d, clock, c)
 	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
 		d.Down(errDown)
@@ -322,7 +322,7 @@ func TestLeaseSearchThatFailsIsTheError(t *testing.T) {
 func TestLeaseWritesTimingOutProbeLocally(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCSHooked()
-	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
 	csOpened(t, d, clock, c)
 	d.setHook(func(context.Context, uint64, sharedstate.Record) error { return errCSTimeout })
 	p, err := c.Acquire(context.Background())
@@ -340,7 +340,7 @@ func TestLeaseWritesTimingOutProbeLocally(t *testing.T) {
 func TestLeaseLostToAnotherReplicaRejectsAndFreesTheSlot(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCSHooked()
-	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
 	csOpened(t, d, clock, c)
 	expires := clock.Now().Add(30 * time.Second)
 	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
@@ -363,7 +363,7 @@ func TestLeaseLostToAnotherReplicaRejectsAndFreesTheSlot(t *testing.T) {
 func TestProbeOverMaxInFlightIsSaturated(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCSHooked()
-	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
 	held, err := c.Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +383,7 @@ func TestProbeOverMaxInFlightIsSaturated(t *testing.T) {
 func TestProbeWaitsOutRetryDelay(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCSHooked()
-	c := ruleCircuit(t, d, clock, nil)
+	c := csAged(t, d, clock, nil)
 	csTrip(t, c)
 	clock.Advance(time.Minute - 500*time.Millisecond)
 	if err := c.Refresh(context.Background()); err != nil {

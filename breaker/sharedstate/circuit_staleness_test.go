@@ -15,10 +15,20 @@ import (
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 
-// csFresh returns a circuit over d whose snapshot was read at clock's time.
-func csFresh(t *testing.T, d sharedstate.Driver, clock *fakeclock.Clock, edit func(*sharedstate.Config)) *sharedstate.Circuit {
+// csAged returns a circuit over d made an hour before clock's time, so that its
+// readings of the clock are not zero.
+func csAged(t *testing.T, d sharedstate.Driver, clock *fakeclock.Clock, edit func(*sharedstate.Config)) *sharedstate.Circuit {
 	t.Helper()
 	c := ruleCircuit(t, d, clock, edit)
+	clock.Advance(time.Hour)
+	return c
+}
+
+// csFresh returns a circuit over d whose snapshot was read at clock's time, an hour
+// after the circuit was made (so that ages are differences of two nonzero readings).
+func csFresh(t *testing.T, d sharedstate.Driver, clock *fakeclock.Clock, edit func(*sharedstate.Config)) *sharedstate.Circuit {
+	t.Helper()
+	c := csAged(t, d, clock, edit)
 	if err := c.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +70,7 @@ func TestRefreshIfStaleReadsOnlyAStaleSnapshot(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(rulesT0)
 			d := newCounting()
-			c := ruleCircuit(t, d, clock, nil)
+			c := csAged(t, d, clock, nil)
 			clock.Advance(time.Hour) // the snapshot is read well after the circuit was made
 			if err := c.Refresh(context.Background()); err != nil {
 				t.Fatal(err)
@@ -75,7 +85,7 @@ func TestRefreshIfStaleReadsOnlyAStaleSnapshot(t *testing.T) {
 		})
 	}
 	d := newCounting()
-	c := ruleCircuit(t, d, fakeclock.New(rulesT0), nil)
+	c := csAged(t, d, fakeclock.New(rulesT0), nil)
 	if err := c.RefreshIfStale(context.Background()); err != nil || d.count("load") != 1 {
 		t.Fatalf("no snapshot yet: err %v, %d reads; want the record read", err, d.count("load"))
 	}
@@ -126,7 +136,7 @@ func TestFastPathRefreshesSoftlyFromThreeQuarters(t *testing.T) {
 func TestOpenSnapshotIsReadAgainFromThreeQuarters(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCounting()
-	c := ruleCircuit(t, d, clock, nil)
+	c := csAged(t, d, clock, nil)
 	csTrip(t, c)
 	if _, err := c.Acquire(context.Background()); !errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("after 3 failures: %v; want open", err)
@@ -193,7 +203,7 @@ func TestSoftRefreshEndingAtMaxStalenessDoesNotAdmit(t *testing.T) {
 func TestOpenSnapshotRejectsWhileItsRefreshFails(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCounting()
-	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.BreakDuration = time.Second })
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.BreakDuration = time.Second })
 	csTrip(t, c)
 	d.Down(errDown)
 	clock.Advance(800 * time.Millisecond) // soft refresh, which fails
@@ -211,7 +221,7 @@ func TestStaleOpenSnapshotRejectsUntilItsDeadline(t *testing.T) {
 	}{{2*time.Second - 1, true}, {2 * time.Second, false}} {
 		clock := fakeclock.New(rulesT0)
 		d := newCounting()
-		c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.BreakDuration = 2 * time.Second })
+		c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.BreakDuration = 2 * time.Second })
 		csTrip(t, c)
 		d.Down(errDown)
 		clock.Advance(tc.after)
@@ -220,11 +230,10 @@ func TestStaleOpenSnapshotRejectsUntilItsDeadline(t *testing.T) {
 			t.Fatalf("%v after opening for 2s, store down: %v; want open %v", tc.after, err, tc.open)
 		}
 	}
-	// A clock that stepped back makes the snapshot unusable, but not the refusal.
+	// A clock that stepped back does not lift the refusal.
 	clock := fakeclock.New(rulesT0)
 	d := newCounting()
-	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.BreakDuration = 2 * time.Second })
-	clock.Advance(time.Hour)
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.BreakDuration = 2 * time.Second })
 	csTrip(t, c)
 	d.Down(errDown)
 	clock.Advance(-time.Millisecond)
