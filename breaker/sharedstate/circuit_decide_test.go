@@ -136,8 +136,9 @@ func TestForceCloseEndsAtItsDeadline(t *testing.T) {
 		t.Fatalf("1ns before the deadline: admitted %v (%v), stored %+v; want admitted, nothing written", ok, err, csStored(t, d))
 	}
 	clock.Advance(1)
-	if ok, err := csAdmitted(c); !ok {
-		t.Fatalf("at the deadline: %v", err)
+	loads := d.count("load")
+	if ok, err := csAdmitted(c); !ok || d.count("load") != loads {
+		t.Fatalf("at the deadline, on a snapshot 1ns old: admitted %v (%v) after %d reads; want admitted, no read", ok, err, d.count("load")-loads)
 	}
 	r := csStored(t, d)
 	if r.State != breaker.Closed || r.Override != breaker.NoOverride || r.Reason != breaker.ReasonOverrideExpired ||
@@ -399,6 +400,26 @@ func TestProbeWaitsOutRetryDelay(t *testing.T) {
 	if _, err := c.Acquire(context.Background()); !errors.Is(err, errDown) || d.count("replace") != writes {
 		t.Fatalf("%v after %d writes; want the failed read's error and no write", err, d.count("replace")-writes)
 	}
+}
+
+// On a fresh open snapshot, the call at the open deadline takes the probe without
+// reading the record first.
+func TestProbeAtTheDeadlineOnAFreshSnapshotReadsNothing(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csAged(t, d, clock, nil)
+	csTrip(t, c)
+	clock.Advance(time.Minute - 100*time.Millisecond)
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(100 * time.Millisecond)
+	loads := d.count("load")
+	p, err := c.Acquire(context.Background())
+	if err != nil || d.count("load") != loads {
+		t.Fatalf("at the deadline: %v after %d reads; want the probe without a read", err, d.count("load")-loads)
+	}
+	p.Complete(breaker.Neutral)
 }
 
 // A half-open record's leases: one expiring now is taken over; live ones up to

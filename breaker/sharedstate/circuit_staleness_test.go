@@ -158,7 +158,8 @@ func TestOpenSnapshotIsReadAgainFromThreeQuarters(t *testing.T) {
 }
 
 // With the store down, a closed snapshot younger than MaxStaleness still admits (the
-// soft refresh's failure is not the caller's); at MaxStaleness it does not.
+// soft refresh's failure is not the caller's); at MaxStaleness it does not, and the
+// call reads the record once (RetryDelay < 0, so nothing holds a second read back).
 func TestStoreDownAdmitsUntilExactlyMaxStaleness(t *testing.T) {
 	for _, tc := range []struct {
 		age   time.Duration
@@ -166,13 +167,84 @@ func TestStoreDownAdmitsUntilExactlyMaxStaleness(t *testing.T) {
 	}{{time.Second - 1, true}, {time.Second, false}} {
 		clock := fakeclock.New(rulesT0)
 		d := newCounting()
-		c := csFresh(t, d, clock, nil)
+		c := csFresh(t, d, clock, func(cfg *sharedstate.Config) { cfg.RetryDelay = -1 })
 		d.Down(errDown)
 		clock.Advance(tc.age)
+		loads := d.count("load")
 		ok, err := csAdmitted(c)
 		if ok != tc.admit || !ok && !errors.Is(err, breaker.ErrUnavailable) {
 			t.Fatalf("snapshot %v old, store down: admitted %v (%v); want %v", tc.age, ok, err, tc.admit)
 		}
+		if got := d.count("load") - loads; got != 1 {
+			t.Fatalf("snapshot %v old, store down: %d reads; want 1", tc.age, got)
+		}
+	}
+}
+
+// A soft refresh whose read ends exactly at a deadline of the snapshot decides on
+// the record at that time: a ForceClose that ended is written closed, and a break
+// that ended lets the caller probe.
+func TestSoftRefreshEndingAtADeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(c *sharedstate.Circuit, clock *fakeclock.Clock) time.Time // returns the deadline
+		want  breaker.State
+	}{
+		{"ForceClose", func(c *sharedstate.Circuit, clock *fakeclock.Clock) time.Time {
+			until := clock.Now().Add(time.Minute)
+			if err := c.ForceClose(context.Background(), until); err != nil {
+				t.Fatal(err)
+			}
+			return until
+		}, breaker.Closed},
+		{"break", func(c *sharedstate.Circuit, clock *fakeclock.Clock) time.Time {
+			csTrip(t, c)
+			return clock.Now().Add(time.Minute)
+		}, breaker.HalfOpen},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fakeclock.New(rulesT0)
+			d := newCSHooked()
+			c := csAged(t, d, clock, nil)
+			deadline := tc.start(c, clock)
+			clock.Set(deadline.Add(-800 * time.Millisecond))
+			if err := c.Refresh(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(790 * time.Millisecond) // a soft refresh, 10ms before the deadline
+			d.onLoad = func() {
+				d.onLoad = nil
+				clock.Set(deadline)
+			}
+			p, err := c.Acquire(context.Background())
+			if err != nil {
+				t.Fatalf("soft refresh ending at the %s's deadline: %v", tc.name, err)
+			}
+			p.Complete(breaker.Neutral)
+			if r := csStored(t, d); r.State != tc.want || r.Override != breaker.NoOverride {
+				t.Fatalf("stored %+v; want %v without override", r, tc.want)
+			}
+		})
+	}
+}
+
+// A soft refresh during which the clock stepped back leaves a snapshot of unknown
+// age: the record is read again before a call is admitted on it.
+func TestSoftRefreshUnderAClockSteppingBackReadsAgain(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := csFresh(t, d, clock, nil)
+	clock.Advance(800 * time.Millisecond)
+	d.onLoad = func() {
+		d.onLoad = nil
+		clock.Advance(-time.Second)
+	}
+	loads := d.count("load")
+	if ok, err := csAdmitted(c); !ok {
+		t.Fatal(err)
+	}
+	if got := d.count("load") - loads; got != 2 {
+		t.Fatalf("%d reads; want the soft refresh's and one after the clock stepped back", got)
 	}
 }
 
