@@ -49,3 +49,17 @@ func TestSnapshotReportsTheAdaptiveLimit(t *testing.T) {
 		t.Fatalf("Snapshot's limit %+v; want the adaptive limit, at most 40", s.Limit)
 	}
 }
+
+// Without MaxInFlight nothing is counted in flight: a completed permit leaves 0.
+func TestNoInFlightCountWithoutMaxInFlight(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	c := csFresh(t, newCounting(), clock, nil)
+	for range 3 {
+		if ok, err := csAdmitted(c); !ok {
+			t.Fatal(err)
+		}
+	}
+	if s := c.Snapshot(); s.InFlight != 0 {
+		t.Fatalf("in flight after three completed calls, no MaxInFlight: %d; want 0", s.InFlight)
+	}
+}

@@ -402,6 +402,29 @@ func TestProbeWaitsOutRetryDelay(t *testing.T) {
 	}
 }
 
+// RetryDelay ends exactly RetryDelay after the failure: a call then takes the probe.
+func TestProbeIsTakenAtTheEndOfRetryDelay(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csAged(t, d, clock, nil)
+	csTrip(t, c)
+	clock.Advance(time.Minute - 500*time.Millisecond)
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d.Down(errDown)
+	if err := c.Refresh(context.Background()); !errors.Is(err, errDown) {
+		t.Fatal(err)
+	}
+	d.Down(nil)
+	clock.Advance(time.Second)
+	p, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatalf("RetryDelay after a failed read, the break over: %v; want the probe", err)
+	}
+	p.Complete(breaker.Neutral)
+}
+
 // On a fresh open snapshot, the call at the open deadline takes the probe without
 // reading the record first.
 func TestProbeAtTheDeadlineOnAFreshSnapshotReadsNothing(t *testing.T) {

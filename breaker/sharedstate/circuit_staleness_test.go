@@ -373,5 +373,17 @@ func TestUnusableRecordDropsTheSnapshot(t *testing.T) {
 				t.Fatalf("call after reading the %s record: admitted %v (%v); want unavailable", name, ok, err)
 			}
 		})
+		// The same when a soft refresh is the read that finds it: the snapshot the
+		// caller started with is not used either.
+		t.Run(name+" by a soft refresh", func(t *testing.T) {
+			clock := fakeclock.New(rulesT0)
+			d := newCSHooked()
+			c := csFresh(t, d, clock, nil)
+			csEdit(t, d.counting, edit)
+			clock.Advance(800 * time.Millisecond)
+			if ok, err := csAdmitted(c); ok || !errors.Is(err, breaker.ErrUnavailable) {
+				t.Fatalf("call whose soft refresh read the %s record: admitted %v (%v); want unavailable", name, ok, err)
+			}
+		})
 	}
 }
