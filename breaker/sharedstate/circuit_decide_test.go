@@ -380,7 +380,8 @@ func TestProbeOverMaxInFlightIsSaturated(t *testing.T) {
 }
 
 // Within RetryDelay of a failed read, a call that would take the probe on a fresh
-// open snapshot fails with that failure and writes nothing.
+// open snapshot fails with that failure and writes nothing; from its end the call
+// takes the probe.
 func TestProbeWaitsOutRetryDelay(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCSHooked()
@@ -400,24 +401,7 @@ func TestProbeWaitsOutRetryDelay(t *testing.T) {
 	if _, err := c.Acquire(context.Background()); !errors.Is(err, errDown) || d.count("replace") != writes {
 		t.Fatalf("%v after %d writes; want the failed read's error and no write", err, d.count("replace")-writes)
 	}
-}
-
-// RetryDelay ends exactly RetryDelay after the failure: a call then takes the probe.
-func TestProbeIsTakenAtTheEndOfRetryDelay(t *testing.T) {
-	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csAged(t, d, clock, nil)
-	csTrip(t, c)
-	clock.Advance(time.Minute - 500*time.Millisecond)
-	if err := c.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	d.Down(errDown)
-	if err := c.Refresh(context.Background()); !errors.Is(err, errDown) {
-		t.Fatal(err)
-	}
-	d.Down(nil)
-	clock.Advance(time.Second)
+	clock.Advance(400 * time.Millisecond) // RetryDelay after the failed read
 	p, err := c.Acquire(context.Background())
 	if err != nil {
 		t.Fatalf("RetryDelay after a failed read, the break over: %v; want the probe", err)
