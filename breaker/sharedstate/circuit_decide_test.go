@@ -409,6 +409,33 @@ func TestProbeWaitsOutRetryDelay(t *testing.T) {
 	p.Complete(breaker.Neutral)
 }
 
+// After a lease write the store refused (FailClosed), calls fail for exactly
+// RetryDelay without writing, and the first call after it takes the probe on the
+// snapshot still fresh (MaxStaleness 10 s).
+func TestRefusedLeaseWriteWaitsExactlyRetryDelay(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) {
+		cfg.OnStoreFailure, cfg.MaxStaleness = sharedstate.FailClosed, 10*time.Second
+	})
+	csOpened(t, d, clock, c)
+	d.once(func(context.Context, uint64, sharedstate.Record) error { return errOOM })
+	if _, err := c.Acquire(context.Background()); !errors.Is(err, errOOM) {
+		t.Fatalf("lease write refused: %v", err)
+	}
+	writes := d.count("replace")
+	clock.Advance(time.Second - 1)
+	if _, err := c.Acquire(context.Background()); !errors.Is(err, errOOM) || d.count("replace") != writes {
+		t.Fatalf("1ns short of RetryDelay: %v after %d writes; want the refusal, no write", err, d.count("replace")-writes)
+	}
+	clock.Advance(1)
+	p, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatalf("RetryDelay after the refused write: %v; want the probe", err)
+	}
+	p.Complete(breaker.Neutral)
+}
+
 // On a fresh open snapshot, the call at the open deadline takes the probe without
 // reading the record first.
 func TestProbeAtTheDeadlineOnAFreshSnapshotReadsNothing(t *testing.T) {
