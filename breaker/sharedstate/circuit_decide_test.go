@@ -270,12 +270,10 @@ func TestLeaseOfACallerGoneIsGivenBack(t *testing.T) {
 	if r := csStored(t, d); r.State != breaker.HalfOpen || len(r.Leases) != 0 {
 		t.Fatalf("stored %+v; want half-open with the lease given back", r)
 	}
-	if _, err := outcomeErr(ruleCircuit(t, d, clock, nil)); err != nil {
+	if _, err := csAdmitted(ruleCircuit(t, d, clock, nil)); err != nil {
 		t.Fatalf("another replica's call after the lease was given back: %v; want the probe", err)
 	}
 }
-
-func outcomeErr(c *sharedstate.Circuit) (bool, error) { return csAdmitted(c) }
 
 // When the lease's write times out and the record read afterwards does not hold it
 // (another replica probes in the same generation), the probe is not the caller's.
