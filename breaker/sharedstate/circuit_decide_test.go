@@ -1,0 +1,518 @@
+package sharedstate_test
+
+// The transitions a call writes (circuit.go: decide, takeLease, findLease, giveBack):
+// opening a tripped record, ending a ForceClose, taking a probe lease, and what a
+// lost conditional write or a lost answer leaves behind.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+)
+
+const csID = "kafka:orders"
+
+var errCSTimeout = errors.New("i/o timeout")
+
+// csHooked is a counting driver whose Replace a test can take over: hook runs
+// instead of the store's Replace when it is set, and may call through to it.
+type csHooked struct {
+	*counting
+	hmu  sync.Mutex
+	hook func(ctx context.Context, expect uint64, next sharedstate.Record) error
+}
+
+func newCSHooked() *csHooked { return &csHooked{counting: newCounting()} }
+
+func (d *csHooked) setHook(f func(ctx context.Context, expect uint64, next sharedstate.Record) error) {
+	d.hmu.Lock()
+	d.hook = f
+	d.hmu.Unlock()
+}
+
+func (d *csHooked) Replace(ctx context.Context, id string, expect uint64, next sharedstate.Record) error {
+	d.hmu.Lock()
+	hook := d.hook
+	d.hmu.Unlock()
+	if hook != nil {
+		d.note("replace")
+		return hook(ctx, expect, next)
+	}
+	return d.counting.Replace(ctx, id, expect, next)
+}
+
+// once runs f on the first Replace only, and lets the later ones through.
+func (d *csHooked) once(f func(ctx context.Context, expect uint64, next sharedstate.Record) error) {
+	d.setHook(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
+		d.setHook(nil)
+		return f(ctx, expect, next)
+	})
+}
+
+// csStored returns the stored record (a read the counts do not include).
+func csStored(t *testing.T, d *csHooked) sharedstate.Record {
+	t.Helper()
+	r, err := d.MemoryDriver.Load(context.Background(), csID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// csEdit changes the stored record as another replica's write would (a new version).
+func csEdit(t *testing.T, d *counting, f func(*sharedstate.Record)) sharedstate.Record {
+	t.Helper()
+	r, err := d.MemoryDriver.Load(context.Background(), csID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f(&r)
+	r.Version++
+	d.Set(csID, r)
+	return r
+}
+
+// csTripped stores a closed record with the threshold of failures reached but not yet
+// opened (as a Counter leaves it), and makes it the circuit's snapshot.
+func csTripped(t *testing.T, d *counting, c *sharedstate.Circuit) sharedstate.Record {
+	t.Helper()
+	r := csEdit(t, d, func(r *sharedstate.Record) { r.Failures = 3 })
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func csOpenError(t *testing.T, err error) *breaker.OpenError {
+	t.Helper()
+	var oe *breaker.OpenError
+	if !errors.As(err, &oe) {
+		t.Fatalf("got %v; want an *breaker.OpenError", err)
+	}
+	return oe
+}
+
+// The call after a tripped count opens the circuit for BreakDuration from now, in
+// one write and no read, and is rejected by that opening.
+func TestTrippedRecordIsOpenedByTheNextCall(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csFresh(t, d, clock, nil)
+	was := csTripped(t, d.counting, c)
+	clock.Advance(100 * time.Millisecond)
+	loads, writes := d.count("load"), d.count("replace")
+	_, err := c.Acquire(context.Background())
+	if want := clock.Now().Add(time.Minute); !csOpenError(t, err).NotBefore.Equal(want) {
+		t.Fatalf("rejected until %v; want %v", csOpenError(t, err).NotBefore, want)
+	}
+	r := csStored(t, d)
+	if r.State != breaker.Open || r.Generation != was.Generation+1 || r.OpenUntil != clock.Now().Add(time.Minute).UnixNano() ||
+		r.Reason != breaker.ReasonFailureThreshold {
+		t.Fatalf("stored %+v; want open for a minute from now, by the threshold, in the next generation", r)
+	}
+	if d.count("load") != loads || d.count("replace") != writes+1 {
+		t.Fatalf("%d reads and %d writes; want one write", d.count("load")-loads, d.count("replace")-writes)
+	}
+}
+
+// A ForceClose holds until exactly its deadline; the first call from then on writes
+// the closed record that ends it (a new generation) and is admitted.
+func TestForceCloseEndsAtItsDeadline(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csFresh(t, d, clock, nil)
+	if err := c.ForceClose(context.Background(), clock.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	forced := csStored(t, d)
+	clock.Advance(time.Minute - 1)
+	if ok, err := csAdmitted(c); !ok || csStored(t, d).Version != forced.Version {
+		t.Fatalf("1ns before the deadline: admitted %v (%v), stored %+v; want admitted, nothing written", ok, err, csStored(t, d))
+	}
+	clock.Advance(1)
+	loads := d.count("load")
+	if ok, err := csAdmitted(c); !ok || d.count("load") != loads {
+		t.Fatalf("at the deadline, on a snapshot 1ns old: admitted %v (%v) after %d reads; want admitted, no read", ok, err, d.count("load")-loads)
+	}
+	r := csStored(t, d)
+	if r.State != breaker.Closed || r.Override != breaker.NoOverride || r.Reason != breaker.ReasonOverrideExpired ||
+		r.Generation != forced.Generation+1 {
+		t.Fatalf("stored at the deadline %+v; want closed without override, expired, next generation", r)
+	}
+}
+
+// A conditional write that lost to another replica is decided again on the record
+// read afterwards, not on the snapshot that lost.
+func TestLostWriteIsDecidedOnTheRecordReadAfterIt(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csFresh(t, d, clock, nil)
+	csTripped(t, d.counting, c)
+	until := clock.Now().Add(5 * time.Minute)
+	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
+		csEdit(t, d.counting, func(r *sharedstate.Record) { // another replica opens it first
+			r.State, r.Generation, r.OpenUntil, r.Reason, r.Since = breaker.Open, r.Generation+1, until.UnixNano(), breaker.ReasonForcedOpen, clock.Now().UnixNano()
+			r.Override, r.OverrideUntil = breaker.ForcedOpen, until.UnixNano()
+		})
+		return d.counting.Replace(ctx, csID, expect, next)
+	})
+	_, err := c.Acquire(context.Background())
+	if !errors.Is(err, breaker.ErrOpen) || !csOpenError(t, err).NotBefore.Equal(until) {
+		t.Fatalf("after losing the opening to another replica's: %v; want its rejection until %v", err, until)
+	}
+}
+
+// A write the store refuses opens the circuit locally (KeepLocal) and tells OnError
+// once.
+func TestRefusedOpeningOpensLocallyAndReportsOnce(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	var reported []error
+	c := csFresh(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnError = func(err error) { reported = append(reported, err) } })
+	csTripped(t, d.counting, c)
+	d.RefuseWrites(errOOM)
+	if _, err := c.Acquire(context.Background()); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("tripped, opening refused: %v; want rejected by the local opening", err)
+	}
+	if len(reported) != 1 || !errors.Is(reported[0], errOOM) {
+		t.Fatalf("OnError told %v; want the refusal once", reported)
+	}
+}
+
+// Under FailClosed a refused opening fails the call with the store's error, and the
+// call makes no further request (RetryDelay < 0: nothing holds a retry back).
+func TestRefusedOpeningFailsClosedInOneRequest(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csFresh(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed; cfg.RetryDelay = -1 })
+	csTripped(t, d.counting, c)
+	d.RefuseWrites(errOOM)
+	loads, writes := d.count("load"), d.count("replace")
+	if _, err := c.Acquire(context.Background()); !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, errOOM) {
+		t.Fatalf("tripped, opening refused, FailClosed: %v; want unavailable", err)
+	}
+	if d.count("load") != loads || d.count("replace") != writes+1 {
+		t.Fatalf("%d reads and %d writes; want the one write", d.count("load")-loads, d.count("replace")-writes)
+	}
+}
+
+// csOpened opens c by failures and moves the clock to the end of the break, so the
+// next call takes the half-open probe. It returns the open record.
+func csOpened(t *testing.T, d *csHooked, clock *fakeclock.Clock, c *sharedstate.Circuit) sharedstate.Record {
+	t.Helper()
+	csTrip(t, c)
+	r := csStored(t, d)
+	if r.State != breaker.Open {
+		t.Fatalf("after 3 failures: %+v", r)
+	}
+	clock.Advance(time.Minute)
+	return r
+}
+
+// When the answer to the probe lease's write is lost but the write took effect, the
+// probe is the caller's: it is found by reading the record, and the observers learn
+// of the half-open state before Acquire returns.
+func TestLeaseWriteWithALostAnswerIsFoundAndUsed(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	var seen []breaker.Transition
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) {
+		cfg.OnStoreFailure = sharedstate.FailClosed
+		cfg.Observers = []func(breaker.Transition){func(tr breaker.Transition) { seen = append(seen, tr) }}
+	})
+	open := csOpened(t, d, clock, c)
+	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
+		if err := d.counting.Replace(ctx, csID, expect, next); err != nil {
+			return err
+		}
+		return errCSTimeout
+	})
+	p, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatalf("lease written, answer lost: %v; want the probe", err)
+	}
+	if n := len(seen); n == 0 || seen[n-1].To != breaker.HalfOpen || seen[n-1].Generation != open.Generation+1 {
+		t.Fatalf("observers saw %v when Acquire returned; want the half-open generation last", seen)
+	}
+	if !p.Complete(breaker.Success) {
+		t.Fatal("the probe's success did not count")
+	}
+	if r := csStored(t, d); r.State != breaker.Closed || r.Reason != breaker.ReasonProbeSucceeded {
+		t.Fatalf("stored after the probe's success: %+v; want closed", r)
+	}
+}
+
+// When the caller's context ends while the lease's write is out, a lease that was
+// written is given back at once, so that another caller may probe without waiting
+// ProbeLease.
+func TestLeaseOfACallerGoneIsGivenBack(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csAged(t, d, clock, nil)
+	csOpened(t, d, clock, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	d.once(func(wctx context.Context, expect uint64, next sharedstate.Record) error {
+		if err := d.counting.Replace(wctx, csID, expect, next); err != nil {
+			return err
+		}
+		cancel()
+		return context.Canceled
+	})
+	if _, err := c.Acquire(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("caller gone during the lease's write: %v; want its context's error", err)
+	}
+	if r := csStored(t, d); r.State != breaker.HalfOpen || len(r.Leases) != 0 {
+		t.Fatalf("stored %+v; want half-open with the lease given back", r)
+	}
+	if _, err := csAdmitted(ruleCircuit(t, d, clock, nil)); err != nil {
+		t.Fatalf("another replica's call after the lease was given back: %v; want the probe", err)
+	}
+}
+
+// When the lease's write times out and the record read afterwards does not hold it
+// (another replica probes in the same generation), the probe is not the caller's.
+func TestLeaseNotFoundAfterALostAnswerIsNotTheCallers(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed; cfg.RetryDelay = -1 })
+	csOpened(t, d, clock, c)
+	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
+		other := next
+		other.Leases = []sharedstate.Lease{{ID: 2, Owner: "other", Expires: clock.Now().Add(time.Minute).UnixNano()}}
+		if err := d.counting.Replace(ctx, csID, expect, other); err != nil {
+			return err
+		}
+		return errCSTimeout
+	})
+	loads := d.count("load")
+	_, err := c.Acquire(context.Background())
+	if !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, errCSTimeout) {
+		t.Fatalf("another replica's lease stored, answer lost: %v; want the write's failure", err)
+	}
+	if got := d.count("load") - loads; got != 2 {
+		t.Fatalf("%d reads; want two: the stale snapshot's, and the one that looked for the lease", got)
+	}
+}
+
+// When the record cannot be read to look for the lease, the call fails with that
+// read's error.
+func TestLeaseSearchThatFailsIsTheError(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed })
+	csOpened(t, d, clock, c)
+	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
+		d.Down(errDown)
+		return errCSTimeout
+	})
+	if _, err := c.Acquire(context.Background()); !errors.Is(err, errDown) {
+		t.Fatalf("lease's write timed out, store then down: %v; want the read's failure", err)
+	}
+}
+
+// Under KeepLocal a store that times out every lease write lets this replica probe
+// for itself, one probe at a time, and the failed shared attempt holds no slot.
+func TestLeaseWritesTimingOutProbeLocally(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	csOpened(t, d, clock, c)
+	d.setHook(func(context.Context, uint64, sharedstate.Record) error { return errCSTimeout })
+	p, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatalf("lease writes timing out, KeepLocal: %v; want a local probe", err)
+	}
+	if s := c.Snapshot(); s.InFlight != 1 {
+		t.Fatalf("in flight with one probe: %d", s.InFlight)
+	}
+	p.Complete(breaker.Neutral)
+}
+
+// A lease write that lost to another replica's probe rejects the call on the record
+// read afterwards, and frees the in-flight slot it had taken.
+func TestLeaseLostToAnotherReplicaRejectsAndFreesTheSlot(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	csOpened(t, d, clock, c)
+	expires := clock.Now().Add(30 * time.Second)
+	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
+		csEdit(t, d.counting, func(r *sharedstate.Record) {
+			r.State, r.Generation, r.OpenUntil, r.Reason = breaker.HalfOpen, r.Generation+1, 0, breaker.ReasonBreakElapsed
+			r.Leases = []sharedstate.Lease{{ID: 2, Owner: "other", Expires: expires.UnixNano()}}
+		})
+		return d.counting.Replace(ctx, csID, expect, next)
+	})
+	_, err := c.Acquire(context.Background())
+	if !errors.Is(err, breaker.ErrOpen) || !csOpenError(t, err).NotBefore.Equal(expires) {
+		t.Fatalf("probe taken by another replica first: %v; want rejected until its lease ends (%v)", err, expires)
+	}
+	if s := c.Snapshot(); s.InFlight != 0 {
+		t.Fatalf("in flight after the rejection: %d; want 0", s.InFlight)
+	}
+}
+
+// A half-open call over MaxInFlight is refused as saturated, not retried.
+func TestProbeOverMaxInFlightIsSaturated(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	held, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	csEdit(t, d.counting, func(r *sharedstate.Record) { // another replica opened it; the break is over
+		r.State, r.Generation, r.OpenUntil, r.Failures = breaker.Open, r.Generation+1, clock.Now().UnixNano(), 3
+	})
+	clock.Advance(time.Second)
+	if _, err := c.Acquire(context.Background()); !errors.Is(err, breaker.ErrSaturated) {
+		t.Fatalf("probe with the one slot held: %v; want ErrSaturated", err)
+	}
+	held.Complete(breaker.Neutral)
+}
+
+// Within RetryDelay of a failed read, a call that would take the probe on a fresh
+// open snapshot fails with that failure and writes nothing; from its end the call
+// takes the probe.
+func TestProbeWaitsOutRetryDelay(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csAged(t, d, clock, nil)
+	csTrip(t, c)
+	clock.Advance(time.Minute - 500*time.Millisecond)
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d.Down(errDown)
+	if err := c.Refresh(context.Background()); !errors.Is(err, errDown) {
+		t.Fatal(err)
+	}
+	d.Down(nil)
+	clock.Advance(600 * time.Millisecond) // the break is over; the snapshot is 600ms old
+	writes := d.count("replace")
+	if _, err := c.Acquire(context.Background()); !errors.Is(err, errDown) || d.count("replace") != writes {
+		t.Fatalf("%v after %d writes; want the failed read's error and no write", err, d.count("replace")-writes)
+	}
+	clock.Advance(400 * time.Millisecond) // RetryDelay after the failed read
+	p, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatalf("RetryDelay after a failed read, the break over: %v; want the probe", err)
+	}
+	p.Complete(breaker.Neutral)
+}
+
+// After a lease write the store refused (FailClosed), calls fail for exactly
+// RetryDelay without writing, and the first call after it takes the probe on the
+// snapshot still fresh (MaxStaleness 10 s).
+func TestRefusedLeaseWriteWaitsExactlyRetryDelay(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csAged(t, d, clock, func(cfg *sharedstate.Config) {
+		cfg.OnStoreFailure, cfg.MaxStaleness = sharedstate.FailClosed, 10*time.Second
+	})
+	csOpened(t, d, clock, c)
+	d.once(func(context.Context, uint64, sharedstate.Record) error { return errOOM })
+	if _, err := c.Acquire(context.Background()); !errors.Is(err, errOOM) {
+		t.Fatalf("lease write refused: %v", err)
+	}
+	writes := d.count("replace")
+	clock.Advance(time.Second - 1)
+	if _, err := c.Acquire(context.Background()); !errors.Is(err, errOOM) || d.count("replace") != writes {
+		t.Fatalf("1ns short of RetryDelay: %v after %d writes; want the refusal, no write", err, d.count("replace")-writes)
+	}
+	clock.Advance(1)
+	p, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatalf("RetryDelay after the refused write: %v; want the probe", err)
+	}
+	p.Complete(breaker.Neutral)
+}
+
+// On a fresh open snapshot, the call at the open deadline takes the probe without
+// reading the record first.
+func TestProbeAtTheDeadlineOnAFreshSnapshotReadsNothing(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCSHooked()
+	c := csAged(t, d, clock, nil)
+	csTrip(t, c)
+	clock.Advance(time.Minute - 100*time.Millisecond)
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(100 * time.Millisecond)
+	loads := d.count("load")
+	p, err := c.Acquire(context.Background())
+	if err != nil || d.count("load") != loads {
+		t.Fatalf("at the deadline: %v after %d reads; want the probe without a read", err, d.count("load")-loads)
+	}
+	p.Complete(breaker.Neutral)
+}
+
+// A half-open record's leases: one expiring now is taken over; live ones up to
+// HalfOpenMaxProbes reject until the earliest expiry, or HalfOpenRetryDelay from
+// now when that is later; a lease taken lasts ProbeLease.
+func TestHalfOpenLeaseBoundaries(t *testing.T) {
+	lease := func(id uint64, expires time.Time) sharedstate.Lease {
+		return sharedstate.Lease{ID: id, Owner: "other", Expires: expires.UnixNano()}
+	}
+	for _, tc := range []struct {
+		name      string
+		probes    int
+		leases    func(now time.Time) []sharedstate.Lease
+		notBefore func(now time.Time) time.Time // zero: the probe is admitted
+	}{
+		{"a lease expiring now is taken over", 1,
+			func(now time.Time) []sharedstate.Lease { return []sharedstate.Lease{lease(2, now)} }, nil},
+		{"one live lease of two slots", 2,
+			func(now time.Time) []sharedstate.Lease { return []sharedstate.Lease{lease(2, now.Add(time.Hour))} }, nil},
+		{"a lease expiring in 1ns", 1,
+			func(now time.Time) []sharedstate.Lease { return []sharedstate.Lease{lease(2, now.Add(1))} },
+			func(now time.Time) time.Time { return now.Add(time.Second) }},
+		{"two live leases, the earliest after the retry delay", 2,
+			func(now time.Time) []sharedstate.Lease {
+				return []sharedstate.Lease{lease(2, now.Add(10*time.Second)), lease(3, now.Add(5*time.Second))}
+			},
+			func(now time.Time) time.Time { return now.Add(5 * time.Second) }},
+		{"two live leases, the first earliest", 2,
+			func(now time.Time) []sharedstate.Lease {
+				return []sharedstate.Lease{lease(2, now.Add(4*time.Second)), lease(3, now.Add(5*time.Second))}
+			},
+			func(now time.Time) time.Time { return now.Add(4 * time.Second) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fakeclock.New(rulesT0)
+			d := newCSHooked()
+			c := csFresh(t, d, clock, func(cfg *sharedstate.Config) {
+				cfg.Policy.HalfOpenMaxProbes, cfg.Policy.ProbeLease = tc.probes, 20*time.Second
+			})
+			now := clock.Now()
+			csEdit(t, d.counting, func(r *sharedstate.Record) {
+				r.State, r.Generation, r.Reason, r.Leases = breaker.HalfOpen, r.Generation+1, breaker.ReasonBreakElapsed, tc.leases(now)
+			})
+			if err := c.Refresh(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			_, err := c.Acquire(context.Background())
+			if tc.notBefore != nil {
+				if got := csOpenError(t, err).NotBefore; !got.Equal(tc.notBefore(now)) {
+					t.Fatalf("rejected until %v; want %v", got, tc.notBefore(now))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v; want the probe", err)
+			}
+			r := csStored(t, d)
+			mine := r.Leases[len(r.Leases)-1]
+			if mine.Owner != c.Owner() || mine.Expires != now.Add(20*time.Second).UnixNano() {
+				t.Fatalf("stored leases %+v; want this replica's last, for ProbeLease from now", r.Leases)
+			}
+		})
+	}
+}
