@@ -199,3 +199,35 @@ func TestKeepLocalSuccessResetsTheLocalCount(t *testing.T) {
 	outcome(t, c, breaker.Failure)
 	esWantTransition(t, seen, 1, breaker.Closed, breaker.Open, sharedstate.ReasonLocalThreshold)
 }
+
+// A write is tried again exactly when RetryDelay after the refusal ends, not a
+// nanosecond before.
+func TestKeepLocalRetriesTheStoreExactlyAfterRetryDelay(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := esLocalCircuit(t, d, clock, &transitions{}, func(cfg *sharedstate.Config) {
+		cfg.MaxStaleness = time.Hour
+		cfg.Policy.FailureThreshold = 10
+	})
+	permits := make([]breaker.Permit, 3)
+	for i := range permits {
+		permits[i] = esAcquire(t, c)
+	}
+	d.RefuseWrites(errOOM)
+	refusedAt := clock.Now()
+	permits[0].Complete(breaker.Failure)
+	adds := d.count("add")
+	clock.Set(refusedAt.Add(time.Second - time.Nanosecond))
+	permits[1].Complete(breaker.Failure)
+	if d.count("add") != adds {
+		t.Fatal("a write tried a nanosecond before RetryDelay ended")
+	}
+	clock.Set(refusedAt.Add(time.Second))
+	permits[2].Complete(breaker.Failure)
+	if d.count("add") != adds+1 {
+		t.Fatalf("%d writes when RetryDelay ended; want 1", d.count("add")-adds)
+	}
+	if s := c.Snapshot(); s.Failures != 3 {
+		t.Fatalf("%d failures kept here; want all 3", s.Failures)
+	}
+}
