@@ -1,0 +1,72 @@
+package sharedstate_test
+
+// The edges of amnesia repair and tombstones (issue 33).
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+)
+
+// A closed record whose creation time is the very instant of the opening this replica
+// knows is not known to be newer than it, and is not overwritten; one created a
+// nanosecond later is.
+func TestRecordCreatedAtTheOpeningInstantIsNotRepaired(t *testing.T) {
+	for _, tc := range []struct {
+		after    time.Duration
+		repaired bool
+	}{{0, false}, {time.Nanosecond, true}} {
+		clock := fakeclock.New(rulesT0)
+		d := newCounting()
+		a := ruleCircuit(t, d, clock, nil)
+		if err := a.Refresh(context.Background()); err != nil { // created now: the generation
+			t.Fatal(err)
+		}
+		clock.Advance(40 * time.Second) // the opening's time is past the generation
+		openAt(t, a)
+		opened, err := d.Load(context.Background(), amnesiaID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		created := uint64(clock.Now().Add(tc.after).UnixNano())
+		d.Forget()
+		d.Set(amnesiaID, sharedstate.Record{Version: created, Generation: created, State: breaker.Closed,
+			Fingerprint: opened.Fingerprint, Policy: opened.Policy})
+		clock.Advance(2 * time.Second)
+		_, err = a.Acquire(context.Background())
+		if got := errors.Is(err, breaker.ErrOpen); got != tc.repaired {
+			t.Fatalf("record created %v after the opening: Acquire = %v; want the open state written back: %v", tc.after, err, tc.repaired)
+		}
+	}
+}
+
+// The closed record that replaces a tombstone is an ordinary record: reading it again
+// writes nothing.
+func TestRecordAfterATombstoneIsNotReplacedAgain(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, nil)
+	ctx := context.Background()
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := d.Load(ctx, amnesiaID)
+	d.Set(amnesiaID, sharedstate.Tombstone(cur.Version, clock.Now().UnixNano()))
+	clock.Advance(time.Second)
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := d.Load(ctx, amnesiaID)
+	clock.Advance(time.Second)
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := d.Load(ctx, amnesiaID); r.Version != fresh.Version || r.Generation != fresh.Generation {
+		t.Fatalf("reading the fresh record again rewrote it: %+v, was %+v", r, fresh)
+	}
+}
