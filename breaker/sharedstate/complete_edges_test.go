@@ -434,3 +434,21 @@ func TestProbeOutcomeAfterAnotherReplicaMovedOn(t *testing.T) {
 		t.Fatalf("stored version %d; want %d (nothing written)", r.Version, moved.Version)
 	}
 }
+
+// Over a Counter, a success whose reset conflicts because another replica has opened
+// the circuit leaves that opening as it is: no second OPEN, no new deadline.
+func TestCounterResetAfterAnotherReplicaOpenedWritesNothing(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	h := &esHookedCounter{esHooked: esNewHooked()}
+	c := ruleCircuit(t, h, clock, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
+	outcome(t, c, breaker.Failure)
+	opened := esEdit(t, h.m, func(r *sharedstate.Record) {
+		r.State, r.Generation, r.Failures = breaker.Open, r.Generation+1, 3
+		r.OpenUntil, r.Reason, r.Since = clock.Now().Add(time.Minute).UnixNano(), breaker.ReasonFailureThreshold, clock.Now().UnixNano()
+	})
+	clock.Advance(time.Second)
+	outcome(t, c, breaker.Success)
+	if r := h.stored(t); r.Version != opened.Version || r.OpenUntil != opened.OpenUntil {
+		t.Fatalf("stored %+v; want the other replica's opening untouched (version %d)", r, opened.Version)
+	}
+}
