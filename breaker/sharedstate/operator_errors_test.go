@@ -65,3 +65,22 @@ func TestComparePoliciesSameAndDifferent(t *testing.T) {
 		t.Fatalf("another threshold: %v; want a mismatch", err)
 	}
 }
+
+// An Operator without MaxHold bounds holds by DefaultMaxHold; a negative MaxHold sets
+// no bound.
+func TestOperatorDefaultMaxHold(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	op := esOperatorOver(t, esNewHooked(), clock)
+	ctx := context.Background()
+	var he *breaker.HoldError
+	if _, err := op.ForceOpen(ctx, "kafka:orders", clock.Now().Add(sharedstate.DefaultMaxHold+time.Second)); !errors.As(err, &he) {
+		t.Fatalf("a hold past DefaultMaxHold with MaxHold unset: %v; want a *HoldError", err)
+	}
+	if _, err := op.ForceOpen(ctx, "kafka:orders", clock.Now().Add(sharedstate.DefaultMaxHold)); err != nil {
+		t.Fatalf("a hold of exactly DefaultMaxHold: %v", err)
+	}
+	op.MaxHold = -1
+	if _, err := op.ForceOpen(ctx, "kafka:orders", clock.Now().Add(sharedstate.DefaultMaxHold+time.Hour)); err != nil {
+		t.Fatalf("a long hold with a negative MaxHold: %v", err)
+	}
+}

@@ -50,3 +50,22 @@ func TestCallerCancellingDuringALeaseWriteIsNoRefusal(t *testing.T) {
 		t.Fatalf("snapshot %+v; want not degraded: a cancelled caller is no refusal", s)
 	}
 }
+
+// A circuit whose policy cannot open keeps no local evidence: a refused write does not
+// make it degraded.
+func TestCircuitThatCannotOpenDoesNotDegrade(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.FailureThreshold = 0 })
+	if err := c.ForceClose(context.Background(), clock.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	d.RefuseWrites(errOOM)
+	clock.Advance(time.Minute) // the hold ends; writing its end is refused
+	if p, err := c.Acquire(context.Background()); err == nil {
+		p.Complete(breaker.Failure)
+	}
+	if s := c.Snapshot(); !s.DegradedSince.IsZero() {
+		t.Fatalf("snapshot %+v; want not degraded: the policy cannot open", s)
+	}
+}
