@@ -231,3 +231,29 @@ func TestKeepLocalRetriesTheStoreExactlyAfterRetryDelay(t *testing.T) {
 		t.Fatalf("%d failures kept here; want all 3", s.Failures)
 	}
 }
+
+// Each failed local probe doubles the local break: one minute, then two, then four.
+func TestKeepLocalFailedProbesBackOff(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := esLocalCircuit(t, d, clock, &transitions{}, nil)
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d.RefuseWrites(errOOM)
+	for range 3 {
+		outcome(t, c, breaker.Failure)
+	}
+	for i, brk := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute} {
+		until := esOpenUntil(t, c, "locally open")
+		if want := clock.Now().Add(brk); !until.Equal(want) {
+			t.Fatalf("local break %d ends %v; want %v (%v)", i+1, until, want, brk)
+		}
+		clock.Set(until)
+		p := esAcquire(t, c)
+		if !p.Probe() {
+			t.Fatalf("no local probe after local break %d", i+1)
+		}
+		p.Complete(breaker.Failure)
+	}
+}
