@@ -452,3 +452,33 @@ func TestCounterResetAfterAnotherReplicaOpenedWritesNothing(t *testing.T) {
 		t.Fatalf("stored %+v; want the other replica's opening untouched (version %d)", r, opened.Version)
 	}
 }
+
+// Successes on a snapshot without failures send nothing; a success on a snapshot whose
+// count reached the threshold sends no reset either (no success may wipe out a reached
+// threshold).
+func TestSuccessesSendNothingOnACleanOrTrippedSnapshot(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	requests := func() int { return d.count("load") + d.count("replace") + d.count("add") + d.count("reset") }
+	before := requests()
+	for range 5 {
+		outcome(t, c, breaker.Success)
+	}
+	if n := requests() - before; n != 0 {
+		t.Fatalf("5 successes on a clean snapshot sent %d requests; want 0", n)
+	}
+	p := esAcquire(t, c)
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { r.Failures = 3 }) // tripped, OPEN not yet written
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	resets := d.count("reset")
+	p.Complete(breaker.Success)
+	if d.count("reset") != resets {
+		t.Fatal("a success on a tripped snapshot sent a reset")
+	}
+}
