@@ -85,3 +85,50 @@ func TestLocalOpeningDuringARefusedLeaseWriteHolds(t *testing.T) {
 		})
 	}
 }
+
+// The same for the OPEN this replica writes over a tripped record: a local opening
+// made while that write is out is the one that stands (one transition, its deadline).
+func TestLocalOpeningDuringARefusedOpenWriteIsNotRepeated(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	w := &esDuringWrite{counting: newCounting()}
+	seen := &transitions{}
+	c := esLocalCircuit(t, w, clock, seen, func(cfg *sharedstate.Config) { cfg.RetryDelay = time.Minute })
+	ctx := context.Background()
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := clock.Now()
+	w.RefuseWrites(errOOM)
+	outcome(t, c, breaker.Failure)
+	outcome(t, c, breaker.Failure) // 2 of 3 kept here
+	esEdit(t, w.MemoryDriver, func(r *sharedstate.Record) {
+		r.State, r.Generation, r.OpenUntil = breaker.Open, r.Generation+1, start.Add(10*time.Second).UnixNano()
+	})
+	clock.Advance(20 * time.Second)
+	local := esAcquire(t, c)                                // admitted on local evidence
+	esEdit(t, w.MemoryDriver, func(r *sharedstate.Record) { // closed again, and tripped by the fleet
+		r.State, r.Generation, r.OpenUntil, r.Failures = breaker.Closed, r.Generation+1, 0, 3
+		r.Reason, r.Since = breaker.ReasonProbeSucceeded, clock.Now().UnixNano()
+	})
+	clock.Set(start.Add(time.Minute)) // RetryDelay ends: the next call writes OPEN
+	var until time.Time
+	w.during = func() {
+		local.Complete(breaker.Failure) // the third failure: open here
+		until = clock.Now().Add(time.Minute)
+		clock.Advance(time.Second)
+	}
+	_, err := c.Acquire(ctx)
+	var oe *breaker.OpenError
+	if !errors.As(err, &oe) || !oe.NotBefore.Equal(until) {
+		t.Fatalf("Acquire whose OPEN write saw a local opening: %v; want that opening's rejection until %v", err, until)
+	}
+	n := 0
+	for _, tr := range seen.seen {
+		if tr.Reason == sharedstate.ReasonLocalThreshold {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d local openings reported; want 1", n)
+	}
+}
