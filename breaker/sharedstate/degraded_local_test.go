@@ -257,3 +257,18 @@ func TestKeepLocalFailedProbesBackOff(t *testing.T) {
 		p.Complete(breaker.Failure)
 	}
 }
+
+// Under KeepLocal a refused write is still reported to OnError, as ErrUnavailable
+// caused by the refusal, though the call's outcome is kept here.
+func TestKeepLocalReportsTheRefusal(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	var reported []error
+	c := esLocalCircuit(t, d, clock, &transitions{}, func(cfg *sharedstate.Config) {
+		cfg.OnError = func(err error) { reported = append(reported, err) }
+	})
+	esRefusedFailure(t, c, d)
+	if len(reported) != 1 || !errors.Is(reported[0], breaker.ErrUnavailable) || !errors.Is(reported[0], errOOM) {
+		t.Fatalf("OnError got %v; want the refusal, as ErrUnavailable", reported)
+	}
+}

@@ -56,6 +56,15 @@ func TestKeepLocalOpensWhenTheFleetTripsAndOpenIsRefused(t *testing.T) {
 	if s := c.Snapshot(); s.State != breaker.Open || !s.NotBefore.Equal(until) {
 		t.Fatalf("snapshot %+v; want open until %v", s, until)
 	}
+	// The replica opened on the fleet's count: it goes on reporting that count as its
+	// own after the record's is reset.
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { r.Failures = 0 })
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Snapshot(); s.Failures != 3 {
+		t.Fatalf("after the record's count was reset: %d failures; want the 3 this replica opened on", s.Failures)
+	}
 }
 
 // While another replica's record waits for a write this replica cannot make (here a
