@@ -482,3 +482,28 @@ func TestSuccessesSendNothingOnACleanOrTrippedSnapshot(t *testing.T) {
 		t.Fatal("a success on a tripped snapshot sent a reset")
 	}
 }
+
+// A failure of a closed generation that ended in a new closed one (here another
+// replica's probe closed the circuit again) does not count in the new generation, over
+// either kind of driver.
+func TestFailureOfAnEndedClosedGenerationDoesNotCount(t *testing.T) {
+	for _, counter := range []bool{false, true} {
+		clock := fakeclock.New(rulesT0)
+		h := esNewHooked()
+		var d sharedstate.Driver = h
+		if counter {
+			d = &esHookedCounter{esHooked: h}
+		}
+		c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
+		p := esAcquire(t, c)
+		moved := esEdit(t, h.m, func(r *sharedstate.Record) {
+			r.Generation, r.Reason, r.Since = r.Generation+2, breaker.ReasonProbeSucceeded, clock.Now().UnixNano()
+		})
+		if p.Complete(breaker.Failure) {
+			t.Fatalf("counter %v: a failure of an ended generation counted", counter)
+		}
+		if r := h.stored(t); r.Version != moved.Version || r.Failures != 0 {
+			t.Fatalf("counter %v: stored %+v; want the new generation untouched", counter, r)
+		}
+	}
+}
