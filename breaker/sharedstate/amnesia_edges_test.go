@@ -70,3 +70,22 @@ func TestRecordAfterATombstoneIsNotReplacedAgain(t *testing.T) {
 		t.Fatalf("reading the fresh record again rewrote it: %+v, was %+v", r, fresh)
 	}
 }
+
+// A tombstone's version moves past the record it replaces even when that version is
+// ahead of the clock (versions start at a writer's clock, which may run ahead), and
+// otherwise starts at the clock; it is checked like any record.
+func TestTombstoneVersionMovesPastTheRecord(t *testing.T) {
+	now := rulesT0.UnixNano()
+	for _, tc := range []struct {
+		prev uint64
+		want uint64
+	}{{uint64(now) + 50, uint64(now) + 51}, {uint64(now) - 50, uint64(now)}, {0, uint64(now)}} {
+		r := sharedstate.Tombstone(tc.prev, now)
+		if r.Version != tc.want || r.Generation != tc.want || r.Reason != sharedstate.ReasonCleared || r.State != breaker.Closed {
+			t.Errorf("Tombstone(%d, %d) = %+v; want version and generation %d", tc.prev, now, r, tc.want)
+		}
+		if err := r.Check("kafka:orders"); err != nil {
+			t.Errorf("Tombstone(%d, %d) fails Check: %v", tc.prev, now, err)
+		}
+	}
+}
