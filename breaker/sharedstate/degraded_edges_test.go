@@ -91,21 +91,3 @@ func TestFailClosedKnownOpenRecordRejectsAsOpen(t *testing.T) {
 		t.Fatalf("Acquire under FailClosed with the record known open: %v; want open until %v", err, until)
 	}
 }
-
-// A degraded replica reads the shared record when its snapshot is old; on a fresh
-// snapshot a call costs at most the one soft refresh every call past the fast path
-// makes, not a second read.
-func TestDegradedCallOnAFreshSnapshotReadsOnce(t *testing.T) {
-	clock := fakeclock.New(rulesT0)
-	d := newCounting()
-	c := esLocalCircuit(t, d, clock, &transitions{}, func(cfg *sharedstate.Config) { cfg.RetryDelay = time.Minute })
-	esRefusedFailure(t, c, d)
-	if err := c.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	loads := d.count("load")
-	esAcquire(t, c).Complete(breaker.Neutral)
-	if n := d.count("load") - loads; n > 1 {
-		t.Fatalf("a degraded call on a fresh snapshot read the record %d times; want at most 1", n)
-	}
-}
