@@ -1,0 +1,91 @@
+package sharedstate_test
+
+// The edges of amnesia repair and tombstones (issue 33).
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+)
+
+// A closed record whose creation time is the very instant of the opening this replica
+// knows is not known to be newer than it, and is not overwritten; one created a
+// nanosecond later is.
+func TestRecordCreatedAtTheOpeningInstantIsNotRepaired(t *testing.T) {
+	for _, tc := range []struct {
+		after    time.Duration
+		repaired bool
+	}{{0, false}, {time.Nanosecond, true}} {
+		clock := fakeclock.New(rulesT0)
+		d := newCounting()
+		a := ruleCircuit(t, d, clock, nil)
+		if err := a.Refresh(context.Background()); err != nil { // created now: the generation
+			t.Fatal(err)
+		}
+		clock.Advance(40 * time.Second) // the opening's time is past the generation
+		openAt(t, a)
+		opened, err := d.Load(context.Background(), amnesiaID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		created := uint64(clock.Now().Add(tc.after).UnixNano())
+		d.Forget()
+		d.Set(amnesiaID, sharedstate.Record{Version: created, Generation: created, State: breaker.Closed,
+			Fingerprint: opened.Fingerprint, Policy: opened.Policy})
+		clock.Advance(2 * time.Second)
+		_, err = a.Acquire(context.Background())
+		if got := errors.Is(err, breaker.ErrOpen); got != tc.repaired {
+			t.Fatalf("record created %v after the opening: Acquire = %v; want the open state written back: %v", tc.after, err, tc.repaired)
+		}
+	}
+}
+
+// The closed record that replaces a tombstone is an ordinary record: reading it again
+// writes nothing.
+func TestRecordAfterATombstoneIsNotReplacedAgain(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, nil)
+	ctx := context.Background()
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := d.Load(ctx, amnesiaID)
+	d.Set(amnesiaID, sharedstate.Tombstone(cur.Version, clock.Now().UnixNano()))
+	clock.Advance(time.Second)
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := d.Load(ctx, amnesiaID)
+	clock.Advance(time.Second)
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := d.Load(ctx, amnesiaID); r.Version != fresh.Version || r.Generation != fresh.Generation {
+		t.Fatalf("reading the fresh record again rewrote it: %+v, was %+v", r, fresh)
+	}
+}
+
+// A tombstone's version moves past the record it replaces even when that version is
+// ahead of the clock (versions start at a writer's clock, which may run ahead), and
+// otherwise starts at the clock; it is checked like any record.
+func TestTombstoneVersionMovesPastTheRecord(t *testing.T) {
+	now := rulesT0.UnixNano()
+	for _, tc := range []struct {
+		prev uint64
+		want uint64
+	}{{uint64(now) + 50, uint64(now) + 51}, {uint64(now) - 50, uint64(now)}, {0, uint64(now)}} {
+		r := sharedstate.Tombstone(tc.prev, now)
+		if r.Version != tc.want || r.Generation != tc.want || r.Reason != sharedstate.ReasonCleared || r.State != breaker.Closed {
+			t.Errorf("Tombstone(%d, %d) = %+v; want version and generation %d", tc.prev, now, r, tc.want)
+		}
+		if err := r.Check("kafka:orders"); err != nil {
+			t.Errorf("Tombstone(%d, %d) fails Check: %v", tc.prev, now, err)
+		}
+	}
+}

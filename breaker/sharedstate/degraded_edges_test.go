@@ -1,0 +1,93 @@
+package sharedstate_test
+
+// Time edges of the degraded state (issue 33): the end of a shared break while writes
+// are refused, the end of RetryDelay for spent evidence, and an open shared record
+// under FailClosed.
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+)
+
+// At the very end of another replica's break, with refused evidence of its own and
+// RetryDelay still running, a replica admits on local evidence (the HALF-OPEN write
+// waits for the store), not as a probe; a nanosecond before, the shared break rejects.
+func TestAtTheEndOfASharedBreakRefusedEvidenceAdmitsLocally(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := esLocalCircuit(t, d, clock, &transitions{}, func(cfg *sharedstate.Config) { cfg.RetryDelay = time.Minute })
+	esRefusedFailure(t, c, d)
+	end := clock.Now().Add(10 * time.Second)
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) {
+		r.State, r.Generation, r.OpenUntil = breaker.Open, r.Generation+1, end.UnixNano()
+	})
+	clock.Set(end.Add(-time.Nanosecond))
+	if got := esOpenUntil(t, c, "a nanosecond before the shared break ends"); !got.Equal(end) {
+		t.Fatalf("rejected until %v; want the shared deadline %v", got, end)
+	}
+	clock.Set(end)
+	p := esAcquire(t, c)
+	if p.Probe() {
+		t.Fatal("at the end of the shared break: a probe; want a call admitted on local evidence")
+	}
+	p.Complete(breaker.Neutral)
+}
+
+// Evidence that is spent (a success after the refused failure) is dropped exactly
+// when RetryDelay after the refusal ends.
+func TestSpentEvidenceIsDroppedWhenRetryDelayEnds(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := esLocalCircuit(t, d, clock, &transitions{}, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
+	refusedAt := clock.Now()
+	esRefusedFailure(t, c, d)
+	outcome(t, c, breaker.Success)
+	clock.Set(refusedAt.Add(time.Second - time.Nanosecond))
+	esAcquire(t, c).Complete(breaker.Neutral)
+	if s := c.Snapshot(); s.DegradedSince.IsZero() {
+		t.Fatal("degraded state dropped before RetryDelay ended")
+	}
+	clock.Set(refusedAt.Add(time.Second))
+	esAcquire(t, c).Complete(breaker.Neutral)
+	if s := c.Snapshot(); !s.DegradedSince.IsZero() {
+		t.Fatalf("snapshot %+v when RetryDelay ended; want no longer degraded", s)
+	}
+}
+
+// Under FailClosed a shared record known open still rejects as open, with its
+// deadline, during the RetryDelay of a refused write: the refusal's ErrUnavailable is
+// for calls the record would admit.
+func TestFailClosedKnownOpenRecordRejectsAsOpen(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := esLocalCircuit(t, d, clock, &transitions{}, func(cfg *sharedstate.Config) {
+		cfg.OnStoreFailure = sharedstate.FailClosed
+		cfg.RetryDelay = time.Minute
+	})
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p := esAcquire(t, c)
+	d.RefuseWrites(errOOM)
+	p.Complete(breaker.Failure) // refused: calls are refused for RetryDelay
+	until := clock.Now().Add(10 * time.Minute)
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) {
+		r.State, r.Generation, r.OpenUntil, r.Failures = breaker.Open, r.Generation+1, until.UnixNano(), 3
+	})
+	c.Forget() // read the record now
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second) // the snapshot is stale, RetryDelay runs
+	_, err := c.Acquire(context.Background())
+	var oe *breaker.OpenError
+	if !errors.As(err, &oe) || !oe.NotBefore.Equal(until) {
+		t.Fatalf("Acquire under FailClosed with the record known open: %v; want open until %v", err, until)
+	}
+}
