@@ -28,7 +28,18 @@ func pgTestDSN() string {
 // pgTestStore returns a Store on a migrated table in a schema of its own, dropped
 // when the test ends. It skips the test in one line when the server cannot be
 // reached, unless CI=true.
-func pgTestStore(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
+func pgTestStore(t *testing.T, opts ...postgres.Option) (*postgres.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := pgTestPool(t)
+	if err := postgres.Migrate(context.Background(), pool, opts...); err != nil {
+		t.Fatal(err)
+	}
+	return postgres.New(pool, opts...), pool
+}
+
+// pgTestPool returns a pool whose search_path is a schema of its own (see
+// pgTestStore), with no table yet.
+func pgTestPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, pgTestDSN())
@@ -65,10 +76,7 @@ func pgTestStore(t *testing.T) (*postgres.Store, *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	return postgres.New(pool), pool
+	return pool
 }
 
 // pgDeadRows enqueues n rows for d and makes them dead with reason.

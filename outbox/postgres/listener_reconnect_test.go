@@ -132,3 +132,22 @@ func TestListenerReconnectsAfterItsConnectionIsKilled(t *testing.T) {
 		t.Fatalf("%d errors passed on for two killed connections: %v", len(errs), errs)
 	}
 }
+
+// WithListenErrors(nil) drops the errors: the Listener goes on reconnecting.
+func TestListenerWithoutAnErrorHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		attempts := 0
+		l, err := postgres.New(&pgSilentDB{}).Listener(func(context.Context, func(*pgx.Conn) error) error {
+			attempts++
+			return errPgRefused
+		}, postgres.WithReconnectDelay(time.Second, time.Second), postgres.WithListenErrors(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
+		defer cancel()
+		if err := l.Listen(ctx, func() {}); err != nil || attempts != 3 {
+			t.Fatalf("Listen = %v after %d attempts, want nil after 3", err, attempts)
+		}
+	})
+}
