@@ -46,8 +46,30 @@ func (db *pgSilentDB) QueryRow(ctx context.Context, _ string, _ ...any) pgx.Row 
 }
 
 func (db *pgSilentDB) SendBatch(ctx context.Context, _ *pgx.Batch) pgx.BatchResults {
-	panic("pgSilentDB: SendBatch")
+	return &pgSilentBatch{db: db, ctx: ctx}
 }
+
+// pgSilentBatch is a batch of pgSilentDB: its first result waits for the batch's
+// context to end; Close returns the first result's error, as pgx's does.
+type pgSilentBatch struct {
+	pgx.BatchResults // the methods not used: nil
+	db               *pgSilentDB
+	ctx              context.Context
+	started          bool
+	err              error
+}
+
+func (b *pgSilentBatch) Exec() (pgconn.CommandTag, error) {
+	if !b.started {
+		b.started = true
+		b.err = b.db.wait(b.ctx)
+	}
+	return pgconn.CommandTag{}, b.err
+}
+
+func (b *pgSilentBatch) Query() (pgx.Rows, error) { _, err := b.Exec(); return nil, err }
+func (b *pgSilentBatch) QueryRow() pgx.Row        { _, err := b.Exec(); return pgErrRow{err} }
+func (b *pgSilentBatch) Close() error             { return b.err }
 
 func (db *pgSilentDB) Reset() { db.resets++ }
 
@@ -68,6 +90,7 @@ func TestStoreCallsAreBoundedByTheTimeout(t *testing.T) {
 		want      time.Duration // the statement's deadline; 0: none
 		wantErr   error
 		wantReset int
+		batch     bool // a batched call (Backlog) instead of Get
 	}{
 		{name: "default", want: postgres.DefaultTimeout, wantErr: context.DeadlineExceeded, wantReset: 1},
 		{name: "own timeout", opts: []postgres.Option{postgres.WithTimeout(time.Second)}, caller: time.Hour, want: time.Second, wantErr: context.DeadlineExceeded, wantReset: 1},
@@ -76,6 +99,8 @@ func TestStoreCallsAreBoundedByTheTimeout(t *testing.T) {
 		{name: "no timeout", opts: []postgres.Option{postgres.WithTimeout(0)}, wantErr: errPgNoDeadline},
 		{name: "no timeout, caller's deadline", opts: []postgres.Option{postgres.WithTimeout(0)}, caller: time.Minute, want: time.Minute, wantErr: context.DeadlineExceeded, wantReset: 1},
 		{name: "cancelled", cancel: true, want: postgres.DefaultTimeout, wantErr: context.Canceled},
+		{name: "batch", want: postgres.DefaultTimeout, wantErr: context.DeadlineExceeded, wantReset: 1, batch: true},
+		{name: "batch cancelled", cancel: true, want: postgres.DefaultTimeout, wantErr: context.Canceled, batch: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -96,9 +121,14 @@ func TestStoreCallsAreBoundedByTheTimeout(t *testing.T) {
 					}()
 				}
 				start := time.Now()
-				_, err := s.Get(ctx, 1)
+				var err error
+				if tc.batch {
+					_, _, err = s.Backlog(ctx)
+				} else {
+					_, err = s.Get(ctx, 1)
+				}
 				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("Get on a silent database: %v, want %v", err, tc.wantErr)
+					t.Fatalf("a call on a silent database: %v, want %v", err, tc.wantErr)
 				}
 				if len(db.deadlines) != 1 {
 					t.Fatalf("%d statements, want 1", len(db.deadlines))
