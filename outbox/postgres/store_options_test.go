@@ -200,3 +200,24 @@ func TestListenerConnectorsListen(t *testing.T) {
 		})
 	}
 }
+
+// Enqueue through a database/sql transaction that has failed returns the server's
+// error and no ids.
+func TestEnqueueThroughAFailedSQLTransactionFails(t *testing.T) {
+	s, pool := pgTestStore(t)
+	ctx := context.Background()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "SELECT 1/0"); err == nil {
+		t.Fatal("1/0 succeeded")
+	}
+	ids, err := s.Enqueue(ctx, postgres.SQL(tx), outbox.Entry{Destination: transport.Destination{Broker: "kafka", Name: "orders"}})
+	if err == nil || ids != nil {
+		t.Fatalf("Enqueue in an aborted transaction: %v, %v; want the server's error", ids, err)
+	}
+}
