@@ -15,7 +15,13 @@ import (
 // publisher (the test plays the guard), judging errors by byFault.
 func obUnguardedFixture(t *testing.T, opts ...outbox.ProcessorOption) *fixture {
 	t.Helper()
-	f := newFixture(t, policy)
+	return obUnguardedFixtureOf(t, policy, opts...)
+}
+
+// obUnguardedFixtureOf is obUnguardedFixture with circuits of policy p.
+func obUnguardedFixtureOf(t *testing.T, p breaker.Policy, opts ...outbox.ProcessorOption) *fixture {
+	t.Helper()
+	f := newFixture(t, p)
 	base := []outbox.ProcessorOption{outbox.WithClock(f.clock), outbox.WithClassifier(byFault), outbox.WithRandom(func() float64 { return 0 })}
 	var err error
 	f.proc, err = outbox.NewProcessor(f.store, f.reg, f.inner, append(base, opts...)...)

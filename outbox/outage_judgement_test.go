@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,25 +13,29 @@ import (
 )
 
 // A circuit's refusal (open, saturated, state unavailable) is an outage whatever
-// the classifier says of it: the destination is held and the row spends nothing.
+// the classifier says of it: the destination is held and the row spends nothing,
+// also on a circuit with an adaptive limit (whose closed circuit's own outage
+// failures are retried without a hold).
 func TestCircuitRefusalsAreOutagesWhateverTheClassifier(t *testing.T) {
-	for _, refusal := range []error{
-		&breaker.OpenError{NotBefore: t0.Add(time.Minute)},
-		breaker.ErrSaturated,
-		breaker.ErrUnavailable,
-	} {
-		t.Run(refusal.Error(), func(t *testing.T) {
-			f := obUnguardedFixture(t, outbox.WithClassifier(func(error) breaker.Outcome { return breaker.Rejected }))
-			f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return refusal }
-			ids := f.enqueue(t, orders, 1)
-			f.process(t)
-			if r := f.get(t, ids[0]); r.Status != outbox.StatusPending || r.Attempts != 0 || r.Deferrals != 1 {
-				t.Errorf("row: %s, %d attempts, %d deferrals; want given back uncharged", r.Status, r.Attempts, r.Deferrals)
-			}
-			if _, held := f.store.HeldUntil(orders); !held {
-				t.Error("the destination is not held")
-			}
-		})
+	for _, p := range []breaker.Policy{policy, limitedPolicy} {
+		for _, refusal := range []error{
+			&breaker.OpenError{NotBefore: t0.Add(time.Minute)},
+			breaker.ErrSaturated,
+			breaker.ErrUnavailable,
+		} {
+			t.Run(fmt.Sprintf("%s, limit %v", refusal, p.Limit != breaker.LimitPolicy{}), func(t *testing.T) {
+				f := obUnguardedFixtureOf(t, p, outbox.WithClassifier(func(error) breaker.Outcome { return breaker.Rejected }))
+				f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return refusal }
+				ids := f.enqueue(t, orders, 1)
+				f.process(t)
+				if r := f.get(t, ids[0]); r.Status != outbox.StatusPending || r.Attempts != 0 || r.Deferrals != 1 {
+					t.Errorf("row: %s, %d attempts, %d deferrals; want given back uncharged", r.Status, r.Attempts, r.Deferrals)
+				}
+				if _, held := f.store.HeldUntil(orders); !held {
+					t.Error("the destination is not held")
+				}
+			})
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -15,11 +16,15 @@ import (
 // When several destinations' limits refuse a claim that published nothing, Run is
 // asked to pause for the shortest of their pauses, whatever their order: a
 // destination with a limit of its own comes back after the limit's hint (at least
-// a millisecond, at most the rejected delay), one without after the rejected delay.
+// a millisecond, at most the rejected delay), one without after the rejected delay;
+// a destination whose publish failed asks for no pause and takes none away.
 func TestPausedClaimWaitsForTheShortestPause(t *testing.T) {
+	invoices := transport.Destination{Broker: "kafka", Name: "invoices"}
 	for name, dests := range map[string][]transport.Destination{
 		"limited first": {orders, emails},
 		"limited last":  {emails, orders},
+		// invoices' publish fails for its message's reason: no pause of its own.
+		"then a failure": {orders, invoices},
 	} {
 		t.Run(name, func(t *testing.T) {
 			clock := fakeclock.New(t0)
@@ -28,10 +33,13 @@ func TestPausedClaimWaitsForTheShortestPause(t *testing.T) {
 				t.Fatal(err)
 			}
 			store := outbox.NewMemoryStore(clock)
-			pub := &fakePublisher{fn: func(context.Context, transport.Destination, []transport.Message) error {
+			pub := &fakePublisher{fn: func(_ context.Context, d transport.Destination, _ []transport.Message) error {
+				if d == invoices {
+					return errors.New("message too large")
+				}
 				return &breaker.LimitError{Bulk: true}
 			}}
-			proc, err := outbox.NewProcessor(store, reg, pub, outbox.WithClock(clock), outbox.WithClassifier(outageOnError),
+			proc, err := outbox.NewProcessor(store, reg, pub, outbox.WithClock(clock), outbox.WithClassifier(byFault),
 				outbox.WithRejectedDelay(3*time.Second))
 			if err != nil {
 				t.Fatal(err)
@@ -54,7 +62,7 @@ func TestPausedClaimWaitsForTheShortestPause(t *testing.T) {
 			}
 			want := min(max(c.(breaker.Limited).Limiter().RetryAfter(), time.Millisecond), 3*time.Second)
 			if want >= 3*time.Second || rep.Pause != want {
-				t.Errorf("pause %v, want orders' limit's hint %v, shorter than emails' 3s", rep.Pause, want)
+				t.Errorf("pause %v, want orders' limit's hint %v, the shortest", rep.Pause, want)
 			}
 		})
 	}
