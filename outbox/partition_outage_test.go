@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,21 +67,36 @@ func obEnqueueKeys(t *testing.T, f *fixture, keys ...[]byte) []int64 {
 // The rows of a partition that refuses calls are left leased, untouched; the other
 // partitions' rows go out, one partition a publish; the destination is not held.
 func TestRefusedPartitionsRowsAreLeftAlone(t *testing.T) {
-	pub := &obRouterPub{refused: map[int]time.Time{1: t0.Add(time.Minute)}}
-	f := obRouterFixture(t, pub)
-	ids := obEnqueueKeys(t, f, []byte{0}, []byte{1}, []byte{2}, []byte{0})
-	rep := f.process(t)
-	if c := rep.ByDestination[orders]; c.Published != 3 || c.Deferred != 0 {
-		t.Errorf("counts %+v, want 3 published and none deferred", c)
-	}
-	if len(pub.calls) != 2 || len(pub.calls[0]) != 2 || len(pub.calls[1]) != 1 {
-		t.Errorf("%d publishes of %v rows, want partition 0's two rows, then partition 2's", len(pub.calls), obSizes(pub.calls))
-	}
-	if r := f.get(t, ids[1]); r.Status != outbox.StatusPending || r.LeaseOwner == "" || r.Attempts != 0 || r.Deferrals != 0 {
-		t.Errorf("refused partition's row: %s, lease %q, %d attempts, %d deferrals; want pending, leased, untouched", r.Status, r.LeaseOwner, r.Attempts, r.Deferrals)
-	}
-	if _, held := f.store.HeldUntil(orders); held {
-		t.Error("the destination was held for one partition")
+	for _, tc := range []struct {
+		name  string
+		keys  []byte // one row each; partition 1 refuses calls
+		sizes []int  // the publishes
+	}{
+		{"two other partitions", []byte{0, 1, 2, 0}, []int{2, 1}},
+		{"one other partition", []byte{0, 1}, []int{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pub := &obRouterPub{refused: map[int]time.Time{1: t0.Add(time.Minute)}}
+			f := obRouterFixture(t, pub)
+			var keys [][]byte
+			for _, k := range tc.keys {
+				keys = append(keys, []byte{k})
+			}
+			ids := obEnqueueKeys(t, f, keys...)
+			rep := f.process(t)
+			if c := rep.ByDestination[orders]; c.Published != len(tc.keys)-1 || c.Deferred != 0 {
+				t.Errorf("counts %+v, want %d published and none deferred", c, len(tc.keys)-1)
+			}
+			if got := obSizes(pub.calls); !slices.Equal(got, tc.sizes) {
+				t.Errorf("publishes of %v rows, want %v (partition by partition, partition 1 left out)", got, tc.sizes)
+			}
+			if r := f.get(t, ids[1]); r.Status != outbox.StatusPending || r.LeaseOwner == "" || r.Attempts != 0 || r.Deferrals != 0 {
+				t.Errorf("refused partition's row: %s, lease %q, %d attempts, %d deferrals; want pending, leased, untouched", r.Status, r.LeaseOwner, r.Attempts, r.Deferrals)
+			}
+			if _, held := f.store.HeldUntil(orders); held {
+				t.Error("the destination was held for one partition")
+			}
+		})
 	}
 }
 
