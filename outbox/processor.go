@@ -535,6 +535,7 @@ func (p *Processor) dispatch(ctx context.Context, cl claim, d transport.Destinat
 		// that it ends alone and the others go on.
 		r, err = p.sendEach(ctx, cl, d, good)
 		c.add(r.counts)
+		pc.after(r) // rows a limit paced stay leased until the claim releases them
 		if err != nil {
 			return c, err
 		}

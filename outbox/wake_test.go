@@ -167,21 +167,38 @@ func TestWithWakerNil(t *testing.T) {
 	}
 }
 
+// The memory store wakes the Processor on Enqueue, given as its Waker or, without
+// WithWaker, offered by the store as its CommitWaker.
 func TestMemoryStoreWakesTheProcessorOnEnqueue(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		store := outbox.NewMemoryStore(nil)
-		proc, err := outbox.NewProcessor(store, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithPollInterval(time.Hour), outbox.WithWaker(store))
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runInBubble(t, proc)
-		defer stop()
-		synctest.Wait()
-		start := time.Now()
-		enqueueN(t, store, 2)
-		synctest.Wait()
-		if n := published(store); n != 2 || time.Since(start) != 0 {
-			t.Errorf("%d of 2 rows published after %v; want both at once", n, time.Since(start))
-		}
-	})
+	for name, setup := range map[string]func(*outbox.MemoryStore) (outbox.Store, []outbox.ProcessorOption){
+		"WithWaker": func(m *outbox.MemoryStore) (outbox.Store, []outbox.ProcessorOption) {
+			return m, []outbox.ProcessorOption{outbox.WithWaker(m)}
+		},
+		"CommitWaker": func(m *outbox.MemoryStore) (outbox.Store, []outbox.ProcessorOption) { return obWakingStore{m}, nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := outbox.NewMemoryStore(nil)
+				s, opts := setup(store)
+				proc, err := outbox.NewProcessor(s, nil, &fakePublisher{}, append(opts, outbox.WithClassifier(outageOnError), outbox.WithPollInterval(time.Hour))...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop := runInBubble(t, proc)
+				defer stop()
+				synctest.Wait()
+				start := time.Now()
+				enqueueN(t, store, 2)
+				synctest.Wait()
+				if n := published(store); n != 2 || time.Since(start) != 0 {
+					t.Errorf("%d of 2 rows published after %v; want both at once", n, time.Since(start))
+				}
+			})
+		})
+	}
 }
+
+// obWakingStore is a memory store that offers itself as its CommitWaker.
+type obWakingStore struct{ *outbox.MemoryStore }
+
+func (s obWakingStore) CommitWaker() outbox.Waker { return s.MemoryStore }
