@@ -99,7 +99,10 @@ func (e *entry) settle(ctx context.Context, p breaker.Permit, o breaker.Outcome,
 		o = breaker.Neutral
 	}
 	if o == breaker.Failure {
-		e.complete(p, o, err) // the limit takes a Failure as a drop
+		// A missed deadline, not an error answer: the circuit it opens looks for the
+		// recovery continuously (breaker.Permit.CompleteMissed); the limit takes the
+		// Failure as a drop.
+		e.completeMissed(p, err)
 		return o
 	}
 	e.drop(p)
