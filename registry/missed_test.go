@@ -1,6 +1,10 @@
 package registry_test
 
 import (
+	"context"
+	"fmt"
+	"net"
+	"os"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -59,4 +63,29 @@ func TestErrorAnswerOfALimitedCircuitKeepsTheBreak(t *testing.T) {
 		}
 		wantOpenFor(t, r.Snapshots()[orders], limitedOne.BreakDuration)
 	})
+}
+
+// noAnswerBroker fails every call with an error saying that the client gave up
+// waiting for the broker (a read deadline of its own), before the caller's deadline.
+type noAnswerBroker struct{ err error }
+
+func (b noAnswerBroker) Publish(context.Context, transport.Destination, ...transport.Message) error {
+	return b.err
+}
+
+// A failure that says the broker did not answer in time by the client's own clock is
+// a missed deadline too: a hung broker's probes fail so once the client has closed
+// its connection, and must not put the circuit back on its whole break.
+func TestNoAnswerErrorOfALimitedCircuitIsAMissedDeadline(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("publish: %w", transport.ErrNoAnswer),
+		&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			r, _, _ := busySetup(t)
+			pub := r.Guard(noAnswerBroker{err}, classify)
+			_ = pub.Publish(t.Context(), orders, transport.Message{})
+			wantOpenFor(t, r.Snapshots()[orders], breaker.RecommendedLimit().Window)
+		})
+	}
 }
