@@ -83,7 +83,11 @@
 // ends while the pool opens or awaits its channel returns the context's error wrapped
 // with transport.ErrNotSent: a slow broker makes a channel's opening (two round trips)
 // miss deadlines that publishes on open channels meet, and a circuit with an adaptive
-// limit does not count that against a broker that answers other publishes.
+// limit does not count that against a broker that answers other publishes. A
+// channel or dial that amqp091 closed on a read timeout (501 "i/o timeout": the
+// heartbeat of a hung broker) matches transport.ErrNoAnswer: still a Failure, but a
+// missed deadline to such a circuit rather than an error answer, so its probes keep
+// looking for the broker's recovery instead of waiting out a whole break.
 //
 // A login the broker refuses (wrong credentials, a vhost that is missing or that
 // the user may not use: 403 or 530 at connection.open) is Unusable to the

@@ -6,12 +6,14 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/transport"
 )
 
 // Sentinels matched (errors.Is) by the errors this package returns.
@@ -105,9 +107,20 @@ func (e *ChannelError) Error() string {
 	return "amqp: publish to exchange " + quote(e.Exchange) + ": broker closed the channel: " + e.Err.Error()
 }
 
-// Is matches ErrExchangeNotFound when the reply code is 404.
+// Is matches ErrExchangeNotFound when the reply code is 404, and
+// transport.ErrNoAnswer when the client closed the channel because the broker did not
+// answer in time (noAnswer).
 func (e *ChannelError) Is(target error) bool {
-	return target == ErrExchangeNotFound && e.Err.Code == amqp091.NotFound
+	return target == ErrExchangeNotFound && e.Err.Code == amqp091.NotFound ||
+		target == transport.ErrNoAnswer && noAnswer(e.Err)
+}
+
+// noAnswer reports whether err is amqp091's report of a connection it closed because
+// a read timed out (the heartbeat's deadline): 501 with the net error's text as its
+// reason, the only trace amqp091 keeps of it.
+func noAnswer(err error) bool {
+	ae, ok := errors.AsType[*amqp091.Error](err)
+	return ok && ae.Code == amqp091.FrameError && strings.HasSuffix(ae.Reason, "i/o timeout")
 }
 
 // Unwrap returns the broker's *amqp091.Error.
@@ -185,9 +198,11 @@ func (e *DialError) Error() string {
 func (e *DialError) Unwrap() error { return e.Err }
 
 // Is matches ErrLoginRefused when the dial, or the last dial before the circuit
-// refused this one, was refused at login.
+// refused this one, was refused at login, and transport.ErrNoAnswer when the dial
+// gave up on a broker that did not answer in time (noAnswer).
 func (e *DialError) Is(target error) bool {
-	return target == ErrLoginRefused && (refusedLogin(e.Err) || refusedLogin(e.Last))
+	return target == ErrLoginRefused && (refusedLogin(e.Err) || refusedLogin(e.Last)) ||
+		target == transport.ErrNoAnswer && noAnswer(e.Err)
 }
 
 // refusedLogin reports whether err is the broker's refusal of a connection.open:

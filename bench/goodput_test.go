@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,7 +130,11 @@ type recorder struct {
 	early     atomic.Int64   // refusals of calls that started in the first earlyWindow
 	errMu     sync.Mutex
 	errs      map[string]int // failures by their text's first 100 characters
+	admitted  []span         // the calls that were not refused, guarded by errMu
 }
+
+// span is when a call ran, from the start of the run.
+type span struct{ from, to time.Duration }
 
 func newRecorder(phases []phase) *recorder {
 	r := &recorder{phases: phases, stats: make([]phaseStats, len(phases)), errs: map[string]int{}}
@@ -220,6 +225,14 @@ func (r *recorder) call(deadline time.Duration, publish func(context.Context) er
 	r.inFlight.Add(-1)
 	cancel()
 	s.calls.Add(1)
+	admitted := true
+	defer func() {
+		if admitted {
+			r.errMu.Lock()
+			r.admitted = append(r.admitted, span{startOff, startOff + took})
+			r.errMu.Unlock()
+		}
+	}()
 	switch {
 	case err == nil && took <= deadline:
 		s.ok.Add(1)
@@ -228,6 +241,7 @@ func (r *recorder) call(deadline time.Duration, publish func(context.Context) er
 		}
 	case refused(err):
 		s.refused.Add(1)
+		admitted = false
 		if startOff < earlyWindow {
 			r.early.Add(1)
 		}
@@ -367,4 +381,40 @@ func loadNote() string {
 	}
 	f := strings.Fields(string(b))
 	return fmt.Sprintf("%d CPUs, load average %s %s %s", runtime.NumCPU(), f[0], f[1], f[2])
+}
+
+// admittedInFlight returns the most calls that were admitted (not refused) and in
+// flight at once at any time in [from, to), and their mean number over it. Unlike
+// the sampled count of callers inside Publish, it leaves out callers who were
+// being refused at that moment.
+func (r *recorder) admittedInFlight(from, to time.Duration) (most int, mean float64) {
+	type edge struct {
+		at    time.Duration
+		delta int
+	}
+	r.errMu.Lock()
+	var edges []edge
+	var busy time.Duration
+	for _, sp := range r.admitted {
+		if sp.to <= from || sp.from >= to {
+			continue
+		}
+		edges = append(edges, edge{max(sp.from, from), 1}, edge{min(sp.to, to), -1})
+		busy += min(sp.to, to) - max(sp.from, from)
+	}
+	r.errMu.Unlock()
+	// Ends before starts at the same instant: a call that ended as another began
+	// was not in flight with it.
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at != edges[j].at {
+			return edges[i].at < edges[j].at
+		}
+		return edges[i].delta < edges[j].delta
+	})
+	n := 0
+	for _, e := range edges {
+		n += e.delta
+		most = max(most, n)
+	}
+	return most, float64(busy) / float64(to-from)
 }

@@ -110,6 +110,9 @@ type Breaker struct {
 	slow         slowState      // slow calls and their baseline (slow.go)
 	runStart     int64          // window mode: when the current run of failures began (slow.go)
 	failedProbes int            // consecutive failed probes since the circuit last closed
+	// errorProbes counts those of them that failed with an error answer: only they
+	// lengthen the break (missed probes are followed by a short one, missedBreak).
+	errorProbes int
 	// unhealthy says an outage is in progress (the circuit opened and has not closed
 	// since), and unhealthySince when it began; see noteHealth.
 	unhealthy      bool
@@ -396,11 +399,12 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 		b.inFlight.Add(-1)
 	}
 	slow := o == Success && b.policy.SlowCallDuration > 0 && b.judgeSlow(start, b.now())
+	missed := flags&flagMissed != 0 && o == Failure
 	if flags&flagProbe != 0 {
-		return b.completeProbe(ph, tok, seq, o)
+		return b.completeProbe(ph, tok, seq, o, missed)
 	}
 	if flags&flagBypass != 0 {
-		return b.completeBypass(ph, o)
+		return b.completeBypass(ph, o, missed)
 	}
 	if b.cur.Load() != ph || ph.override != NoOverride {
 		return false
@@ -409,7 +413,7 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 		return true
 	}
 	if b.windowed {
-		return b.recordWindow(ph, o == Failure, slow)
+		return b.recordWindow(ph, o == Failure, slow, missed)
 	}
 	if o == Success {
 		if ph.failures.Load() != 0 {
@@ -424,7 +428,7 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 		b.mu.Lock()
 		if b.cur.Load() == ph {
 			now := b.now()
-			b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonFailureThreshold)
+			b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0, missed), NoOverride), now, ReasonFailureThreshold)
 		}
 		b.mu.Unlock()
 		b.events.Flush()
@@ -432,7 +436,7 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 	return true
 }
 
-func (b *Breaker) recordWindow(ph *phase, failure, slow bool) bool {
+func (b *Breaker) recordWindow(ph *phase, failure, slow, missed bool) bool {
 	b.mu.Lock()
 	if b.cur.Load() != ph {
 		b.mu.Unlock()
@@ -450,18 +454,18 @@ func (b *Breaker) recordWindow(ph *phase, failure, slow bool) bool {
 	switch {
 	case failure && c.Failures >= int64(p.FailureThreshold) && c.Calls >= int64(p.MinimumCalls) &&
 		(p.FailureRatio == 0 || float64(c.Failures) >= p.FailureRatio*float64(c.Calls)):
-		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonFailureWindow)
+		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0, missed), NoOverride), now, ReasonFailureWindow)
 	case failure && b.rareTraffic(now, c.Calls, run):
-		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonRareTraffic)
+		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0, missed), NoOverride), now, ReasonRareTraffic)
 	case b.slowRateReached(now, slow):
-		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0), NoOverride), now, ReasonSlowCalls)
+		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0, false), NoOverride), now, ReasonSlowCalls)
 	}
 	b.mu.Unlock()
 	b.events.Flush()
 	return true
 }
 
-func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome) bool {
+func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome, missed bool) bool {
 	b.mu.Lock()
 	i := -1
 	if b.cur.Load() == ph {
@@ -483,7 +487,7 @@ func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome) bo
 		b.mu.Unlock()
 		return false
 	}
-	b.probeOutcome(ph, now, o)
+	b.probeOutcome(ph, now, o, missed)
 	b.mu.Unlock()
 	b.events.Flush()
 	return true
@@ -492,38 +496,47 @@ func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome) bo
 // completeBypass takes the outcome of a bypassed call. Only FailOpen's bypasses in a
 // half-open circuit count, as probe evidence: Shadow ignores what Enforce would not
 // have seen, and an open circuit is serving its break.
-func (b *Breaker) completeBypass(ph *phase, o Outcome) bool {
+func (b *Breaker) completeBypass(ph *phase, o Outcome, missed bool) bool {
 	if b.policy.Mode != FailOpen || ph.state != HalfOpen {
 		return false
 	}
 	b.mu.Lock()
 	live := b.cur.Load() == ph
 	if live {
-		b.probeOutcome(ph, b.now(), o)
+		b.probeOutcome(ph, b.now(), o, missed)
 	}
 	b.mu.Unlock()
 	b.events.Flush()
 	return live
 }
 
-// probeOutcome applies a probe's outcome to the half-open phase ph. Requires b.mu held.
-func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome) {
+// probeOutcome applies a probe's outcome to the half-open phase ph; missed says a
+// Failure was a missed deadline (Permit.CompleteMissed). Requires b.mu held.
+func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome, missed bool) {
 	switch o {
 	case Success:
 		ph.successes++
 		if ph.successes >= b.policy.SuccessesToClose {
-			b.failedProbes = 0
+			b.failedProbes, b.errorProbes = 0, 0
 			b.enter(ph, b.recoveredPhase(ph.gen+1, now), now, ReasonProbeSucceeded)
 		}
 	case Failure:
 		b.failedProbes++
-		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(b.failedProbes), NoOverride), now, ReasonProbeFailed)
+		if !missed || b.lim == nil {
+			b.errorProbes++
+		}
+		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(b.errorProbes, missed), NoOverride), now, ReasonProbeFailed)
 	}
 }
 
-// breakFor is Policy.BreakAfter in nanoseconds. Requires b.mu held (the random
-// source need not be safe for concurrent use).
-func (b *Breaker) breakFor(failedProbes int) int64 {
+// breakFor returns, in nanoseconds, how long the circuit stays open after a failure
+// that opens it: Policy.BreakAfter(failedProbes), or the limit's Window when the
+// failure was a missed deadline and the circuit has an adaptive limit (missed.go).
+// Requires b.mu held (the random source need not be safe for concurrent use).
+func (b *Breaker) breakFor(failedProbes int, missed bool) int64 {
+	if missed && b.lim != nil {
+		return b.missedBreak()
+	}
 	return int64(b.policy.BreakAfter(failedProbes, b.random))
 }
 

@@ -35,27 +35,35 @@ func (p Permit) CompleteWith(o Outcome, err error) bool {
 	if o != Failure || err == nil {
 		return p.Complete(o)
 	}
+	return p.completeFailure(err, 0)
+}
+
+// completeFailure completes the permit as a Failure whose error, when not nil,
+// becomes the circuit's LastError; mark adds completion flags (flagMissed).
+func (p Permit) completeFailure(err error, mark uint8) bool {
 	t := p.tok
 	if t == nil || !t.seq.CompareAndSwap(p.seq, p.seq+1) {
 		return false
 	}
 	if p.flags&flagLimited != 0 {
-		releaseSlot(t, o, false)
+		releaseSlot(t, Failure, false)
 	}
 	ph := p.ph
 	if ph == nil {
-		if ec, ok := t.ext.(ErrorCompleter); ok {
+		if ec, ok := t.ext.(ErrorCompleter); ok && err != nil {
 			info := PermitInfo{Generation: p.gen, Probe: p.flags&flagProbe != 0, Lease: t.lease}
 			t.ext = nil
 			tokens.Put(t)
-			return ec.CompletePermitWith(info, o, err)
+			return ec.CompletePermitWith(info, Failure, err)
 		}
-		return completeExternal(t, p.gen, p.flags, o)
+		return completeExternal(t, p.gen, p.flags, Failure)
 	}
 	start := t.start
 	tokens.Put(t)
-	ph.b.lastFailure.Store(&failureNote{text: ErrorText(err), at: ph.b.now()})
-	return ph.b.complete(ph, p.tok, p.seq, p.flags, o, start)
+	if err != nil {
+		ph.b.lastFailure.Store(&failureNote{text: ErrorText(err), at: ph.b.now()})
+	}
+	return ph.b.complete(ph, p.tok, p.seq, p.flags|mark, Failure, start)
 }
 
 // failureNote is the last failure reported with its error.

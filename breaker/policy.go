@@ -20,7 +20,9 @@ type Policy struct {
 	// circuit (MaxInFlight still applies, which makes it a pure bulkhead).
 	FailureThreshold int
 	// BreakDuration is how long the circuit stays open before it admits a probe.
-	// Required when FailureThreshold is set.
+	// Required when FailureThreshold is set. With the adaptive limit on (Limit), a
+	// circuit opened, or reopened by a probe, on a missed deadline
+	// (Permit.CompleteMissed) stays open one Limit.Window instead (missed.go).
 	BreakDuration time.Duration
 	// FailureWindow selects the counting mode. 0 counts consecutive failures; a
 	// positive value counts failures inside this trailing window.
@@ -54,7 +56,8 @@ type Policy struct {
 	// circuit is told to wait. 0 means one second.
 	HalfOpenRetryDelay time.Duration
 	// MaxBreakDuration, when greater than BreakDuration, doubles the break after each
-	// consecutive failed probe, up to this value.
+	// consecutive failed probe, up to this value. With the adaptive limit on, probes
+	// that missed their deadlines do not count toward the doubling.
 	MaxBreakDuration time.Duration
 	// Jitter spreads every break duration by up to plus or minus this fraction
 	// (0 to 0.5), so that replicas do not probe in lockstep.

@@ -106,7 +106,18 @@ func (e *entry) refused(err error) error {
 // complete completes p with o (and, for a failure, the call's error, which the
 // circuit shows in its snapshot) and counts the call by what the circuit made of it.
 func (e *entry) complete(p breaker.Permit, o breaker.Outcome, err error) bool {
-	counted := p.CompleteWith(o, err)
+	return e.count(p, o, p.CompleteWith(o, err))
+}
+
+// completeMissed completes p as a Failure that was a missed deadline
+// (breaker.Permit.CompleteMissed) and counts the call as complete does.
+func (e *entry) completeMissed(p breaker.Permit, err error) bool {
+	return e.count(p, breaker.Failure, p.CompleteMissed(err))
+}
+
+// count counts a call completed with o by what the circuit made of it (counted:
+// what the completion returned), and returns counted.
+func (e *entry) count(p breaker.Permit, o breaker.Outcome, counted bool) bool {
 	if e.calls == nil {
 		return counted
 	}

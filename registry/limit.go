@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"os"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/transport"
@@ -80,6 +81,12 @@ func (e *entry) finish(ctx context.Context, p breaker.Permit, s Start, err error
 // limited circuit the busy rule and drops.
 func (e *entry) settle(ctx context.Context, p breaker.Permit, o breaker.Outcome, s Start, err error) breaker.Outcome {
 	if e.lim == nil || err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if e.lim != nil && o == breaker.Failure && noAnswer(err) {
+			// The client's own clock gave up on the broker (a read deadline, a
+			// heartbeat): a missed deadline too, not an error answer.
+			e.completeMissed(p, err)
+			return o
+		}
 		e.complete(p, o, err)
 		return o
 	}
@@ -99,7 +106,10 @@ func (e *entry) settle(ctx context.Context, p breaker.Permit, o breaker.Outcome,
 		o = breaker.Neutral
 	}
 	if o == breaker.Failure {
-		e.complete(p, o, err) // the limit takes a Failure as a drop
+		// A missed deadline, not an error answer: the circuit it opens looks for the
+		// recovery continuously (breaker.Permit.CompleteMissed); the limit takes the
+		// Failure as a drop.
+		e.completeMissed(p, err)
 		return o
 	}
 	e.drop(p)
@@ -124,4 +134,10 @@ func (e *entry) drop(p breaker.Permit) bool {
 func evictable(s breaker.Snapshot) bool {
 	return s.State == breaker.Closed && s.Override == breaker.NoOverride && s.InFlight == 0 &&
 		s.Probes == 0 && s.Failures == 0 && s.Limit.InFlight == 0
+}
+
+// noAnswer reports whether err says the broker did not answer in time by the client's
+// own clock (transport.ErrNoAnswer, or a net timeout).
+func noAnswer(err error) bool {
+	return errors.Is(err, transport.ErrNoAnswer) || errors.Is(err, os.ErrDeadlineExceeded)
 }

@@ -124,6 +124,16 @@ type Publisher interface {
 // that is answering other calls (registry.Outcome).
 var ErrNotSent = errors.New("transport: ended before its messages were sent")
 
+// ErrNoAnswer is matched (errors.Is) by the error of a publish that failed because
+// the broker did not answer in time by the client's own clock — a read deadline or a
+// heartbeat that timed out (an i/o timeout), closing the channel or connection — rather
+// than by an answer of the broker's. Net errors that time out (os.ErrDeadlineExceeded)
+// mean the same. A registry whose circuit has an adaptive limit reports such a Failure
+// to the circuit as a missed deadline, as it does the caller's own deadline
+// (breaker.Permit.CompleteMissed): a hung broker's probes fail this way once the
+// client has given up on its connection.
+var ErrNoAnswer = errors.New("transport: the broker did not answer in time")
+
 // Classifier maps a publish error to what it says about the broker's health. It is
 // called only with non-nil errors.
 type Classifier func(error) breaker.Outcome

@@ -121,14 +121,20 @@ func testHungBroker(t *testing.T, policyName string, limit breaker.LimitPolicy, 
 			if s := reg.Snapshots()[d]; s.State != breaker.Open {
 				t.Fatalf("after %d hung calls the circuit is %v with %d failures", res.callsToOpen, s.State, s.Failures)
 			}
+			called := time.Now()
 			took, err := publish()
 			res.longestPublish = max(res.longestPublish, took)
-			if !errors.Is(err, breaker.ErrOpen) {
-				t.Fatalf("the call after the circuit opened: %v", err)
-			}
 			mu.Lock()
 			res.timeToOpen = openedAt.Sub(first)
+			sinceOpen := called.Sub(openedAt)
 			mu.Unlock()
+			// With the limit on, a circuit opened by missed deadlines is open for one
+			// limit Window only, then takes a probe (docs/slowness.md): on a loaded
+			// machine the next call may come after the Window, and be that probe.
+			probe := limit.Enabled() && sinceOpen >= limit.Window && errors.Is(err, context.DeadlineExceeded)
+			if !errors.Is(err, breaker.ErrOpen) && !probe {
+				t.Fatalf("the call after the circuit opened: %v", err)
+			}
 			t.Logf("%s: open after %d calls, %v from the first hung call; longest publish %v", a.name, res.callsToOpen, res.timeToOpen.Round(time.Millisecond), res.longestPublish.Round(time.Millisecond))
 			hungMu.Lock()
 			hungResults = append(hungResults, res)
