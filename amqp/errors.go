@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -198,11 +199,13 @@ func (e *DialError) Error() string {
 func (e *DialError) Unwrap() error { return e.Err }
 
 // Is matches ErrLoginRefused when the dial, or the last dial before the circuit
-// refused this one, was refused at login, and transport.ErrNoAnswer when the dial
-// gave up on a broker that did not answer in time (noAnswer).
+// refused this one, was refused at login, and transport.ErrNoAnswer when the dial,
+// or the last dial before the circuit refused this one, gave up on a broker that did
+// not answer in time (noAnswer, or a net timeout).
 func (e *DialError) Is(target error) bool {
 	return target == ErrLoginRefused && (refusedLogin(e.Err) || refusedLogin(e.Last)) ||
-		target == transport.ErrNoAnswer && noAnswer(e.Err)
+		target == transport.ErrNoAnswer && (noAnswer(e.Err) || e.Last != nil &&
+			(noAnswer(e.Last) || errors.Is(e.Last, os.ErrDeadlineExceeded)))
 }
 
 // refusedLogin reports whether err is the broker's refusal of a connection.open:

@@ -2,10 +2,13 @@ package amqp
 
 import (
 	"errors"
+	"net"
+	"os"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -24,6 +27,11 @@ func TestReadTimeoutsMatchErrNoAnswer(t *testing.T) {
 		{&ChannelError{Exchange: "x", Err: frame}, false},
 		{&DialError{Addr: "h:1", Err: frame}, false},
 		{&ChannelError{Exchange: "x", Err: &amqp091.Error{Code: amqp091.NotFound, Reason: "i/o timeout"}}, false},
+		// The connection circuit refused the dial after dials that timed out.
+		{&DialError{Addr: "h:1", Err: breaker.ErrOpen, Last: timeout}, true},
+		{&DialError{Addr: "h:1", Err: breaker.ErrOpen, Last: &net.OpError{Op: "dial", Err: os.ErrDeadlineExceeded}}, true},
+		{&DialError{Addr: "h:1", Err: breaker.ErrOpen, Last: frame}, false},
+		{&DialError{Addr: "h:1", Err: breaker.ErrOpen}, false},
 	} {
 		if got := errors.Is(c.err, transport.ErrNoAnswer); got != c.want {
 			t.Errorf("errors.Is(%v, ErrNoAnswer) = %v, want %v", c.err, got, c.want)
