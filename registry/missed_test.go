@@ -17,7 +17,7 @@ import (
 func wantOpenFor(t *testing.T, s breaker.Snapshot, d time.Duration) {
 	t.Helper()
 	if s.State != breaker.Open || !s.NotBefore.Equal(time.Now().Add(d)) {
-		t.Fatalf("circuit %v until %v from now, want open for %v", s.State, s.NotBefore.Sub(time.Now()), d)
+		t.Fatalf("circuit %v until %v from now, want open for %v", s.State, time.Until(s.NotBefore), d)
 	}
 }
 
