@@ -89,6 +89,10 @@ type server struct {
 	log     string // file name of the process output in dir
 	command func() (*exec.Cmd, error)
 	fail    func(error) error // wraps a failure to start in the service's UnavailableError
+	// ready, when set, is asked after the server accepts connections until it returns
+	// nil: a server may accept connections before it serves (Redis answers LOADING
+	// while it reads its append-only file back).
+	ready func(addr string) error
 
 	mu  sync.Mutex // guards run
 	run *child     // nil while stopped
@@ -130,6 +134,13 @@ func (s *server) Start() error {
 	cmd, err := s.command()
 	if err == nil {
 		s.run, err = startChild(cmd, filepath.Join(s.dir, s.log), s.addr(), serverUpWait, serverTermWait)
+	}
+	if err == nil && s.ready != nil {
+		for end := time.Now().Add(serverUpWait); ; time.Sleep(20 * time.Millisecond) {
+			if err = s.ready(s.addr()); err == nil || time.Now().After(end) {
+				break
+			}
+		}
 	}
 	if err != nil {
 		return s.fail(err)

@@ -151,7 +151,7 @@ func StartRedis(dir string) (*RedisServer, error) {
 // startRedis starts a redis-server as StartRedis does, with extra configuration
 // arguments.
 func startRedis(dir string, extra ...string) (*RedisServer, error) {
-	s := &RedisServer{server{dir: dir, log: "redis.log"}}
+	s := &RedisServer{server{dir: dir, log: "redis.log", ready: pingRedis}}
 	s.fail = func(err error) error {
 		return &UnavailableError{Service: ServiceRedis, Addr: s.Addr(),
 			Hint: "install Debian's redis-server (scripts/services.sh does)", Err: err}
