@@ -240,7 +240,7 @@ func main() {
 		only     = flag.String("only", "", "only mutants whose FILE:LINE (or #ID) matches this regexp")
 		list     = flag.Bool("list", false, "list the mutants and their coverage; run nothing")
 		jsonOut  = flag.String("json", "", "also write every mutant with its status to this file")
-		resume   = flag.String("resume", "", "a -json file of an earlier run: keep its killed and invalid mutants, run again its survivors and the sites it found not covered")
+		resume   = flag.String("resume", "", "an earlier run's -json file or printed log (from any checkout of the tree): keep its killed and invalid mutants, run again its survivors and the sites it found not covered; with -sample, run that many of the mutants it never ran")
 	)
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: mutate [flags] PKG_DIR [TEST_PKG...]")
@@ -330,19 +330,25 @@ func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel 
 			todo = append(todo, i)
 		}
 	}
+	var again []int // with -resume: the earlier run's survivors, run again whatever the sample
 	if resume != "" {
-		if todo, err = resumeFrom(resume, all, todo); err != nil {
+		if again, todo, err = resumeFrom(resume, all, todo); err != nil {
 			return err
 		}
-	} else if sample > 0 && sample < len(todo) {
+		if sample == 0 { // no sample: finish the earlier run
+			todo, again = append(again, todo...), nil
+		}
+	}
+	if sample > 0 && sample < len(todo) {
 		r := rand.New(rand.NewPCG(seed, seed))
 		r.Shuffle(len(todo), func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
 		todo = todo[:sample]
-		slices.Sort(todo)
 		for _, i := range todo {
 			all[i].Sampled = true
 		}
 	}
+	todo = append(todo, again...)
+	slices.Sort(todo)
 	timeout := max(30*time.Second, time.Duration(factor*float64(baseline)))
 	fmt.Printf("%s: %d mutants, %d reached by tests, %d to run; baseline %s, test timeout %s; tests: %s\n",
 		importPath, len(all), reached, len(todo), baseline.Round(time.Millisecond), timeout, strings.Join(testPkgs, " "))
@@ -373,6 +379,10 @@ func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel 
 				mu.Lock()
 				all[i].Status, all[i].Detail = status, detail
 				fmt.Println(all[i])
+				// Saved as it goes: a run stopped part way can be resumed.
+				if err := writeJSON(jsonOut, all); err != nil {
+					fmt.Fprintln(os.Stderr, "mutate:", err)
+				}
 				mu.Unlock()
 			}
 		}()
@@ -426,39 +436,71 @@ func writeJSON(path string, all []Mutant) error {
 	return os.WriteFile(path, b, 0o644)
 }
 
-// resumeFrom takes an earlier run's results: its killed and invalid mutants keep their
-// status and its unsampled ones stay not run; its survivors and not-covered sites that
-// the tests now reach are run again. It returns the indexes to run.
-func resumeFrom(path string, all []Mutant, reached []int) ([]int, error) {
+// resumeFrom takes an earlier run's results, a -json file or the log it printed: its
+// killed and invalid mutants keep their status and its unsampled ones stay not run. It
+// returns the reached mutants to run again (survivors, and sites it found not covered)
+// and those it never ran (absent from it, or still pending when it stopped).
+// Mutants are matched by file name, position and change, so the earlier run may come
+// from another checkout; a mutant of an edited file matches only where its line did
+// not move.
+func resumeFrom(path string, all []Mutant, reached []int) (again, never []int, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var prev []Mutant
-	if err := json.Unmarshal(data, &prev); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '[' {
+		if err := json.Unmarshal(data, &prev); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+	} else {
+		prev = parseLog(data)
 	}
-	type key struct {
-		file       string
-		start, end int
-		op, repl   string
-	}
-	old := map[key]Mutant{}
+	old := map[string]Mutant{}
 	for _, m := range prev {
-		old[key{m.File, m.Start, m.End, m.Op, m.Repl}] = m
+		old[m.key()] = m
 	}
-	var todo []int
 	for _, i := range reached {
-		m, ok := old[key{all[i].File, all[i].Start, all[i].End, all[i].Op, all[i].Repl}]
+		m, ok := old[all[i].key()]
 		all[i].Sampled = m.Sampled
 		switch {
-		case !ok, m.Status == "SURVIVED", m.Status == "NOT COVERED":
-			todo = append(todo, i)
-		case m.Status != "PENDING":
+		case !ok, m.Status == "PENDING":
+			never = append(never, i)
+		case m.Status == "SURVIVED", m.Status == "NOT COVERED":
+			again = append(again, i)
+		default:
 			all[i].Status, all[i].Detail = m.Status, m.Detail
 		}
 	}
-	return todo, nil
+	return again, never, nil
+}
+
+// key names a mutant across checkouts: file name, position, operator and replacement.
+func (m Mutant) key() string {
+	return fmt.Sprintf("%s:%d:%d %s %q", filepath.Base(m.File), m.Line, m.Col, m.Op, m.Repl)
+}
+
+// logLine is one result line as Mutant.String prints it.
+var logLine = regexp.MustCompile(`^(KILLED|SURVIVED|TIMED OUT|INVALID|NOT COVERED)\s+#\d+ (\S+):(\d+):(\d+) (\w+) ("(?:[^"\\]|\\.)*") -> ("(?:[^"\\]|\\.)*")`)
+
+// parseLog reads the mutants of a printed run (the summary repeats survivors: the
+// last line of a mutant wins, and they agree).
+func parseLog(data []byte) []Mutant {
+	var ms []Mutant
+	for _, line := range strings.Split(string(data), "\n") {
+		f := logLine.FindStringSubmatch(line)
+		if f == nil {
+			continue
+		}
+		ln, _ := strconv.Atoi(f[3])
+		col, _ := strconv.Atoi(f[4])
+		repl, err := strconv.Unquote(f[7])
+		if err != nil {
+			continue
+		}
+		ms = append(ms, Mutant{File: f[2], Line: ln, Col: col, Op: f[5], Repl: repl, Status: f[1]})
+	}
+	return ms
 }
 
 func runFlag(run string) []string {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"go/format"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -97,5 +99,43 @@ func TestCaseExpressionsAreAnchoredAtTheirSwitch(t *testing.T) {
 	}
 	if len(ms) != 2 || ms[0].Line != 5 || ms[0].AnchorLine != 4 || ms[0].AnchorCol != 2 {
 		t.Fatalf("mutants %+v; want two at line 5 anchored at 4:2", ms)
+	}
+}
+
+// A run's printed log resumes as its -json file would, matched across checkouts by
+// file name, position and change.
+func TestResumeFromALogOfAnotherCheckout(t *testing.T) {
+	ms, err := Sites("/elsewhere/p.go", []byte(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	statuses := []string{"KILLED", "SURVIVED", "TIMED OUT", "INVALID", "NOT COVERED"}
+	for i, m := range ms[:len(statuses)] {
+		m.Status = statuses[i]
+		log.WriteString(m.String() + "\n")
+	}
+	log.WriteString("\nsome summary line\n")
+	path := t.TempDir() + "/run.log"
+	if err := os.WriteFile(path, []byte(log.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	here, _ := Sites("/here/p.go", []byte(sample))
+	reached := make([]int, len(here))
+	for i := range here {
+		reached[i] = i
+	}
+	again, never, err := resumeFrom(path, here, reached)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if here[0].Status != "KILLED" || here[2].Status != "TIMED OUT" || here[3].Status != "INVALID" {
+		t.Errorf("kept statuses %q %q %q", here[0].Status, here[2].Status, here[3].Status)
+	}
+	if !slices.Equal(again, []int{1, 4}) {
+		t.Errorf("run again %v, want the survivor and the not-covered site [1 4]", again)
+	}
+	if want := len(here) - len(statuses); len(never) != want || never[0] != len(statuses) {
+		t.Errorf("never run %v, want the %d mutants after the log's", never, want)
 	}
 }
