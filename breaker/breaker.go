@@ -539,12 +539,14 @@ func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome, missed bool, sta
 // failedPhase is the open phase a failure that opens the circuit (or reopens it from
 // half-open) leads to: open for Policy.BreakAfter(failedProbes); or, when the failure
 // was a missed deadline and the circuit has an adaptive limit (missed.go), until one
-// limit Window after start: the admission of the probe that missed (a probe admitted
-// a Window ago or more reopens it for no time at all), or now for an opening from
-// closed. Requires b.mu held (the random source need not be safe for concurrent use).
+// limit Window after start, the admission of the probe that missed, and for at least
+// a tenth of a Window (a probe admitted a Window ago or more reopens it for that
+// tenth only); or for one Window from now for an opening from closed. Requires b.mu
+// held (the random source need not be safe for concurrent use).
 func (b *Breaker) failedPhase(from *phase, now int64, failedProbes int, missed bool, start int64) *phase {
 	if missed && b.lim != nil {
-		ph := b.openPhase(from, now, max(start+b.missedBreak(), now), NoOverride)
+		w := b.missedBreak()
+		ph := b.openPhase(from, now, max(start+w, now+w/10), NoOverride)
 		ph.missed = true
 		return ph
 	}

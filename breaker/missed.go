@@ -11,14 +11,17 @@ package breaker
 // deadline, no more, so with the adaptive limit on (Policy.Limit), whose floor is one
 // call in flight, a circuit opened by a missed deadline (Permit.CompleteMissed) stays
 // open for one limit Window only, and one reopened by a probe that missed its own
-// stays open until one Window after that probe was admitted: the next caller after
-// it is the next probe, at once when the probe waited a deadline longer than the
-// Window. Every other caller is refused at once, as before (one probe at a time,
-// HalfOpenMaxProbes), told to come back in one Window; so the dependency carries one
-// call while hung, probes start at most one per Window, and a probe is in flight
-// when the dependency answers again: the circuit closes as soon as the dependency
-// answers it. A probe is never cut short of its caller's deadline, so a dependency
-// slow but answering within it closes the circuit.
+// stays open until one Window after that probe was admitted, and at least a tenth of
+// a Window: the next caller after it is the next probe, a tenth of a Window later
+// (10ms in RecommendedLimit) when the probe waited a deadline longer than the Window.
+// The tenth lets the missed probe's caller leave its Publish before the next probe's
+// caller is admitted, so that two calls are not seen in flight at once. Every other
+// caller is refused at once, as before (one probe at a time, HalfOpenMaxProbes), told
+// to come back in one Window; so the dependency carries one call while hung, probes
+// start at most one per Window, and a probe is almost always in flight when the
+// dependency answers again: the circuit closes as soon as the dependency answers it.
+// A probe is never cut short of its caller's deadline, so a dependency slow but
+// answering within it closes the circuit.
 // Openings and probe failures on error answers keep their break and its doubling,
 // which counts only the probes that failed with an error answer.
 //
@@ -34,7 +37,7 @@ const flagMissed uint8 = 1 << 7
 // records nothing), that the circuit knows for a missed deadline rather than an error
 // answer. A circuit with an adaptive limit that this Failure opens stays open one
 // limit Window instead of its break; one it reopens from half-open, until one Window
-// after the probe was admitted (missed.go). It returns
+// after the probe was admitted and for at least a tenth of a Window (missed.go). It returns
 // what Complete returns. A permit made by NewPermit completes as CompleteWith(Failure,
 // err) would.
 func (p Permit) CompleteMissed(err error) bool { return p.completeFailure(err, flagMissed) }

@@ -57,7 +57,8 @@ func prbPublishWithin(pub transport.Publisher, d time.Duration) error {
 }
 
 // A hung broker's probe that waited out its 500ms deadline is followed by the next
-// probe at once, so a probe is in flight when the broker recovers, and the circuit
+// probe a tenth of a Window (10ms) later, so a probe is in flight when the broker
+// recovers (unless it falls in those 10ms), and the circuit
 // closes as soon as the broker answers it, not one Window (or a deadline) later.
 // Meanwhile the other callers are refused at once and told to come back in one
 // Window, and one probe at a time reaches the broker.
@@ -80,14 +81,16 @@ func TestMissedProbeOfAHungBrokerIsFollowedAtOnceAndSeesTheRecovery(t *testing.T
 		wantOpenFor(t, r.Snapshots()[orders], window) // opened from closed: one Window
 		time.Sleep(window)
 		for i := range 3 {
-			// The probe: it waits out its deadline, and the next caller, at the same
-			// instant, is the next probe.
+			// The probe: it waits out its deadline, and the next caller, a tenth of a
+			// Window later, is the next probe.
 			if err := prbPublishWithin(pub, 500*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("probe %d: %v, want its deadline", i, err)
 			}
+			wantOpenFor(t, r.Snapshots()[orders], window/10)
+			time.Sleep(window / 10)
 		}
 		if s := r.Snapshots()[orders]; s.FailedProbes != 3 {
-			t.Fatalf("%d failed probes, want 3 (one per deadline, no gap)", s.FailedProbes)
+			t.Fatalf("%d failed probes, want 3 (one per deadline and a tenth of a Window)", s.FailedProbes)
 		}
 		probe := make(chan error, 1)
 		go func() { probe <- prbPublishWithin(pub, 500*time.Millisecond) }()

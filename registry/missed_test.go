@@ -23,8 +23,9 @@ func wantOpenFor(t *testing.T, s breaker.Snapshot, d time.Duration) {
 
 // A hung broker's deadline misses open a limited circuit for one limit Window, not
 // its break (one minute here), and each probe that misses its 200ms deadline (longer
-// than the Window) reopens it for no time: the next caller is the next probe, and the
-// circuit closes with the first probe after the broker answers again.
+// than the Window) reopens it for a tenth of a Window only, then the next caller is
+// the next probe, and the circuit closes with the first probe after the broker
+// answers again.
 func TestDeadlineMissOfAHungBrokerProbesContinuously(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, broker, pub := busySetup(t)
@@ -37,7 +38,8 @@ func TestDeadlineMissOfAHungBrokerProbesContinuously(t *testing.T) {
 		for range 3 {
 			onlineDeadline(t, pub) // the probe
 			s := r.Snapshots()[orders]
-			wantOpenFor(t, s, 0)
+			wantOpenFor(t, s, window/10)
+			time.Sleep(window / 10)
 			if s.LastError == "" {
 				t.Fatal("the missed probe's error is not kept")
 			}
