@@ -203,7 +203,11 @@ func (m *Manager) Circuit() *breaker.Breaker { return m.circuit }
 // Connection returns the open connection, dialing one if there is none. Consumers may
 // open their own channels on it; they must not close the connection. An error is a
 // *DialError, ctx.Err() when ctx ended while a dial was in progress, or
-// ErrManagerClosed. A dial is bounded by the dial timeout, not by ctx.
+// ErrManagerClosed. A dial is bounded by the dial timeout, not by ctx: it runs on its
+// own goroutine, the caller waits for it no longer than ctx allows, and a dial that
+// outlives its caller goes on to serve the next ones (a broker that stops answering
+// cannot hold a caller for the dial timeout, and the caller waiting when it answers
+// again gets the connection at once).
 func (m *Manager) Connection(ctx context.Context) (*amqp091.Connection, error) {
 	m.mu.Lock()
 	if m.closed {
@@ -220,7 +224,7 @@ func (m *Manager) Connection(ctx context.Context) (*amqp091.Connection, error) {
 		call = &dialCall{done: make(chan struct{})}
 		m.dialing = call
 		m.mu.Unlock()
-		m.runDial(call)
+		go m.runDial(call)
 	} else {
 		m.mu.Unlock()
 	}

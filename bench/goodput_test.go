@@ -130,6 +130,7 @@ type recorder struct {
 	early     atomic.Int64   // refusals of calls that started in the first earlyWindow
 	errMu     sync.Mutex
 	errs      map[string]int // failures by their text's first 100 characters
+	trace     *prbTracer     // GOODPUT_TRACE: the calls near the recovery; nil otherwise
 	admitted  []span         // the calls that were not refused, guarded by errMu
 }
 
@@ -233,6 +234,9 @@ func (r *recorder) call(deadline time.Duration, publish func(context.Context) er
 			r.errMu.Unlock()
 		}
 	}()
+	if r.trace != nil {
+		r.trace.call(startOff, took, err, refused(err))
+	}
 	switch {
 	case err == nil && took <= deadline:
 		s.ok.Add(1)

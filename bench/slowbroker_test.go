@@ -137,7 +137,13 @@ func TestSlowBroker(t *testing.T) {
 
 // runSlow runs the phases against a fresh target protected by s.
 func runSlow(t *testing.T, open func(*testing.T, *registry.Registry) slowTarget, s setting, durs []time.Duration, interval time.Duration) *recorder {
-	reg, err := registry.New(s.policy, s.opts...)
+	opts := s.opts
+	var tr *prbTracer
+	if prbTraceOn() {
+		tr = &prbTracer{}
+		opts = append(opts[:len(opts):len(opts)], tr.option())
+	}
+	reg, err := registry.New(s.policy, opts...)
 	if err != nil {
 		t.Fatalf("%s: %v", s.name, err)
 	}
@@ -156,10 +162,14 @@ func runSlow(t *testing.T, open func(*testing.T, *registry.Registry) slowTarget,
 		phases[i] = phase{name: lat.String(), dur: d, apply: func() { tg.proxy.SetLatency(lat) }}
 	}
 	rec := newRecorder(phases)
+	rec.trace = tr
 	drive(t, rec, slowCallers, interval, func(ctx context.Context, caller int, msg []byte) error {
 		return publish(ctx, tg.d, transport.Message{Key: []byte("k" + strconv.Itoa(caller)), Value: msg})
 	}, slowDeadline, 100)
 	tg.proxy.SetLatency(0)
+	if tr != nil {
+		tr.report(s.name, rec)
+	}
 	return rec
 }
 
@@ -176,6 +186,11 @@ func drive(t *testing.T, rec *recorder, callers int, interval time.Duration, pub
 	defer cancel()
 	var wg sync.WaitGroup
 	rec.start = time.Now()
+	if rec.trace != nil {
+		rec.trace.mu.Lock()
+		rec.trace.start = rec.start
+		rec.trace.mu.Unlock()
+	}
 	for c := range callers {
 		wg.Add(1)
 		go func() {

@@ -111,7 +111,7 @@ type Breaker struct {
 	runStart     int64          // window mode: when the current run of failures began (slow.go)
 	failedProbes int            // consecutive failed probes since the circuit last closed
 	// errorProbes counts those of them that failed with an error answer: only they
-	// lengthen the break (missed probes are followed by a short one, missedBreak).
+	// lengthen the break (missed probes are followed by a short one, failedPhase).
 	errorProbes int
 	// unhealthy says an outage is in progress (the circuit opened and has not closed
 	// since), and unhealthySince when it began; see noteHealth.
@@ -149,6 +149,9 @@ type phase struct {
 
 	probes    []probe // HalfOpen, guarded by b.mu
 	successes int     // HalfOpen, guarded by b.mu
+	// missed marks an Open phase whose break is a missed deadline's (missed.go), and
+	// the HalfOpen phase after it: its refusals name the next Window, not the lease.
+	missed bool
 }
 
 type probe struct {
@@ -338,6 +341,9 @@ func (b *Breaker) refuse(ph *phase, now int64, err error) (Permit, error) {
 func (b *Breaker) acquireProbe(ph *phase, now int64) (Permit, error) {
 	ph.reclaimLeases(now)
 	if len(ph.probes) >= b.policy.HalfOpenMaxProbes {
+		if ph.missed {
+			return Permit{}, NewOpenError(b.identity, b.policy.Scope, b.timeAt(now+b.missedBreak()))
+		}
 		// Come back after the retry delay, and not before a slot can free up.
 		earliest := ph.probes[0].expires
 		for _, pr := range ph.probes[1:] {
@@ -401,10 +407,10 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 	slow := o == Success && b.policy.SlowCallDuration > 0 && b.judgeSlow(start, b.now())
 	missed := flags&flagMissed != 0 && o == Failure
 	if flags&flagProbe != 0 {
-		return b.completeProbe(ph, tok, seq, o, missed)
+		return b.completeProbe(ph, tok, seq, o, missed, start)
 	}
 	if flags&flagBypass != 0 {
-		return b.completeBypass(ph, o, missed)
+		return b.completeBypass(ph, o, missed, start)
 	}
 	if b.cur.Load() != ph || ph.override != NoOverride {
 		return false
@@ -428,7 +434,7 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 		b.mu.Lock()
 		if b.cur.Load() == ph {
 			now := b.now()
-			b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0, missed), NoOverride), now, ReasonFailureThreshold)
+			b.enter(ph, b.failedPhase(ph, now, 0, missed, now), now, ReasonFailureThreshold)
 		}
 		b.mu.Unlock()
 		b.events.Flush()
@@ -454,18 +460,18 @@ func (b *Breaker) recordWindow(ph *phase, failure, slow, missed bool) bool {
 	switch {
 	case failure && c.Failures >= int64(p.FailureThreshold) && c.Calls >= int64(p.MinimumCalls) &&
 		(p.FailureRatio == 0 || float64(c.Failures) >= p.FailureRatio*float64(c.Calls)):
-		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0, missed), NoOverride), now, ReasonFailureWindow)
+		b.enter(ph, b.failedPhase(ph, now, 0, missed, now), now, ReasonFailureWindow)
 	case failure && b.rareTraffic(now, c.Calls, run):
-		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0, missed), NoOverride), now, ReasonRareTraffic)
+		b.enter(ph, b.failedPhase(ph, now, 0, missed, now), now, ReasonRareTraffic)
 	case b.slowRateReached(now, slow):
-		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0, false), NoOverride), now, ReasonSlowCalls)
+		b.enter(ph, b.failedPhase(ph, now, 0, false, now), now, ReasonSlowCalls)
 	}
 	b.mu.Unlock()
 	b.events.Flush()
 	return true
 }
 
-func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome, missed bool) bool {
+func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome, missed bool, start int64) bool {
 	b.mu.Lock()
 	i := -1
 	if b.cur.Load() == ph {
@@ -487,7 +493,7 @@ func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome, mi
 		b.mu.Unlock()
 		return false
 	}
-	b.probeOutcome(ph, now, o, missed)
+	b.probeOutcome(ph, now, o, missed, start)
 	b.mu.Unlock()
 	b.events.Flush()
 	return true
@@ -496,14 +502,14 @@ func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome, mi
 // completeBypass takes the outcome of a bypassed call. Only FailOpen's bypasses in a
 // half-open circuit count, as probe evidence: Shadow ignores what Enforce would not
 // have seen, and an open circuit is serving its break.
-func (b *Breaker) completeBypass(ph *phase, o Outcome, missed bool) bool {
+func (b *Breaker) completeBypass(ph *phase, o Outcome, missed bool, start int64) bool {
 	if b.policy.Mode != FailOpen || ph.state != HalfOpen {
 		return false
 	}
 	b.mu.Lock()
 	live := b.cur.Load() == ph
 	if live {
-		b.probeOutcome(ph, b.now(), o, missed)
+		b.probeOutcome(ph, b.now(), o, missed, start)
 	}
 	b.mu.Unlock()
 	b.events.Flush()
@@ -511,8 +517,9 @@ func (b *Breaker) completeBypass(ph *phase, o Outcome, missed bool) bool {
 }
 
 // probeOutcome applies a probe's outcome to the half-open phase ph; missed says a
-// Failure was a missed deadline (Permit.CompleteMissed). Requires b.mu held.
-func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome, missed bool) {
+// Failure was a missed deadline (Permit.CompleteMissed), and start is when the probe
+// was admitted. Requires b.mu held.
+func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome, missed bool, start int64) {
 	switch o {
 	case Success:
 		ph.successes++
@@ -525,19 +532,25 @@ func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome, missed bool) {
 		if !missed || b.lim == nil {
 			b.errorProbes++
 		}
-		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(b.errorProbes, missed), NoOverride), now, ReasonProbeFailed)
+		b.enter(ph, b.failedPhase(ph, now, b.errorProbes, missed, start), now, ReasonProbeFailed)
 	}
 }
 
-// breakFor returns, in nanoseconds, how long the circuit stays open after a failure
-// that opens it: Policy.BreakAfter(failedProbes), or the limit's Window when the
-// failure was a missed deadline and the circuit has an adaptive limit (missed.go).
-// Requires b.mu held (the random source need not be safe for concurrent use).
-func (b *Breaker) breakFor(failedProbes int, missed bool) int64 {
+// failedPhase is the open phase a failure that opens the circuit (or reopens it from
+// half-open) leads to: open for Policy.BreakAfter(failedProbes); or, when the failure
+// was a missed deadline and the circuit has an adaptive limit (missed.go), until one
+// limit Window after start, the admission of the probe that missed, and for at least
+// a tenth of a Window (a probe admitted a Window ago or more reopens it for that
+// tenth only); or for one Window from now for an opening from closed. Requires b.mu
+// held (the random source need not be safe for concurrent use).
+func (b *Breaker) failedPhase(from *phase, now int64, failedProbes int, missed bool, start int64) *phase {
 	if missed && b.lim != nil {
-		return b.missedBreak()
+		w := b.missedBreak()
+		ph := b.openPhase(from, now, max(start+w, now+w/10), NoOverride)
+		ph.missed = true
+		return ph
 	}
-	return int64(b.policy.BreakAfter(failedProbes, b.random))
+	return b.openPhase(from, now, now+int64(b.policy.BreakAfter(failedProbes, b.random)), NoOverride)
 }
 
 // enter makes to the live phase and queues the transition for the observers.
@@ -589,7 +602,7 @@ func (b *Breaker) openPhase(from *phase, now, deadline int64, o Override) *phase
 }
 
 func (b *Breaker) halfOpenPhase(from *phase) *phase {
-	return &phase{b: b, gen: from.gen + 1, state: HalfOpen, frozen: from.frozen}
+	return &phase{b: b, gen: from.gen + 1, state: HalfOpen, frozen: from.frozen, missed: from.missed}
 }
 
 // evidence returns the failure evidence held by ph. Requires b.mu held.

@@ -50,20 +50,24 @@ func TestMissedDeadlineOpensForOneWindowAndProbesAgain(t *testing.T) {
 	if s := h.b.Snapshot(); s.LastError != errMissedDeadline.Error() || s.Limit.InFlight != 0 {
 		t.Fatalf("LastError %q, limit in flight %d: want the error kept and the slots back", s.LastError, s.Limit.InFlight)
 	}
+	wait := 100 * time.Millisecond
 	for i := range 4 { // a hung dependency: every probe misses, the break never grows
-		p := h.probeAfter(100 * time.Millisecond)
-		h.clock.Advance(500 * time.Millisecond)
+		p := h.probeAfter(wait)
+		// A probe that missed 40ms after it was admitted (a short deadline): open
+		// until one Window after its admission (missed_probe_test.go).
+		h.clock.Advance(40 * time.Millisecond)
 		if !p.CompleteMissed(errMissedDeadline) {
 			t.Fatalf("probe %d: CompleteMissed returned false", i)
 		}
-		h.wantOpenFor(100 * time.Millisecond)
+		wait = 60 * time.Millisecond
+		h.wantOpenFor(wait)
 		if got := h.b.Snapshot().FailedProbes; got != i+1 {
 			t.Fatalf("FailedProbes %d, want %d", got, i+1)
 		}
 	}
 	// An error answer after the misses: the break, doubled once (the misses do not
 	// count toward the doubling).
-	h.probeAfter(100*time.Millisecond).CompleteWith(breaker.Failure, errors.New("connection refused"))
+	h.probeAfter(wait).CompleteWith(breaker.Failure, errors.New("connection refused"))
 	h.wantOpenFor(20 * time.Second)
 	// A missed probe after it: back to one Window.
 	h.probeAfter(20 * time.Second).CompleteMissed(nil)

@@ -53,7 +53,9 @@ type Policy struct {
 	// and its slot is given to another caller. 0 means BreakDuration.
 	ProbeLease time.Duration
 	// HalfOpenRetryDelay is the least delay a caller rejected by a saturated half-open
-	// circuit is told to wait. 0 means one second.
+	// circuit is told to wait. 0 means one second. A circuit with an adaptive limit
+	// probing after a missed deadline tells its callers one limit Window instead
+	// (missed.go).
 	HalfOpenRetryDelay time.Duration
 	// MaxBreakDuration, when greater than BreakDuration, doubles the break after each
 	// consecutive failed probe, up to this value. With the adaptive limit on, probes

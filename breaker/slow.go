@@ -56,7 +56,7 @@ func (b *Breaker) recordSlowRun(ph *phase, slow bool) {
 	if b.cur.Load() == ph {
 		now := b.now()
 		b.slow.run.Store(0)
-		b.enter(ph, b.openPhase(ph, now, now+b.breakFor(0, false), NoOverride), now, ReasonSlowCalls)
+		b.enter(ph, b.failedPhase(ph, now, 0, false, now), now, ReasonSlowCalls)
 	}
 	b.mu.Unlock()
 	b.events.Flush()
