@@ -89,3 +89,40 @@ func TestTombstoneVersionMovesPastTheRecord(t *testing.T) {
 		}
 	}
 }
+
+// Amnesia repair trusts the local snapshot only while its age is known: a clock that
+// stepped back behind the snapshot gives it no age at all.
+
+// A replica whose clock stepped back behind its open snapshot does not write that
+// snapshot back over a store that forgot the record: it creates a closed record.
+func TestSnapshotAheadOfASteppedBackClockIsNotWrittenBack(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		back     time.Duration // the clock steps back by this from the opening
+		repaired bool
+	}{
+		{"the clock at the snapshot", 0, true},
+		{"the clock behind the snapshot", 30 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fakeclock.New(rulesT0)
+			d := newCounting()
+			a := ruleCircuit(t, d, clock, nil)
+			clock.Advance(40 * time.Second) // the snapshot is taken 40 s after a started
+			openAt(t, a)
+			d.Forget()
+			clock.Advance(-tc.back)
+			if err := a.Refresh(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			r, err := d.Load(context.Background(), amnesiaID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.State == breaker.Open; got != tc.repaired {
+				t.Fatalf("record after the store forgot it, clock %v behind the opening: %v (%s); want the open snapshot written back: %v",
+					tc.back, r.State, r.Reason, tc.repaired)
+			}
+		})
+	}
+}

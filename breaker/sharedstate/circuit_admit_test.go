@@ -5,6 +5,7 @@ package sharedstate_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -61,5 +62,51 @@ func TestNoInFlightCountWithoutMaxInFlight(t *testing.T) {
 	}
 	if s := c.Snapshot(); s.InFlight != 0 {
 		t.Fatalf("in flight after three completed calls, no MaxInFlight: %d; want 0", s.InFlight)
+	}
+}
+
+// With MaxInFlight calls in flight during the ramp, a call the ramp admits is
+// ErrSaturated (the ramp refuses the others). The ramp admits its share of calls by
+// a Weyl sequence: at a share of one half, any three calls in a row hold one it
+// admits, whatever the sequence's seed.
+func TestRampAtMaxInFlightIsSaturated(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) {
+		cfg.Policy.MaxInFlight = 4
+		cfg.Policy.RampDuration = 10 * time.Second
+	})
+	var held []breaker.Permit
+	for range 4 {
+		held = append(held, esAcquire(t, c))
+	}
+	defer func() {
+		for _, p := range held {
+			p.Complete(breaker.Neutral)
+		}
+	}()
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { // closed 5 s ago by a probe: share 0.5
+		r.Generation++
+		r.Reason, r.Since = breaker.ReasonProbeSucceeded, clock.Now().Add(-5*time.Second).UnixNano()
+	})
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	saturated := 0
+	for i := range 3 {
+		p, err := c.Acquire(context.Background())
+		switch {
+		case errors.Is(err, breaker.ErrSaturated):
+			saturated++
+		case errors.Is(err, breaker.ErrRamping):
+		default:
+			if err == nil {
+				p.Complete(breaker.Neutral)
+			}
+			t.Fatalf("call %d at MaxInFlight during the ramp: %v; want ErrSaturated or ErrRamping", i, err)
+		}
+	}
+	if saturated == 0 {
+		t.Fatal("at MaxInFlight the ramp refused all three calls; want the ones it admits ErrSaturated")
 	}
 }

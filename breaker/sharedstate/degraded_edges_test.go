@@ -91,3 +91,72 @@ func TestFailClosedKnownOpenRecordRejectsAsOpen(t *testing.T) {
 		t.Fatalf("Acquire under FailClosed with the record known open: %v; want open until %v", err, until)
 	}
 }
+
+// What a degraded replica does around the read of the shared record it makes when
+// its snapshot is old.
+
+// A local opening made while the degraded path reads the record (another caller's
+// failure completing meanwhile; a driver hook runs it inside the read) refuses the
+// call, as if it had been made before.
+func TestLocalOpeningDuringTheDegradedReadRefusesTheCall(t *testing.T) {
+	clock, d, c := msRefusedCircuit(t, nil)
+	outcome(t, c, breaker.Failure) // 2 of 3 kept here
+	third := esAcquire(t, c)
+	clock.Advance(time.Second) // the snapshot is old enough to be read again
+	var until time.Time
+	d.mu.Lock()
+	d.onLoad = func() {
+		d.mu.Lock()
+		d.onLoad = nil
+		d.mu.Unlock()
+		third.Complete(breaker.Failure) // the third failure: open here
+		until = clock.Now().Add(time.Minute)
+	}
+	d.mu.Unlock()
+	p, err := c.Acquire(context.Background())
+	msRejectedUntil(t, p, err, until, "Acquire whose read saw a local opening")
+}
+
+// While this replica's local probe is out, the other calls are refused without a
+// request to the store as long as the snapshot is fresh.
+func TestDuringTheLocalProbeAFreshSnapshotIsNotRead(t *testing.T) {
+	clock, d, c := msRefusedCircuit(t, nil)
+	outcome(t, c, breaker.Failure)
+	outcome(t, c, breaker.Failure) // the third failure: open here for a minute
+	clock.Advance(time.Minute)
+	probe := esAcquire(t, c) // reads the record (the snapshot is old), then probes here
+	defer probe.Complete(breaker.Neutral)
+	if !probe.Probe() {
+		t.Fatal("the call after the local break is no probe")
+	}
+	loads := d.count("load")
+	if got, want := esOpenUntil(t, c, "during the local probe"), clock.Now().Add(5*time.Second); !got.Equal(want) {
+		t.Fatalf("during the local probe rejected until %v; want %v", got, want)
+	}
+	if n := d.count("load") - loads; n != 0 {
+		t.Fatalf("refusing a call during the local probe read the store %d times on a fresh snapshot", n)
+	}
+}
+
+// The degraded path decides on the record it has just read: a store that stops
+// answering right after that read does not fail the call.
+func TestDegradedCallDecidesOnTheRecordJustRead(t *testing.T) {
+	clock, d, c := msRefusedCircuit(t, nil)
+	clock.Advance(2 * time.Second) // the snapshot is past MaxStaleness
+	loads := 0
+	d.mu.Lock()
+	d.onLoad = func() {
+		if loads++; loads == 2 {
+			d.Down(errOOM) // the store stops answering after the first read
+		}
+	}
+	d.mu.Unlock()
+	p, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatalf("Acquire right after a successful read of a closed record: %v; want admitted", err)
+	}
+	p.Complete(breaker.Neutral)
+	if loads == 0 {
+		t.Fatal("the degraded call did not read the old snapshot's record")
+	}
+}

@@ -28,6 +28,21 @@ func esRefusedFailure(t *testing.T, c *sharedstate.Circuit, d *counting) {
 	}
 }
 
+// msRefusedCircuit returns a KeepLocal circuit (RetryDelay a minute, then edit) and
+// its counting store, which has just refused one failure that the circuit keeps here.
+func msRefusedCircuit(t *testing.T, edit func(*sharedstate.Config)) (*fakeclock.Clock, *counting, *sharedstate.Circuit) {
+	t.Helper()
+	clock, d := fakeclock.New(rulesT0), newCounting()
+	c := esLocalCircuit(t, d, clock, &transitions{}, func(cfg *sharedstate.Config) {
+		cfg.RetryDelay = time.Minute
+		if edit != nil {
+			edit(cfg)
+		}
+	})
+	esRefusedFailure(t, c, d)
+	return clock, d, c
+}
+
 // When the fleet's count reached the threshold and this replica, holding refused
 // evidence of its own, cannot write the OPEN, it opens for itself.
 func TestKeepLocalOpensWhenTheFleetTripsAndOpenIsRefused(t *testing.T) {
@@ -234,5 +249,56 @@ func TestCorruptRecordAfterALostCountIsReportedNotKept(t *testing.T) {
 	}
 	if s := c.Snapshot(); !s.DegradedSince.IsZero() {
 		t.Fatalf("snapshot %+v; want not degraded", s)
+	}
+}
+
+// MaxInFlight holds on the paths a degraded replica decides by itself: a local probe
+// and a call admitted on local evidence take a slot like any other call, and none
+// left is ErrSaturated, not a decision of the shared record.
+
+// When this replica's local break ends and the only slot is taken, the call that
+// would probe here is ErrSaturated.
+func TestLocalProbeOverMaxInFlightIsSaturated(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := esLocalCircuit(t, d, clock, &transitions{}, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	held := esAcquire(t, c) // the only slot, taken before the store refuses writes
+	defer held.Complete(breaker.Neutral)
+	d.RefuseWrites(errOOM)
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { r.Failures = 3 }) // the fleet tripped
+	clock.Advance(2 * time.Second)
+	if _, err := c.Acquire(context.Background()); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("the fleet tripped and OPEN refused: Acquire = %v; want ErrOpen (open here)", err)
+	}
+	clock.Advance(time.Minute) // the local break is over; so is RetryDelay
+	p, err := c.Acquire(context.Background())
+	if !errors.Is(err, breaker.ErrSaturated) {
+		if err == nil {
+			p.Complete(breaker.Neutral)
+		}
+		t.Fatalf("the local probe with no slot left: Acquire = %v; want ErrSaturated", err)
+	}
+}
+
+// While another replica's probe holds the half-open record and this replica, holding
+// refused evidence, admits calls on it, a call with no slot left is ErrSaturated.
+func TestLocalEvidenceOverMaxInFlightIsSaturated(t *testing.T) {
+	clock, d, c := msRefusedCircuit(t, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	lease := sharedstate.Lease{ID: 7, Owner: "another replica", Expires: clock.Now().Add(time.Hour).UnixNano()}
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) {
+		r.State, r.Generation, r.Leases = breaker.HalfOpen, r.Generation+1, []sharedstate.Lease{lease}
+	})
+	clock.Advance(2 * time.Second)
+	local := esAcquire(t, c)
+	defer local.Complete(breaker.Neutral)
+	if local.Probe() {
+		t.Fatal("the call admitted on local evidence is a probe")
+	}
+	p, err := c.Acquire(context.Background())
+	if !errors.Is(err, breaker.ErrSaturated) {
+		if err == nil {
+			p.Complete(breaker.Neutral)
+		}
+		t.Fatalf("a call on local evidence with no slot left: Acquire = %v; want ErrSaturated", err)
 	}
 }
