@@ -160,3 +160,38 @@ func TestDegradedCallDecidesOnTheRecordJustRead(t *testing.T) {
 		t.Fatal("the degraded call did not read the old snapshot's record")
 	}
 }
+
+// A snapshot ahead of the clock (the clock stepped back behind it) has no age: the
+// degraded path reads the record before deciding, so a break another replica wrote
+// meanwhile, not this replica's local probe, turns the call away. (Within the first
+// 750 ms of the circuit, so that no sum of the two clock readings passes for an age.)
+func TestDegradedReplicaReadsWhenTheClockStepsBehindItsSnapshot(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := esLocalCircuit(t, d, clock, &transitions{}, nil)
+	ctx := context.Background()
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { // opened by another replica; its break is over
+		r.State, r.Generation, r.Reason = breaker.Open, r.Generation+1, breaker.ReasonFailureThreshold
+		r.OpenUntil, r.Since = clock.Now().Add(-time.Second).UnixNano(), clock.Now().Add(-time.Minute).UnixNano()
+	})
+	clock.Advance(500 * time.Millisecond)
+	d.RefuseWrites(errOOM)
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	probe := esAcquire(t, c) // the lease refused: a local probe
+	defer probe.Complete(breaker.Neutral)
+	if !probe.Probe() {
+		t.Fatal("the call after the break is no probe")
+	}
+	until := clock.Now().Add(time.Hour)
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { // opened again by another replica
+		r.Generation, r.OpenUntil, r.Since = r.Generation+1, until.UnixNano(), clock.Now().UnixNano()
+	})
+	clock.Advance(-400 * time.Millisecond) // behind the snapshot
+	p, err := c.Acquire(ctx)
+	msRejectedUntil(t, p, err, until, "Acquire with the clock behind the snapshot during a local probe")
+}
