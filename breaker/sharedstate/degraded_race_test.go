@@ -189,3 +189,27 @@ func TestLocalProbeDuringARefusedOpenWriteTurnsTheCallAway(t *testing.T) {
 	}
 	msRejectedUntil(t, p, err, clock.Now().Add(5*time.Second), "Acquire whose OPEN was refused during a local probe")
 }
+
+// Two callers whose first refusals race (the second one's runs while the first is
+// between finding no degraded state and creating one, through a test hook) share one
+// degraded state: both failures count here.
+func TestFirstRefusalsAtOnceShareTheDegradedState(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := esLocalCircuit(t, d, clock, &transitions{}, nil)
+	first, second := esAcquire(t, c), esAcquire(t, c)
+	d.RefuseWrites(errOOM)
+	var secondKept bool
+	unset := sharedstate.MsSetTestHookRefused(nil)
+	defer unset()
+	sharedstate.MsSetTestHookRefused(func() {
+		sharedstate.MsSetTestHookRefused(nil)
+		secondKept = second.Complete(breaker.Failure)
+	})
+	if firstKept := first.Complete(breaker.Failure); !firstKept || !secondKept {
+		t.Fatalf("failures refused at once: kept %v and %v; want both kept here", firstKept, secondKept)
+	}
+	if s := c.Snapshot(); s.Failures != 2 || s.DegradedSince.IsZero() {
+		t.Fatalf("snapshot %+v; want 2 failures kept here, degraded", s)
+	}
+}
