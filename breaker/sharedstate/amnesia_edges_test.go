@@ -126,3 +126,68 @@ func TestSnapshotAheadOfASteppedBackClockIsNotWrittenBack(t *testing.T) {
 		})
 	}
 }
+
+// A closed record of the very generation of the opening this replica knows is not
+// known to be created since (generations of new records start at the clock, so only a
+// later one is); one a generation later is. The circuit here opens at the instant it
+// was created, so that both generations are past the opening's time.
+func TestRecordOfTheOpeningsGenerationIsNotRepaired(t *testing.T) {
+	for _, tc := range []struct {
+		later    uint64
+		repaired bool
+	}{{0, false}, {1, true}} {
+		clock := fakeclock.New(rulesT0)
+		d := newCounting()
+		a := ruleCircuit(t, d, clock, nil)
+		openAt(t, a) // created and opened at rulesT0: generation rulesT0+1
+		opened, err := d.Load(context.Background(), amnesiaID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Forget()
+		gen := opened.Generation + tc.later
+		d.Set(amnesiaID, sharedstate.Record{Version: gen, Generation: gen, State: breaker.Closed,
+			Fingerprint: opened.Fingerprint, Policy: opened.Policy})
+		clock.Advance(2 * time.Second)
+		p, err := a.Acquire(context.Background())
+		if err == nil {
+			p.Complete(breaker.Neutral)
+		}
+		if got := errors.Is(err, breaker.ErrOpen); got != tc.repaired {
+			t.Fatalf("closed record of generation %d (the opening's %d): Acquire = %v; want the open state written back: %v",
+				gen, opened.Generation, err, tc.repaired)
+		}
+	}
+}
+
+// A half-open record written back carries the probe leases still live, not the ones
+// that expired since this replica learned of them.
+func TestRepairedHalfOpenRecordKeepsOnlyLiveLeases(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	a := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.HalfOpenMaxProbes = 2 })
+	ctx := context.Background()
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	live := sharedstate.Lease{ID: 3, Owner: "b", Expires: clock.Now().Add(time.Hour).UnixNano()}
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) {
+		r.State, r.Generation, r.Reason, r.Since = breaker.HalfOpen, r.Generation+1, breaker.ReasonBreakElapsed, clock.Now().UnixNano()
+		r.Leases = []sharedstate.Lease{{ID: 5, Owner: "c", Expires: clock.Now().Add(time.Second).UnixNano()}, live}
+	})
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second) // lease 5 has expired
+	d.Forget()
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.Load(ctx, amnesiaID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != breaker.HalfOpen || len(r.Leases) != 1 || r.Leases[0] != live {
+		t.Fatalf("record written back: %v with leases %+v; want half-open with the live lease %+v only", r.State, r.Leases, live)
+	}
+}
