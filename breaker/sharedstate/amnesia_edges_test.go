@@ -191,3 +191,41 @@ func TestRepairedHalfOpenRecordKeepsOnlyLiveLeases(t *testing.T) {
 		t.Fatalf("record written back: %v with leases %+v; want half-open with the live lease %+v only", r.State, r.Leases, live)
 	}
 }
+
+// Writing the known state back over a record created since is part of the read: a
+// write the store takes makes the read succeed (and the repaired record the snapshot),
+// one it refuses fails it.
+func TestRepairOverANewRecordSucceedsOrFailsWithItsWrite(t *testing.T) {
+	for _, refused := range []bool{false, true} {
+		clock := fakeclock.New(rulesT0)
+		d := newCounting()
+		a := ruleCircuit(t, d, clock, nil)
+		clock.Advance(40 * time.Second)
+		openAt(t, a)
+		opened, err := d.Load(context.Background(), amnesiaID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Forget()
+		created := uint64(clock.Now().Add(time.Second).UnixNano()) // by another replica, after the opening
+		d.Set(amnesiaID, sharedstate.Record{Version: created, Generation: created, State: breaker.Closed,
+			Fingerprint: opened.Fingerprint, Policy: opened.Policy})
+		if refused {
+			d.RefuseWrites(errOOM)
+		}
+		clock.Advance(2 * time.Second)
+		err = a.Refresh(context.Background())
+		if refused {
+			if !errors.Is(err, errOOM) || !errors.Is(err, breaker.ErrUnavailable) {
+				t.Fatalf("Refresh whose repair the store refused: %v; want ErrUnavailable for %v", err, errOOM)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Refresh that repaired the record: %v", err)
+		}
+		if s := a.Snapshot(); s.State != breaker.Open || s.Generation <= created {
+			t.Fatalf("snapshot after the repair %+v; want open with a generation past %d", s, created)
+		}
+	}
+}

@@ -387,3 +387,24 @@ func TestUnusableRecordDropsTheSnapshot(t *testing.T) {
 		})
 	}
 }
+
+// A soft refresh that reads a break ending at that very instant (another replica's
+// record, moved on since the snapshot) decides on it: the break is over, and the call
+// writes HALF-OPEN and takes the probe, as any call at the end of a break.
+func TestSoftRefreshReadingABreakEndingNowTakesTheProbe(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, nil)
+	openAt(t, c)
+	clock.Advance(30 * time.Second) // the open snapshot is old: the next call reads softly
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { r.OpenUntil = clock.Now().UnixNano() })
+	loads := d.count("load")
+	p, err := c.Acquire(context.Background())
+	if err != nil || !p.Probe() {
+		t.Fatalf("Acquire whose soft refresh read a break ending now: probe %v, %v; want the probe", p.Probe(), err)
+	}
+	p.Complete(breaker.Success)
+	if d.count("load") == loads {
+		t.Fatal("the call did not read the old snapshot's record")
+	}
+}
