@@ -110,3 +110,49 @@ func TestRampAtMaxInFlightIsSaturated(t *testing.T) {
 		t.Fatal("at MaxInFlight the ramp refused all three calls; want the ones it admits ErrSaturated")
 	}
 }
+
+// Each close ramps from its own close time: after a later close (a new generation),
+// the calls the ramp turns away are told to come back after now, not at slots of the
+// earlier ramp.
+func TestEachCloseRampsFromItsOwnCloseTime(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) {
+		cfg.Policy.RampDuration = 10 * time.Second
+		cfg.MaxStaleness = time.Minute // the calls decide on the snapshot each Refresh installs
+	})
+	ctx := context.Background()
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // two closes by a probe, an hour apart
+		esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) {
+			r.Generation += 3 // opened, half-open, closed again
+			r.Reason, r.Since = breaker.ReasonProbeSucceeded, clock.Now().UnixNano()
+		})
+		if err := c.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Second) // the ramp admits a tenth
+		refused := 0
+		for range 10 {
+			p, err := c.Acquire(ctx)
+			var oe *breaker.OpenError
+			switch {
+			case err == nil:
+				p.Complete(breaker.Neutral)
+			case errors.As(err, &oe) && errors.Is(err, breaker.ErrRamping):
+				refused++
+				if !oe.NotBefore.After(clock.Now()) {
+					t.Fatalf("the ramp of the close at %v refused a call until %v, not after now (%v)", clock.Now().Add(-time.Second), oe.NotBefore, clock.Now())
+				}
+			default:
+				t.Fatalf("Acquire during the ramp: %v", err)
+			}
+		}
+		if refused == 0 {
+			t.Fatal("the ramp admitting a tenth refused none of 10 calls")
+		}
+		clock.Advance(time.Hour)
+	}
+}
