@@ -99,7 +99,7 @@ func TestFailClosedKnownOpenRecordRejectsAsOpen(t *testing.T) {
 // failure completing meanwhile; a driver hook runs it inside the read) refuses the
 // call, as if it had been made before.
 func TestLocalOpeningDuringTheDegradedReadRefusesTheCall(t *testing.T) {
-	clock, d, c := msRefusedCircuit(t, nil)
+	clock, d, c := msRefusedCircuit(t, &transitions{}, nil)
 	outcome(t, c, breaker.Failure) // 2 of 3 kept here
 	third := esAcquire(t, c)
 	clock.Advance(time.Second) // the snapshot is old enough to be read again
@@ -120,7 +120,7 @@ func TestLocalOpeningDuringTheDegradedReadRefusesTheCall(t *testing.T) {
 // While this replica's local probe is out, the other calls are refused without a
 // request to the store as long as the snapshot is fresh.
 func TestDuringTheLocalProbeAFreshSnapshotIsNotRead(t *testing.T) {
-	clock, d, c := msRefusedCircuit(t, nil)
+	clock, d, c := msRefusedCircuit(t, &transitions{}, nil)
 	outcome(t, c, breaker.Failure)
 	outcome(t, c, breaker.Failure) // the third failure: open here for a minute
 	clock.Advance(time.Minute)
@@ -141,7 +141,7 @@ func TestDuringTheLocalProbeAFreshSnapshotIsNotRead(t *testing.T) {
 // The degraded path decides on the record it has just read: a store that stops
 // answering right after that read does not fail the call.
 func TestDegradedCallDecidesOnTheRecordJustRead(t *testing.T) {
-	clock, d, c := msRefusedCircuit(t, nil)
+	clock, d, c := msRefusedCircuit(t, &transitions{}, nil)
 	clock.Advance(2 * time.Second) // the snapshot is past MaxStaleness
 	loads := 0
 	d.mu.Lock()
@@ -194,4 +194,19 @@ func TestDegradedReplicaReadsWhenTheClockStepsBehindItsSnapshot(t *testing.T) {
 	clock.Advance(-400 * time.Millisecond) // behind the snapshot
 	p, err := c.Acquire(ctx)
 	msRejectedUntil(t, p, err, until, "Acquire with the clock behind the snapshot during a local probe")
+}
+
+// A degraded replica without a snapshot (dropped by Forget) whose read fails has
+// nothing to decide on: the call fails with ErrUnavailable.
+func TestDegradedReplicaWithoutASnapshotFailsWhenTheReadFails(t *testing.T) {
+	_, d, c := msRefusedCircuit(t, &transitions{}, nil)
+	c.Forget()
+	d.Down(errDown)
+	p, err := c.Acquire(context.Background())
+	if !errors.Is(err, errDown) || !errors.Is(err, breaker.ErrUnavailable) {
+		if err == nil {
+			p.Complete(breaker.Neutral)
+		}
+		t.Fatalf("Acquire with no snapshot and the store down: %v; want ErrUnavailable for %v", err, errDown)
+	}
 }

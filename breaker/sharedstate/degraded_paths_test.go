@@ -28,12 +28,13 @@ func esRefusedFailure(t *testing.T, c *sharedstate.Circuit, d *counting) {
 	}
 }
 
-// msRefusedCircuit returns a KeepLocal circuit (RetryDelay a minute, then edit) and
-// its counting store, which has just refused one failure that the circuit keeps here.
-func msRefusedCircuit(t *testing.T, edit func(*sharedstate.Config)) (*fakeclock.Clock, *counting, *sharedstate.Circuit) {
+// msRefusedCircuit returns a KeepLocal circuit (RetryDelay a minute, then edit;
+// transitions to seen) and its counting store, which has just refused one failure
+// that the circuit keeps here.
+func msRefusedCircuit(t *testing.T, seen *transitions, edit func(*sharedstate.Config)) (*fakeclock.Clock, *counting, *sharedstate.Circuit) {
 	t.Helper()
 	clock, d := fakeclock.New(rulesT0), newCounting()
-	c := esLocalCircuit(t, d, clock, &transitions{}, func(cfg *sharedstate.Config) {
+	c := esLocalCircuit(t, d, clock, seen, func(cfg *sharedstate.Config) {
 		cfg.RetryDelay = time.Minute
 		if edit != nil {
 			edit(cfg)
@@ -283,7 +284,7 @@ func TestLocalProbeOverMaxInFlightIsSaturated(t *testing.T) {
 // While another replica's probe holds the half-open record and this replica, holding
 // refused evidence, admits calls on it, a call with no slot left is ErrSaturated.
 func TestLocalEvidenceOverMaxInFlightIsSaturated(t *testing.T) {
-	clock, d, c := msRefusedCircuit(t, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	clock, d, c := msRefusedCircuit(t, &transitions{}, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
 	lease := sharedstate.Lease{ID: 7, Owner: "another replica", Expires: clock.Now().Add(time.Hour).UnixNano()}
 	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) {
 		r.State, r.Generation, r.Leases = breaker.HalfOpen, r.Generation+1, []sharedstate.Lease{lease}
@@ -300,5 +301,23 @@ func TestLocalEvidenceOverMaxInFlightIsSaturated(t *testing.T) {
 			p.Complete(breaker.Neutral)
 		}
 		t.Fatalf("a call on local evidence with no slot left: Acquire = %v; want ErrSaturated", err)
+	}
+}
+
+// A local opening on the outcomes of calls admitted on local evidence is reported
+// with the generation of the shared record those calls were admitted under.
+func TestLocalOpeningOnLocalEvidenceCarriesTheRecordsGeneration(t *testing.T) {
+	seen := &transitions{}
+	clock, d, c := msRefusedCircuit(t, seen, nil)
+	waiting := esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { // half-open, waiting for a write
+		r.State, r.Generation, r.Reason, r.Since = breaker.HalfOpen, r.Generation+1, breaker.ReasonBreakElapsed, clock.Now().UnixNano()
+	})
+	clock.Advance(2 * time.Second)
+	p1, p2 := esAcquire(t, c), esAcquire(t, c) // admitted on local evidence
+	p1.Complete(breaker.Failure)
+	p2.Complete(breaker.Failure) // the third failure: open here (after the half-open learned)
+	esWantTransition(t, seen, 2, breaker.Closed, breaker.Open, sharedstate.ReasonLocalThreshold)
+	if g := seen.last().Generation; g != waiting.Generation {
+		t.Fatalf("local opening reported with generation %d; want the record's %d", g, waiting.Generation)
 	}
 }
