@@ -408,3 +408,21 @@ func TestSoftRefreshReadingABreakEndingNowTakesTheProbe(t *testing.T) {
 		t.Fatal("the call did not read the old snapshot's record")
 	}
 }
+
+// The soft refresh from three quarters of MaxStaleness does not depend on where the
+// clock stands: on a clock stepped back behind the circuit's creation (readings
+// before it) one caller reads the record at 750 ms as well.
+func TestSoftRefreshBehindTheCircuitsCreation(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, nil)
+	clock.Advance(-time.Hour)
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(750 * time.Millisecond)
+	loads := d.count("load")
+	if ok, err := csAdmitted(c); !ok || d.count("load") != loads+1 {
+		t.Fatalf("at 750ms: admitted %v (%v), %d reads; want admitted after one more read", ok, err, d.count("load")-loads)
+	}
+}

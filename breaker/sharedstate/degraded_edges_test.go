@@ -118,7 +118,8 @@ func TestLocalOpeningDuringTheDegradedReadRefusesTheCall(t *testing.T) {
 }
 
 // While this replica's local probe is out, the other calls are refused without a
-// request to the store as long as the snapshot is fresh.
+// request to the store as long as the snapshot is fresh (younger than three quarters
+// of MaxStaleness), and read the record first from then on.
 func TestDuringTheLocalProbeAFreshSnapshotIsNotRead(t *testing.T) {
 	clock, d, c := msRefusedCircuit(t, &transitions{}, nil)
 	outcome(t, c, breaker.Failure)
@@ -135,6 +136,11 @@ func TestDuringTheLocalProbeAFreshSnapshotIsNotRead(t *testing.T) {
 	}
 	if n := d.count("load") - loads; n != 0 {
 		t.Fatalf("refusing a call during the local probe read the store %d times on a fresh snapshot", n)
+	}
+	clock.Advance(750 * time.Millisecond) // three quarters of MaxStaleness: the snapshot is old
+	esOpenUntil(t, c, "during the local probe, on an old snapshot")
+	if n := d.count("load") - loads; n != 1 {
+		t.Fatalf("refusing a call during the local probe read the store %d times on a snapshot 750 ms old; want 1", n)
 	}
 }
 
