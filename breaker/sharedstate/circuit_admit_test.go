@@ -156,3 +156,33 @@ func TestEachCloseRampsFromItsOwnCloseTime(t *testing.T) {
 		clock.Advance(time.Hour)
 	}
 }
+
+// A snapshot read at the very end of a ramp carries no ramp: a clock that then steps
+// back (here to a second after the close) admits every call.
+func TestSnapshotReadAtTheRampsEndHasNoRamp(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) {
+		cfg.Policy.RampDuration = 10 * time.Second
+		cfg.MaxStaleness = time.Minute
+	})
+	ctx := context.Background()
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	closed := clock.Now()
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) {
+		r.Generation += 3
+		r.Reason, r.Since = breaker.ReasonProbeSucceeded, closed.UnixNano()
+	})
+	clock.Advance(10 * time.Second) // the ramp ends as the record is read
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(closed.Add(time.Second)) // where the ramp would admit a tenth
+	for i := range 3 {
+		if ok, err := csAdmitted(c); !ok {
+			t.Fatalf("call %d on a snapshot read at the ramp's end: %v; want admitted", i, err)
+		}
+	}
+}
