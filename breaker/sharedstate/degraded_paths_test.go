@@ -257,6 +257,20 @@ func TestCorruptRecordAfterALostCountIsReportedNotKept(t *testing.T) {
 // and a call admitted on local evidence take a slot like any other call, and none
 // left is ErrSaturated, not a decision of the shared record.
 
+// msWantSaturated fails t unless c's next Acquire is ErrSaturated; a permit handed
+// out instead is completed.
+func msWantSaturated(t *testing.T, c *sharedstate.Circuit, what string) {
+	t.Helper()
+	p, err := c.Acquire(context.Background())
+	if errors.Is(err, breaker.ErrSaturated) {
+		return
+	}
+	if err == nil {
+		p.Complete(breaker.Neutral)
+	}
+	t.Fatalf("%s: Acquire = %v; want ErrSaturated", what, err)
+}
+
 // When this replica's local break ends and the only slot is taken, the call that
 // would probe here is ErrSaturated.
 func TestLocalProbeOverMaxInFlightIsSaturated(t *testing.T) {
@@ -272,13 +286,7 @@ func TestLocalProbeOverMaxInFlightIsSaturated(t *testing.T) {
 		t.Fatalf("the fleet tripped and OPEN refused: Acquire = %v; want ErrOpen (open here)", err)
 	}
 	clock.Advance(time.Minute) // the local break is over; so is RetryDelay
-	p, err := c.Acquire(context.Background())
-	if !errors.Is(err, breaker.ErrSaturated) {
-		if err == nil {
-			p.Complete(breaker.Neutral)
-		}
-		t.Fatalf("the local probe with no slot left: Acquire = %v; want ErrSaturated", err)
-	}
+	msWantSaturated(t, c, "the local probe with no slot left")
 }
 
 // While another replica's probe holds the half-open record and this replica, holding
@@ -295,13 +303,7 @@ func TestLocalEvidenceOverMaxInFlightIsSaturated(t *testing.T) {
 	if local.Probe() {
 		t.Fatal("the call admitted on local evidence is a probe")
 	}
-	p, err := c.Acquire(context.Background())
-	if !errors.Is(err, breaker.ErrSaturated) {
-		if err == nil {
-			p.Complete(breaker.Neutral)
-		}
-		t.Fatalf("a call on local evidence with no slot left: Acquire = %v; want ErrSaturated", err)
-	}
+	msWantSaturated(t, c, "a call on local evidence with no slot left")
 }
 
 // A local opening on the outcomes of calls admitted on local evidence is reported
