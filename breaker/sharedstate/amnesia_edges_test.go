@@ -89,3 +89,143 @@ func TestTombstoneVersionMovesPastTheRecord(t *testing.T) {
 		}
 	}
 }
+
+// Amnesia repair trusts the local snapshot only while its age is known: a clock that
+// stepped back behind the snapshot gives it no age at all.
+
+// A replica whose clock stepped back behind its open snapshot does not write that
+// snapshot back over a store that forgot the record: it creates a closed record.
+func TestSnapshotAheadOfASteppedBackClockIsNotWrittenBack(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		back     time.Duration // the clock steps back by this from the opening
+		repaired bool
+	}{
+		{"the clock at the snapshot", 0, true},
+		{"the clock behind the snapshot", 30 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fakeclock.New(rulesT0)
+			d := newCounting()
+			a := ruleCircuit(t, d, clock, nil)
+			clock.Advance(40 * time.Second) // the snapshot is taken 40 s after a started
+			openAt(t, a)
+			d.Forget()
+			clock.Advance(-tc.back)
+			if err := a.Refresh(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			r, err := d.Load(context.Background(), amnesiaID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.State == breaker.Open; got != tc.repaired {
+				t.Fatalf("record after the store forgot it, clock %v behind the opening: %v (%s); want the open snapshot written back: %v",
+					tc.back, r.State, r.Reason, tc.repaired)
+			}
+		})
+	}
+}
+
+// A closed record of the very generation of the opening this replica knows is not
+// known to be created since (generations of new records start at the clock, so only a
+// later one is); one a generation later is. The circuit here opens at the instant it
+// was created, so that both generations are past the opening's time.
+func TestRecordOfTheOpeningsGenerationIsNotRepaired(t *testing.T) {
+	for _, tc := range []struct {
+		later    uint64
+		repaired bool
+	}{{0, false}, {1, true}} {
+		clock := fakeclock.New(rulesT0)
+		d := newCounting()
+		a := ruleCircuit(t, d, clock, nil)
+		openAt(t, a) // created and opened at rulesT0: generation rulesT0+1
+		opened, err := d.Load(context.Background(), amnesiaID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Forget()
+		gen := opened.Generation + tc.later
+		d.Set(amnesiaID, sharedstate.Record{Version: gen, Generation: gen, State: breaker.Closed,
+			Fingerprint: opened.Fingerprint, Policy: opened.Policy})
+		clock.Advance(2 * time.Second)
+		p, err := a.Acquire(context.Background())
+		if err == nil {
+			p.Complete(breaker.Neutral)
+		}
+		if got := errors.Is(err, breaker.ErrOpen); got != tc.repaired {
+			t.Fatalf("closed record of generation %d (the opening's %d): Acquire = %v; want the open state written back: %v",
+				gen, opened.Generation, err, tc.repaired)
+		}
+	}
+}
+
+// A half-open record written back carries the probe leases still live, not the ones
+// that expired since this replica learned of them.
+func TestRepairedHalfOpenRecordKeepsOnlyLiveLeases(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	a := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.HalfOpenMaxProbes = 2 })
+	ctx := context.Background()
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	live := sharedstate.Lease{ID: 3, Owner: "b", Expires: clock.Now().Add(time.Hour).UnixNano()}
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) {
+		r.State, r.Generation, r.Reason, r.Since = breaker.HalfOpen, r.Generation+1, breaker.ReasonBreakElapsed, clock.Now().UnixNano()
+		r.Leases = []sharedstate.Lease{{ID: 5, Owner: "c", Expires: clock.Now().Add(time.Second).UnixNano()}, live}
+	})
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second) // lease 5 has expired
+	d.Forget()
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.Load(ctx, amnesiaID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != breaker.HalfOpen || len(r.Leases) != 1 || r.Leases[0] != live {
+		t.Fatalf("record written back: %v with leases %+v; want half-open with the live lease %+v only", r.State, r.Leases, live)
+	}
+}
+
+// Writing the known state back over a record created since is part of the read: a
+// write the store takes makes the read succeed (and the repaired record the snapshot),
+// one it refuses fails it.
+func TestRepairOverANewRecordSucceedsOrFailsWithItsWrite(t *testing.T) {
+	for _, refused := range []bool{false, true} {
+		clock := fakeclock.New(rulesT0)
+		d := newCounting()
+		a := ruleCircuit(t, d, clock, nil)
+		clock.Advance(40 * time.Second)
+		openAt(t, a)
+		opened, err := d.Load(context.Background(), amnesiaID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Forget()
+		created := uint64(clock.Now().Add(time.Second).UnixNano()) // by another replica, after the opening
+		d.Set(amnesiaID, sharedstate.Record{Version: created, Generation: created, State: breaker.Closed,
+			Fingerprint: opened.Fingerprint, Policy: opened.Policy})
+		if refused {
+			d.RefuseWrites(errOOM)
+		}
+		clock.Advance(2 * time.Second)
+		err = a.Refresh(context.Background())
+		if refused {
+			if !errors.Is(err, errOOM) || !errors.Is(err, breaker.ErrUnavailable) {
+				t.Fatalf("Refresh whose repair the store refused: %v; want ErrUnavailable for %v", err, errOOM)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Refresh that repaired the record: %v", err)
+		}
+		if s := a.Snapshot(); s.State != breaker.Open || s.Generation <= created {
+			t.Fatalf("snapshot after the repair %+v; want open with a generation past %d", s, created)
+		}
+	}
+}

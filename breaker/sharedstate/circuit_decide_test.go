@@ -9,6 +9,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
@@ -515,4 +516,53 @@ func TestHalfOpenLeaseBoundaries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The end of a ForceClose needs a write. While RetryDelay holds writes back after a
+// failed one, the next call that needs it gets that failure at once, even with a read
+// in flight (held in the driver). The test runs in a synctest bubble: a call that
+// waited for the read would wait until its own one-hour deadline, which the bubble
+// reaches at once.
+func TestBackoffDoesNotWaitForAReadInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := fakeclock.New(rulesT0)
+		d := newCounting()
+		c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) {
+			cfg.Policy = breaker.Policy{Scope: breaker.SharedDependency, Disabled: true} // nothing kept locally
+			cfg.MaxStaleness = time.Hour
+			cfg.RetryDelay = time.Minute
+		})
+		ctx := context.Background()
+		if err := c.ForceClose(ctx, clock.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute) // the ForceClose is over: the next call writes CLOSED
+		entered, release := make(chan struct{}), make(chan struct{})
+		d.mu.Lock()
+		d.onLoad = func() {
+			entered <- struct{}{}
+			<-release
+		}
+		d.mu.Unlock()
+		refreshed := make(chan error, 1)
+		go func() { refreshed <- c.Refresh(ctx) }()
+		<-entered // the read is in flight
+		d.RefuseWrites(errOOM)
+		if _, err := c.Acquire(ctx); !errors.Is(err, errOOM) {
+			t.Fatalf("the write that ends the ForceClose refused: %v; want %v", err, errOOM)
+		}
+		callCtx, cancel := context.WithTimeout(ctx, time.Hour)
+		defer cancel()
+		p, err := c.Acquire(callCtx)
+		if !errors.Is(err, errOOM) || !errors.Is(err, breaker.ErrUnavailable) {
+			if err == nil {
+				p.Complete(breaker.Neutral)
+			}
+			t.Errorf("the next call within RetryDelay: %v; want the failure waited out, %v", err, errOOM)
+		}
+		close(release)
+		if err := <-refreshed; err != nil {
+			t.Fatal(err)
+		}
+	})
 }

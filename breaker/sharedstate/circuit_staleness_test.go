@@ -387,3 +387,42 @@ func TestUnusableRecordDropsTheSnapshot(t *testing.T) {
 		})
 	}
 }
+
+// A soft refresh that reads a break ending at that very instant (another replica's
+// record, moved on since the snapshot) decides on it: the break is over, and the call
+// writes HALF-OPEN and takes the probe, as any call at the end of a break.
+func TestSoftRefreshReadingABreakEndingNowTakesTheProbe(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, nil)
+	openAt(t, c)
+	clock.Advance(30 * time.Second) // the open snapshot is old: the next call reads softly
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { r.OpenUntil = clock.Now().UnixNano() })
+	loads := d.count("load")
+	p, err := c.Acquire(context.Background())
+	if err != nil || !p.Probe() {
+		t.Fatalf("Acquire whose soft refresh read a break ending now: probe %v, %v; want the probe", p.Probe(), err)
+	}
+	p.Complete(breaker.Success)
+	if d.count("load") == loads {
+		t.Fatal("the call did not read the old snapshot's record")
+	}
+}
+
+// The soft refresh from three quarters of MaxStaleness does not depend on where the
+// clock stands: on a clock stepped back behind the circuit's creation (readings
+// before it) one caller reads the record at 750 ms as well.
+func TestSoftRefreshBehindTheCircuitsCreation(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, nil)
+	clock.Advance(-time.Hour)
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(750 * time.Millisecond)
+	loads := d.count("load")
+	if ok, err := csAdmitted(c); !ok || d.count("load") != loads+1 {
+		t.Fatalf("at 750ms: admitted %v (%v), %d reads; want admitted after one more read", ok, err, d.count("load")-loads)
+	}
+}

@@ -62,6 +62,11 @@ type degraded struct {
 // no shared generation is 0, so CompletePermit tells them apart.
 const localPermit = 0
 
+// testHookRefused, when set (by a test only), runs in refused between finding no
+// degraded state and creating one: the window in which two callers' first refusals
+// race. nil in production.
+var testHookRefused func()
+
 // refused records that the store would not take a write (err; a conflict or a
 // caller's cancellation is no refusal), and reports whether the evidence is kept
 // locally: under KeepLocal. Under FailClosed the caller goes on as before.
@@ -72,6 +77,9 @@ func (c *Circuit) refused(ctx context.Context, err error) (*degraded, bool) {
 	}
 	d := c.local.Load()
 	if d == nil {
+		if testHookRefused != nil {
+			testHookRefused() // tests: another caller's first refusal comes in between
+		}
 		nd := &degraded{since: c.wall()}
 		if c.local.CompareAndSwap(nil, nd) {
 			d = nd

@@ -28,6 +28,22 @@ func esRefusedFailure(t *testing.T, c *sharedstate.Circuit, d *counting) {
 	}
 }
 
+// msRefusedCircuit returns a KeepLocal circuit (RetryDelay a minute, then edit;
+// transitions to seen) and its counting store, which has just refused one failure
+// that the circuit keeps here.
+func msRefusedCircuit(t *testing.T, seen *transitions, edit func(*sharedstate.Config)) (*fakeclock.Clock, *counting, *sharedstate.Circuit) {
+	t.Helper()
+	clock, d := fakeclock.New(rulesT0), newCounting()
+	c := esLocalCircuit(t, d, clock, seen, func(cfg *sharedstate.Config) {
+		cfg.RetryDelay = time.Minute
+		if edit != nil {
+			edit(cfg)
+		}
+	})
+	esRefusedFailure(t, c, d)
+	return clock, d, c
+}
+
 // When the fleet's count reached the threshold and this replica, holding refused
 // evidence of its own, cannot write the OPEN, it opens for itself.
 func TestKeepLocalOpensWhenTheFleetTripsAndOpenIsRefused(t *testing.T) {
@@ -234,5 +250,76 @@ func TestCorruptRecordAfterALostCountIsReportedNotKept(t *testing.T) {
 	}
 	if s := c.Snapshot(); !s.DegradedSince.IsZero() {
 		t.Fatalf("snapshot %+v; want not degraded", s)
+	}
+}
+
+// MaxInFlight holds on the paths a degraded replica decides by itself: a local probe
+// and a call admitted on local evidence take a slot like any other call, and none
+// left is ErrSaturated, not a decision of the shared record.
+
+// msWantSaturated fails t unless c's next Acquire is ErrSaturated; a permit handed
+// out instead is completed.
+func msWantSaturated(t *testing.T, c *sharedstate.Circuit, what string) {
+	t.Helper()
+	p, err := c.Acquire(context.Background())
+	if errors.Is(err, breaker.ErrSaturated) {
+		return
+	}
+	if err == nil {
+		p.Complete(breaker.Neutral)
+	}
+	t.Fatalf("%s: Acquire = %v; want ErrSaturated", what, err)
+}
+
+// When this replica's local break ends and the only slot is taken, the call that
+// would probe here is ErrSaturated.
+func TestLocalProbeOverMaxInFlightIsSaturated(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := esLocalCircuit(t, d, clock, &transitions{}, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	held := esAcquire(t, c) // the only slot, taken before the store refuses writes
+	defer held.Complete(breaker.Neutral)
+	d.RefuseWrites(errOOM)
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { r.Failures = 3 }) // the fleet tripped
+	clock.Advance(2 * time.Second)
+	if _, err := c.Acquire(context.Background()); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("the fleet tripped and OPEN refused: Acquire = %v; want ErrOpen (open here)", err)
+	}
+	clock.Advance(time.Minute) // the local break is over; so is RetryDelay
+	msWantSaturated(t, c, "the local probe with no slot left")
+}
+
+// While another replica's probe holds the half-open record and this replica, holding
+// refused evidence, admits calls on it, a call with no slot left is ErrSaturated.
+func TestLocalEvidenceOverMaxInFlightIsSaturated(t *testing.T) {
+	clock, d, c := msRefusedCircuit(t, &transitions{}, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	lease := sharedstate.Lease{ID: 7, Owner: "another replica", Expires: clock.Now().Add(time.Hour).UnixNano()}
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) {
+		r.State, r.Generation, r.Leases = breaker.HalfOpen, r.Generation+1, []sharedstate.Lease{lease}
+	})
+	clock.Advance(2 * time.Second)
+	local := esAcquire(t, c)
+	defer local.Complete(breaker.Neutral)
+	if local.Probe() {
+		t.Fatal("the call admitted on local evidence is a probe")
+	}
+	msWantSaturated(t, c, "a call on local evidence with no slot left")
+}
+
+// A local opening on the outcomes of calls admitted on local evidence is reported
+// with the generation of the shared record those calls were admitted under.
+func TestLocalOpeningOnLocalEvidenceCarriesTheRecordsGeneration(t *testing.T) {
+	seen := &transitions{}
+	clock, d, c := msRefusedCircuit(t, seen, nil)
+	waiting := esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { // half-open, waiting for a write
+		r.State, r.Generation, r.Reason, r.Since = breaker.HalfOpen, r.Generation+1, breaker.ReasonBreakElapsed, clock.Now().UnixNano()
+	})
+	clock.Advance(2 * time.Second)
+	p1, p2 := esAcquire(t, c), esAcquire(t, c) // admitted on local evidence
+	p1.Complete(breaker.Failure)
+	p2.Complete(breaker.Failure) // the third failure: open here (after the half-open learned)
+	esWantTransition(t, seen, 2, breaker.Closed, breaker.Open, sharedstate.ReasonLocalThreshold)
+	if g := seen.last().Generation; g != waiting.Generation {
+		t.Fatalf("local opening reported with generation %d; want the record's %d", g, waiting.Generation)
 	}
 }

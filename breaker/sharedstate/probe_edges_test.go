@@ -77,3 +77,28 @@ func TestProbeOutcomeOnAFreshSnapshotReadsNothing(t *testing.T) {
 		t.Fatalf("the probe's outcome cost %d reads and %d writes; want 0 and 1", l, w)
 	}
 }
+
+// A probe that fails after another succeeded opens a clean record: no success count
+// and no lease of the half-open state carried into the break (Record.Check refuses
+// leases on an open record).
+func TestFailedProbeOpensACleanRecord(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) {
+		cfg.Policy.HalfOpenMaxProbes, cfg.Policy.SuccessesToClose = 2, 2
+	})
+	first := esProbe(t, c, clock)
+	second := esAcquire(t, c)
+	if !second.Probe() {
+		t.Fatal("the second call after the break is no probe")
+	}
+	first.Complete(breaker.Success) // one of two successes
+	second.Complete(breaker.Failure)
+	r, err := d.Load(context.Background(), "kafka:orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != breaker.Open || r.Successes != 0 || len(r.Leases) != 0 || r.Check("kafka:orders") != nil {
+		t.Fatalf("record after the failed probe: %+v (check: %v); want open, no successes, no leases", r, r.Check("kafka:orders"))
+	}
+}
