@@ -12,18 +12,18 @@ import (
 	"github.com/brokerguard/brokerguard/outbox/postgres"
 )
 
-// mpCommitBeforeCheckDB is a Store's DB on a pool that, before each receive check's
-// NOTIFY, commits a NOTIFY like Enqueue's (an empty payload) on the same channel, so
-// that the Listener receives a commit's notification while it waits for its check.
-type mpCommitBeforeCheckDB struct{ *pgxpool.Pool }
+// mpOnCheckDB is a Store's DB on a pool that runs onCheck instead of sending a
+// receive check's NOTIFY (channel, payload); other statements go to the pool.
+type mpOnCheckDB struct {
+	*pgxpool.Pool
+	onCheck func(ctx context.Context, channel, payload string) error
+}
 
-func (db mpCommitBeforeCheckDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if len(args) != 2 || !strings.Contains(sql, "pg_notify") {
-		return db.Pool.Exec(ctx, sql, args...)
-	}
-	if p, _ := args[1].(string); strings.HasPrefix(p, "brokerguard-check:") {
-		if _, err := db.Pool.Exec(ctx, "SELECT pg_notify($1, '')", args[0]); err != nil {
-			return pgconn.CommandTag{}, err
+func (db mpOnCheckDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if len(args) == 2 && strings.Contains(sql, "pg_notify") {
+		channel, _ := args[0].(string)
+		if p, _ := args[1].(string); strings.HasPrefix(p, "brokerguard-check:") {
+			return pgconn.CommandTag{}, db.onCheck(ctx, channel, p)
 		}
 	}
 	return db.Pool.Exec(ctx, sql, args...)
@@ -33,7 +33,14 @@ func (db mpCommitBeforeCheckDB) Exec(ctx context.Context, sql string, args ...an
 // wakes the Processor there and then: the check does not swallow it.
 func TestListenerCheckPassesOnACommitsNotification(t *testing.T) {
 	pool := pgTestPool(t)
-	s := postgres.New(mpCommitBeforeCheckDB{pool})
+	// Before each check's NOTIFY, a commit's (an empty payload) on the same channel.
+	s := postgres.New(mpOnCheckDB{pool, func(ctx context.Context, channel, payload string) error {
+		if _, err := pool.Exec(ctx, "SELECT pg_notify($1, '')", channel); err != nil {
+			return err
+		}
+		_, err := pool.Exec(ctx, "SELECT pg_notify($1, $2)", channel, payload)
+		return err
+	}})
 	var wakes atomic.Int64
 	wokenBeforeListening := make(chan int64, 1)
 	l, err := s.Listener(postgres.ConnConfig(pool.Config().ConnConfig.Copy()),
