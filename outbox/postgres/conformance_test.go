@@ -13,8 +13,9 @@ import (
 )
 
 // The package proves its Store with the conformance suite itself, so that an edit of
-// it is checked by its own tests (integration/outbox runs the suite too, beside the
-// memory store): each rule on a table of its own, rows committed in transactions.
+// it is checked by its own tests (the memory store's run is outbox's own; this is the
+// only run on PostgreSQL): each rule on a table of its own, rows committed in
+// transactions as an application commits them.
 func TestStoreConformanceOwn(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clock breaker.Clock) storetest.Store {
 		pool := pgTestPool(t)

@@ -135,19 +135,5 @@ func TestListenerReconnectsAfterItsConnectionIsKilled(t *testing.T) {
 
 // WithListenErrors(nil) drops the errors: the Listener goes on reconnecting.
 func TestListenerWithoutAnErrorHandler(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		attempts := 0
-		l, err := postgres.New(&pgSilentDB{}).Listener(func(context.Context, func(*pgx.Conn) error) error {
-			attempts++
-			return errPgRefused
-		}, postgres.WithReconnectDelay(time.Second, time.Second), postgres.WithListenErrors(nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
-		defer cancel()
-		if err := l.Listen(ctx, func() {}); err != nil || attempts != 3 {
-			t.Fatalf("Listen = %v after %d attempts, want nil after 3", err, attempts)
-		}
-	})
+	mpListenRefused(t, 2500*time.Millisecond, 3, postgres.WithListenErrors(nil))
 }

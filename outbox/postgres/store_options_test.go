@@ -226,21 +226,12 @@ func TestEnqueueThroughAFailedSQLTransactionFails(t *testing.T) {
 func TestPublishedRowReadsBackItsSettledTime(t *testing.T) {
 	s, pool := pgTestStore(t)
 	ctx := context.Background()
-	var ids []int64
-	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
-		ids, err = s.Enqueue(ctx, postgres.Pgx(tx), outbox.Entry{Destination: transport.Destination{Broker: "kafka", Name: "orders"}})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().Add(time.Hour).Truncate(time.Millisecond)
-	if recs, err := s.Claim(ctx, outbox.ClaimRequest{Token: "pgsettled", Now: now, Limit: 1, Lease: time.Minute, ProbeLimit: 1}); err != nil || len(recs) != 1 {
-		t.Fatalf("Claim = %d rows, %v", len(recs), err)
-	}
-	if n, err := s.MarkPublished(ctx, "pgsettled", now, ids); err != nil || n != 1 {
+	id := mpClaimOne(t, s, pool, "pgsettled", now)
+	if n, err := s.MarkPublished(ctx, "pgsettled", now, []int64{id}); err != nil || n != 1 {
 		t.Fatalf("MarkPublished = %d, %v", n, err)
 	}
-	r, err := s.Get(ctx, ids[0])
+	r, err := s.Get(ctx, id)
 	if err != nil || !r.SettledAt.Equal(now) {
 		t.Fatalf("Get of a published row: settled at %v (%v), want %v", r.SettledAt, err, now)
 	}
