@@ -442,7 +442,14 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 	return true
 }
 
+// testHookRecordWindow, nil outside tests, runs in recordWindow before it takes the
+// lock: where another caller may change the phase after complete's check.
+var testHookRecordWindow func()
+
 func (b *Breaker) recordWindow(ph *phase, failure, slow, missed bool) bool {
+	if testHookRecordWindow != nil {
+		testHookRecordWindow()
+	}
 	b.mu.Lock()
 	if b.cur.Load() != ph {
 		b.mu.Unlock()
