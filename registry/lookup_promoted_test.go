@@ -8,6 +8,18 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
+var mrOrders = transport.Destination{Broker: "kafka", Name: "orders"}
+
+// mrNewRegistry is New with a one-failure policy, failing the test on an error.
+func mrNewRegistry(t *testing.T, opts ...Option) *Registry {
+	t.Helper()
+	r, err := New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // mrSetHook sets *hook to f for the rest of the test.
 func mrSetHook(t *testing.T, hook *func(), f func()) {
 	t.Helper()
@@ -19,11 +31,7 @@ func mrSetHook(t *testing.T, hook *func(), f func()) {
 // caller promoted it while the lookup waited for the lock) finds it in the new read
 // map: a live circuit is never reported missing.
 func TestLookupFindsTheCircuitPromotedWhileItWaited(t *testing.T) {
-	r, err := New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := transport.Destination{Broker: "kafka", Name: "orders"}
+	r, d := mrNewRegistry(t), mrOrders
 	c, err := r.Circuit(d) // created in fresh
 	if err != nil {
 		t.Fatal(err)

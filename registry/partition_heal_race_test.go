@@ -2,10 +2,8 @@ package registry
 
 import (
 	"testing"
-	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/transport"
 )
 
 // A Success that heals a partition while a Failure is isolating it (after its streak
@@ -13,11 +11,7 @@ import (
 // streak; the next Success still ends that isolation: the healthy path's shortcut
 // (no streak, no isolation) must not skip an isolated partition.
 func TestSuccessHealsAnIsolationThatRacedASuccess(t *testing.T) {
-	r, err := New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute}, WithPartitionPolicy(PartitionPolicy{Failures: 1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := r.Partitions(transport.Destination{Broker: "kafka", Name: "orders"})
+	ps, err := mrNewRegistry(t, WithPartitionPolicy(PartitionPolicy{Failures: 1})).Partitions(mrOrders)
 	if err != nil {
 		t.Fatal(err)
 	}

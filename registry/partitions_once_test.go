@@ -1,22 +1,12 @@
 package registry
 
-import (
-	"testing"
-	"time"
-
-	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/transport"
-)
+import "testing"
 
 // Two callers that create a destination's partition evidence at once get the same
 // Partitions: the one that publishes second takes the first's, so evidence recorded
 // through either is one destination's evidence.
 func TestPartitionsCreatedAtOnceAreOne(t *testing.T) {
-	r, err := New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := transport.Destination{Broker: "kafka", Name: "orders"}
+	r, d := mrNewRegistry(t), mrOrders
 	var other *Partitions
 	mrSetHook(t, &testHookPartitionsBuilt, func() {
 		testHookPartitionsBuilt = nil
