@@ -155,10 +155,18 @@ func (r *Registry) CompleteWith(d transport.Destination, p breaker.Permit, o bre
 	return p.CompleteWith(o, err)
 }
 
+// testHookLookupMissed, when set by a test, runs in lookup after the read map missed
+// and before mu is taken: there another caller can promote the entry out of fresh.
+// Nil in production.
+var testHookLookupMissed func()
+
 // lookup returns d's live entry without creating it.
 func (r *Registry) lookup(d transport.Destination) (*entry, bool) {
 	if e, ok := (*r.circuits.Load())[d]; ok {
 		return e, true
+	}
+	if testHookLookupMissed != nil {
+		testHookLookupMissed()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

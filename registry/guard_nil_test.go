@@ -32,3 +32,20 @@ func TestGuardWithoutClassifierCountsFailures(t *testing.T) {
 		t.Fatalf("circuit %+v; want one Failure", s)
 	}
 }
+
+// The publisher Guard returns for a nil classifier tells code that asks for its
+// classifier (transport.Classifying, as the outbox's Processor does) the one it
+// judges by: every error a Failure. A nil there would leave that code without one.
+func TestGuardWithoutClassifierReportsTheFailAllClassifier(t *testing.T) {
+	c, ok := newRegistry(t).Guard(failingPublisher{}, nil).(transport.Classifying)
+	if !ok {
+		t.Fatal("the guarded publisher does not report its classifier")
+	}
+	f := c.Classifier()
+	if f == nil {
+		t.Fatal("Classifier() = nil for a publisher guarded without a classifier")
+	}
+	if o := f(errors.New("broker down")); o != breaker.Failure {
+		t.Fatalf("the reported classifier makes an error %v, want Failure", o)
+	}
+}

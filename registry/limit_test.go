@@ -235,6 +235,11 @@ func TestSetUpDeadlineMissOfAnAnsweringBrokerIsNoVerdict(t *testing.T) {
 		if s := r.Snapshots()[orders]; s.State != breaker.Closed || s.Failures != 0 {
 			t.Fatalf("set-up miss of an answering broker: %v with %d failures, want closed with none", s.State, s.Failures)
 		}
+		// No verdict, but the call is over: its permit gives its place in the limit back.
+		c, _ := r.Lookup(orders)
+		if n := c.(breaker.Limited).Limiter().Stats().InFlight; n != 0 {
+			t.Fatalf("%d calls in flight after the set-up miss, want its permit completed", n)
+		}
 	})
 }
 

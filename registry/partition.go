@@ -123,6 +123,16 @@ type isolation struct {
 	probeAt      atomic.Int64            // unix nanos of the probe in flight; 0 when none
 }
 
+// testHookIsolating, when set by a test, runs in isolate before mu is taken: there a
+// Success can heal the slot between the streak reaching the threshold and the
+// isolation. Nil in production.
+var testHookIsolating func()
+
+// testHookPartitionsBuilt, when set by a test, runs in Registry.Partitions between
+// building a destination's Partitions and publishing them: there another caller can
+// publish its own first. Nil in production.
+var testHookPartitionsBuilt func()
+
 // Partitions returns the partition evidence of destination d, created with its
 // circuit. It returns nil, nil when the partition policy is Disabled; adapters then
 // judge every call at the destination.
@@ -152,6 +162,9 @@ func (r *Registry) Partitions(d transport.Destination) (*Partitions, error) {
 		ps.max = DefaultMaxPartitions
 	}
 	ps.slots.Store(new([]*partSlot))
+	if testHookPartitionsBuilt != nil {
+		testHookPartitionsBuilt()
+	}
 	if !e.parts.CompareAndSwap(nil, ps) {
 		return e.parts.Load(), nil
 	}
@@ -295,6 +308,9 @@ func (ps *Partitions) Complete(p int, o breaker.Outcome) {
 // isolate isolates p from now, replacing the isolation was (nil: p is not isolated);
 // it does nothing when another call changed p's isolation first.
 func (ps *Partitions) isolate(p int, s *partSlot, was *isolation) {
+	if testHookIsolating != nil {
+		testHookIsolating()
+	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if s.iso.Load() != was {
