@@ -40,9 +40,16 @@ func (p *obRouterPub) PartitionOf(_ transport.Destination, key []byte) (int, tim
 // the test plays the publisher's part), every error an outage, no jitter.
 func obRouterFixture(t *testing.T, pub *obRouterPub) *fixture {
 	t.Helper()
-	f := newFixture(t, policy)
+	return mo2RouterFixtureOf(t, policy, outageOnError, pub)
+}
+
+// mo2RouterFixtureOf is obRouterFixture with circuits of policy p and errors judged
+// by classify.
+func mo2RouterFixtureOf(t *testing.T, p breaker.Policy, classify func(error) breaker.Outcome, pub *obRouterPub) *fixture {
+	t.Helper()
+	f := newFixture(t, p)
 	var err error
-	f.proc, err = outbox.NewProcessor(f.store, f.reg, pub, outbox.WithClock(f.clock), outbox.WithClassifier(outageOnError),
+	f.proc, err = outbox.NewProcessor(f.store, f.reg, pub, outbox.WithClock(f.clock), outbox.WithClassifier(classify),
 		outbox.WithDeferralJitter(0), outbox.WithRandom(func() float64 { return 0 }))
 	if err != nil {
 		t.Fatal(err)
