@@ -1,0 +1,44 @@
+package breaker_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+)
+
+// While bulk work gives way in a slow window, online calls keep their limit and
+// explore up by its square root when the window used half of the limit — exactly
+// half counts.
+func TestLimitExploresBesideGivingWayBulkAtExactlyHalfUsed(t *testing.T) {
+	l := newBrkLimiter(t, breaker.LimitPolicy{Max: 100, BulkShare: 0.5, Window: 100 * time.Millisecond})
+	l.brkRelease(60, time.Millisecond, breaker.Success, false)
+	l.clock.Advance(99 * time.Millisecond)
+	l.brkRelease(1, time.Millisecond, breaker.Success, false) // ready: baseline 1ms, demand 60
+	l.wantLimit(100)
+	// One drop of five: the limit contracts to 100 * (1 - 0.5/5).
+	var slots []breaker.LimitSlot
+	for range 5 {
+		slots = append(slots, l.take(1, breaker.Online))
+	}
+	l.clock.Advance(99 * time.Millisecond)
+	l.lim.Release(slots[0], breaker.Neutral, true)
+	l.lim.Release(slots[1], breaker.Success, false)
+	l.lim.Release(slots[2], breaker.Success, false)
+	l.lim.Release(slots[3], breaker.Success, false)
+	l.clock.Advance(time.Millisecond) // the window closes with its fifth completion
+	l.lim.Release(slots[4], breaker.Success, false)
+	l.wantLimit(90)
+	// A slow window with 40 bulk messages and 5 online calls in flight: 45, half of 90.
+	bulk := l.take(40, breaker.Bulk)
+	slots = slots[:0]
+	for range 5 {
+		slots = append(slots, l.take(1, breaker.Online))
+	}
+	l.clock.Advance(100 * time.Millisecond)
+	l.lim.Release(bulk, breaker.Success, false)
+	for _, s := range slots {
+		l.lim.Release(s, breaker.Success, false)
+	}
+	l.wantLimit(99) // 90 + sqrt(90)
+}
