@@ -7,14 +7,22 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 )
 
+// mb2Ready returns a limiter of policy p made ready in its first window: n online
+// successes of the given latency, then one more at the end of the Window.
+func mb2Ready(t *testing.T, p breaker.LimitPolicy, n int, latency time.Duration) *brkLimiter {
+	t.Helper()
+	l := newBrkLimiter(t, p)
+	l.brkRelease(n, latency, breaker.Success, false)
+	l.clock.Advance(p.Window - latency)
+	l.brkRelease(1, latency, breaker.Success, false)
+	return l
+}
+
 // While bulk work gives way in a slow window, online calls keep their limit and
 // explore up by its square root when the window used half of the limit — exactly
 // half counts.
 func TestLimitExploresBesideGivingWayBulkAtExactlyHalfUsed(t *testing.T) {
-	l := newBrkLimiter(t, breaker.LimitPolicy{Max: 100, BulkShare: 0.5, Window: 100 * time.Millisecond})
-	l.brkRelease(60, time.Millisecond, breaker.Success, false)
-	l.clock.Advance(99 * time.Millisecond)
-	l.brkRelease(1, time.Millisecond, breaker.Success, false) // ready: baseline 1ms, demand 60
+	l := mb2Ready(t, breaker.LimitPolicy{Max: 100, BulkShare: 0.5, Window: 100 * time.Millisecond}, 60, time.Millisecond) // ready: baseline 1ms, demand 60
 	l.wantLimit(100)
 	// One drop of five: the limit contracts to 100 * (1 - 0.5/5).
 	var slots []breaker.LimitSlot
