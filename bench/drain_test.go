@@ -60,9 +60,11 @@ type drainResult struct {
 	rows       int
 	drained    time.Duration // from the recovery to the last row published; 0 if not
 	publishedN int64         // rows published when the run ended
-	opens      int           // circuit openings after the recovery
-	opensAll   int
-	check      string // nothing lost, per-key order
+	opens      int           // openings of a closed circuit after the recovery
+	reopens    int           // probes that missed or failed after the recovery
+	lastReopen time.Duration // the last of them, from the recovery
+	opensAll   int           // transitions to open over the whole run
+	check      string        // nothing lost, per-key order
 	checkOK    bool
 }
 
@@ -146,13 +148,17 @@ func runDrain(t *testing.T, s setting, relays, rows, parts int, durs []time.Dura
 
 	res := &drainResult{rows: rows}
 	var mu sync.Mutex
-	var opens []time.Duration
+	type opening struct {
+		at         time.Duration
+		fromClosed bool
+	}
+	var opens []opening
 	var start atomic.Pointer[time.Time]
 	opts := append([]registry.Option{registry.WithObserver(func(_ transport.Destination, tr breaker.Transition) {
 		if tr.To == breaker.Open {
 			if st := start.Load(); st != nil {
 				mu.Lock()
-				opens = append(opens, time.Since(*st))
+				opens = append(opens, opening{time.Since(*st), tr.From == breaker.Closed})
 				mu.Unlock()
 			}
 		}
@@ -238,10 +244,15 @@ func runDrain(t *testing.T, s setting, relays, rows, parts int, durs []time.Dura
 	pollWG.Wait()
 	res.publishedN = published(t, pool)
 	mu.Lock()
-	for _, at := range opens {
+	for _, o := range opens {
 		res.opensAll++
-		if at >= recovery {
+		switch {
+		case o.at < recovery:
+		case o.fromClosed:
 			res.opens++
+		default: // a probe of the outage's circuit that failed after the recovery
+			res.reopens++
+			res.lastReopen = o.at - recovery
 		}
 	}
 	mu.Unlock()
@@ -435,8 +446,14 @@ func drainTable(relays, rows, parts int, durs []time.Duration, settings []settin
 			return r.drained.Seconds()
 		})
 	})
-	row("circuit openings after recovery (all)", "0", func(_ int, r *drainResult) string {
+	row("openings of the closed circuit after recovery (all transitions to open)", "0", func(_ int, r *drainResult) string {
 		return fmt.Sprintf("%d (%d)", r.opens, r.opensAll)
+	})
+	row("failed probes after recovery, the last at", "", func(_ int, r *drainResult) string {
+		if r.reopens == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("%d, +%.2f s", r.reopens, r.lastReopen.Seconds())
 	})
 	row("nothing lost, per-key order", "all rows once, in order", func(_ int, r *drainResult) string {
 		mark := "✗ "
