@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -50,9 +51,17 @@ func TestProxyLatency(t *testing.T) {
 	}
 	// A latency that falls applies to answers already queued: a stalled broker
 	// catches up.
+	// The check is causal, not timed: the answer must not arrive before the release
+	// (a timer armed before the round trip's own clock starts may fire a little
+	// under 100ms after it).
 	p.SetLatency(time.Hour)
-	time.AfterFunc(100*time.Millisecond, func() { p.SetLatency(0) })
-	if took := roundTrip(t, c, []byte("queued")); took < 100*time.Millisecond || took > 10*time.Second {
+	var released atomic.Bool
+	time.AfterFunc(100*time.Millisecond, func() { released.Store(true); p.SetLatency(0) })
+	took := roundTrip(t, c, []byte("queued"))
+	if !released.Load() {
+		t.Fatalf("an answer queued under an hour's latency arrived after %v, before the latency was lifted", took)
+	}
+	if took > 10*time.Second {
 		t.Fatalf("an answer queued under an hour's latency, released after 100ms, took %v", took)
 	}
 }
