@@ -21,8 +21,7 @@ import (
 // scenario in integration/kafka. BROKERGUARD_PARTITION_CHAOS=long runs the issue's
 // 200 callers for 20 s a phase.
 func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
-	// 3 s a phase: long enough for isolation and its effect to show on a loaded machine.
-	phase, callers := 3*time.Second, 40
+	phase, callers := harness.PartitionPhase, 40
 	if os.Getenv("BROKERGUARD_PARTITION_CHAOS") == "long" {
 		phase, callers = 20*time.Second, 200
 	}
@@ -30,7 +29,7 @@ func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
 	cluster := harness.KFake(t, kfake.NumBrokers(3), faults.Opt())
 	const parts, node = 6, 1
 	load := harness.PartitionLoad{
-		Callers: callers, Deadline: 500 * time.Millisecond, UnkeyedEvery: 4, Keys: harness.Keys(600),
+		Callers: callers, Deadline: harness.PartitionDeadline, UnkeyedEvery: 4, Keys: harness.Keys(600),
 		PartitionOf: func(key []byte) int {
 			p, _ := sarama.NewHashPartitioner("").Partition(&sarama.ProducerMessage{Key: sarama.ByteEncoder(key)}, parts)
 			return int(p)
@@ -42,9 +41,9 @@ func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
 		cfg.Producer.Return.Successes = true
 		cfg.Producer.RequiredAcks = sarama.WaitForAll
 		cfg.Producer.Retry.Max = 0
-		cfg.Net.DialTimeout = 500 * time.Millisecond
-		cfg.Net.ReadTimeout = 500 * time.Millisecond // sarama takes no context: this bounds a hung call
-		cfg.Net.WriteTimeout = 500 * time.Millisecond
+		cfg.Net.DialTimeout = harness.PartitionDeadline
+		cfg.Net.ReadTimeout = harness.PartitionDeadline // sarama takes no context: this bounds a hung call
+		cfg.Net.WriteTimeout = harness.PartitionDeadline
 		cfg.Metadata.Retry.Max = 1
 		cfg.Metadata.Retry.Backoff = 10 * time.Millisecond
 		if partitioner != nil {
