@@ -27,7 +27,7 @@ func TestConfirmTimeoutIsFailure(t *testing.T) {
 	// The timeout is what a held confirm waits, and also what the healthy publishes
 	// around it have to open a channel and be confirmed: 200ms was missed on a loaded
 	// machine.
-	s := newSetup(t, url, breaker.Policy{FailureThreshold: 1, BreakDuration: breakLong}, nil, amqp.WithConfirmTimeout(confirmRoomy))
+	s := newSetup(t, url, breaker.Policy{FailureThreshold: 1, BreakDuration: breakLong}, nil, amqp.WithConfirmTimeout(roomyConfirmTimeout))
 	if err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
 		t.Fatal(err) // the connection and a channel are open before the confirms are held
 	}
@@ -35,7 +35,7 @@ func TestConfirmTimeoutIsFailure(t *testing.T) {
 	err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{Value: []byte("late")})
 	p.Resume()
 	var ce *amqp.ConfirmError
-	if !errors.Is(err, amqp.ErrConfirmTimeout) || !errors.As(err, &ce) || ce.Timeout != confirmRoomy {
+	if !errors.Is(err, amqp.ErrConfirmTimeout) || !errors.As(err, &ce) || ce.Timeout != roomyConfirmTimeout {
 		t.Fatalf("held confirm: %v", err)
 	}
 	if amqp.Classify(err) != breaker.Failure {
@@ -221,11 +221,11 @@ func TestManagerCloseIsBoundedWhileTheBrokerHangs(t *testing.T) {
 	direct := harness.AMQPURL(t)
 	x := declareExchange(t, direct, "fanout", false)
 	p, url := newProxy(t, direct)
-	m, err := amqp.NewManager(url+"?heartbeat=0", amqp.WithDialTimeout(dialRoomy))
+	m, err := amqp.NewManager(url+"?heartbeat=0", amqp.WithDialTimeout(roomyDialTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := amqp.NewPublisher(m, newRegistry(t), amqp.WithConfirmTimeout(confirmRoomy))
+	raw, err := amqp.NewPublisher(m, newRegistry(t), amqp.WithConfirmTimeout(roomyConfirmTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestOpeningAChannelIsBoundedWhileTheBrokerHangs(t *testing.T) {
 	direct := harness.AMQPURL(t)
 	x := declareExchange(t, direct, "fanout", false)
 	p, url := newProxy(t, direct)
-	m, err := amqp.NewManager(url+"?heartbeat=0", amqp.WithDialTimeout(dialRoomy))
+	m, err := amqp.NewManager(url+"?heartbeat=0", amqp.WithDialTimeout(roomyDialTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

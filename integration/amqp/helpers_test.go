@@ -214,8 +214,8 @@ func goroutinesBack(t testing.TB, before int) {
 // loaded CI machine (race detector, a RabbitMQ sharing two cores) missed 200ms for
 // a channel's opening and confirm, and a dial bounds the whole AMQP handshake.
 const (
-	confirmRoomy = 2 * time.Second
-	dialRoomy    = 2 * time.Second
+	roomyConfirmTimeout = 2 * time.Second
+	roomyDialTimeout    = 2 * time.Second
 )
 
 func ctx(t testing.TB) context.Context {

@@ -319,7 +319,7 @@ func TestTimedOutPublishesKeepTheirChannel(t *testing.T) {
 	x := declareExchange(t, harness.AMQPURL(t), "fanout", false)
 	// Every held publish waits out the timeout, and the healthy ones must open a channel
 	// and be confirmed within it: 100ms was too short for a loaded machine.
-	s := newSetup(t, url, breaker.Policy{FailureThreshold: 1 << 30, BreakDuration: time.Second}, nil, amqp.WithConfirmTimeout(confirmRoomy))
+	s := newSetup(t, url, breaker.Policy{FailureThreshold: 1 << 30, BreakDuration: time.Second}, nil, amqp.WithConfirmTimeout(roomyConfirmTimeout))
 	if err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
 		t.Fatal(err)
 	}

@@ -32,18 +32,18 @@ func echoServer(t *testing.T) string {
 // must come is given all the time a loaded machine may need.
 func echoes(t *testing.T, c net.Conn) bool {
 	t.Helper()
-	return echoesWithin(c, 10*time.Second)
+	return echoWithin(c, 10*time.Second)
 }
 
-// silent reports whether a line sent on c does not come back within 300ms. Silence
-// cannot be proved by waiting; a short wait is enough for a proxy that forwards at
-// once, and a slow machine can only make the check pass, never fail.
-func silent(t *testing.T, c net.Conn) bool {
+// echoSilent reports whether a line sent on c does not come back within 300ms.
+// Silence cannot be proved by waiting; a short wait is enough for a proxy that
+// forwards at once, and a slow machine can only make the check pass, never fail.
+func echoSilent(t *testing.T, c net.Conn) bool {
 	t.Helper()
-	return !echoesWithin(c, 300*time.Millisecond)
+	return !echoWithin(c, 300*time.Millisecond)
 }
 
-func echoesWithin(c net.Conn, within time.Duration) bool {
+func echoWithin(c net.Conn, within time.Duration) bool {
 	if _, err := c.Write([]byte("ping\n")); err != nil {
 		return false
 	}
@@ -70,14 +70,14 @@ func TestProxyBlackHoleThenForward(t *testing.T) {
 	}
 	p.BlackHole()
 	during := dial()
-	if !silent(t, before) || !silent(t, during) {
+	if !echoSilent(t, before) || !echoSilent(t, during) {
 		t.Fatal("an answer through the black hole")
 	}
 	p.Forward(echoServer(t))
 	if !echoes(t, dial()) {
 		t.Error("a new connection after Forward gets no answer")
 	}
-	if !silent(t, before) || !silent(t, during) {
+	if !echoSilent(t, before) || !echoSilent(t, during) {
 		t.Error("a connection hung before Forward answers again")
 	}
 }
