@@ -24,7 +24,10 @@ const breakLong = time.Hour
 func TestConfirmTimeoutIsFailure(t *testing.T) {
 	p, url := newProxy(t, harness.AMQPURL(t))
 	x := declareExchange(t, url, "fanout", false)
-	s := newSetup(t, url, breaker.Policy{FailureThreshold: 1, BreakDuration: breakLong}, nil, amqp.WithConfirmTimeout(200*time.Millisecond))
+	// The timeout is what a held confirm waits, and also what the healthy publishes
+	// around it have to open a channel and be confirmed: 200ms was missed on a loaded
+	// machine.
+	s := newSetup(t, url, breaker.Policy{FailureThreshold: 1, BreakDuration: breakLong}, nil, amqp.WithConfirmTimeout(roomyConfirmTimeout))
 	if err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
 		t.Fatal(err) // the connection and a channel are open before the confirms are held
 	}
@@ -32,7 +35,7 @@ func TestConfirmTimeoutIsFailure(t *testing.T) {
 	err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{Value: []byte("late")})
 	p.Resume()
 	var ce *amqp.ConfirmError
-	if !errors.Is(err, amqp.ErrConfirmTimeout) || !errors.As(err, &ce) || ce.Timeout != 200*time.Millisecond {
+	if !errors.Is(err, amqp.ErrConfirmTimeout) || !errors.As(err, &ce) || ce.Timeout != roomyConfirmTimeout {
 		t.Fatalf("held confirm: %v", err)
 	}
 	if amqp.Classify(err) != breaker.Failure {
@@ -218,11 +221,11 @@ func TestManagerCloseIsBoundedWhileTheBrokerHangs(t *testing.T) {
 	direct := harness.AMQPURL(t)
 	x := declareExchange(t, direct, "fanout", false)
 	p, url := newProxy(t, direct)
-	m, err := amqp.NewManager(url+"?heartbeat=0", amqp.WithDialTimeout(300*time.Millisecond))
+	m, err := amqp.NewManager(url+"?heartbeat=0", amqp.WithDialTimeout(roomyDialTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := amqp.NewPublisher(m, newRegistry(t), amqp.WithConfirmTimeout(100*time.Millisecond))
+	raw, err := amqp.NewPublisher(m, newRegistry(t), amqp.WithConfirmTimeout(roomyConfirmTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +260,7 @@ func TestOpeningAChannelIsBoundedWhileTheBrokerHangs(t *testing.T) {
 	direct := harness.AMQPURL(t)
 	x := declareExchange(t, direct, "fanout", false)
 	p, url := newProxy(t, direct)
-	m, err := amqp.NewManager(url+"?heartbeat=0", amqp.WithDialTimeout(300*time.Millisecond))
+	m, err := amqp.NewManager(url+"?heartbeat=0", amqp.WithDialTimeout(roomyDialTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,19 +299,21 @@ func TestDeadlineDuringChannelOpeningIsNotSent(t *testing.T) {
 	if _, err := s.m.Connection(ctx(t)); err != nil { // connected, no channel yet
 		t.Fatal(err)
 	}
-	p.SetLatency(300 * time.Millisecond)
+	// Each answer comes a second late; the short deadline (400ms) leaves the publish
+	// time to be sent on a loaded machine and passes well before any answer can come.
+	p.SetLatency(time.Second)
 	publish := func(deadline time.Duration) error {
 		c, cancel := context.WithTimeout(ctx(t), deadline)
 		defer cancel()
 		return s.pub.Publish(c, d, transport.Message{Value: []byte("slow")})
 	}
-	if err := publish(200 * time.Millisecond); !errors.Is(err, transport.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
+	if err := publish(400 * time.Millisecond); !errors.Is(err, transport.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("deadline while the channel opens: %v; want ErrNotSent and the deadline", err)
 	}
-	if err := publish(10 * time.Second); err != nil { // leaves an open channel in the pool
+	if err := publish(20 * time.Second); err != nil { // leaves an open channel in the pool
 		t.Fatal(err)
 	}
-	if err := publish(200 * time.Millisecond); errors.Is(err, transport.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
+	if err := publish(400 * time.Millisecond); errors.Is(err, transport.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("deadline while the confirm is awaited on an open channel: %v; want the deadline without ErrNotSent", err)
 	}
 }

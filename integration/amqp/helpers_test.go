@@ -209,6 +209,15 @@ func goroutinesBack(t testing.TB, before int) {
 	}
 }
 
+// Timeouts for tests that need a publisher's or a Manager's own bound short enough to
+// wait out against a held broker, but that also let healthy calls run under it: a
+// loaded CI machine (race detector, a RabbitMQ sharing two cores) missed 200ms for
+// a channel's opening and confirm, and a dial bounds the whole AMQP handshake.
+const (
+	roomyConfirmTimeout = 2 * time.Second
+	roomyDialTimeout    = 2 * time.Second
+)
+
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)

@@ -56,7 +56,7 @@ func TestManagerCloseLeavesInFlightPublishesNeutral(t *testing.T) {
 	x := declareExchange(t, direct, "fanout", false)
 	declareQueue(t, direct, x, "", nil)
 	p, url := newProxy(t, direct)
-	s := newSetup(t, url+"?heartbeat=0", breaker.Policy{FailureThreshold: 1, BreakDuration: breakLong}, []amqp.ManagerOption{amqp.WithDialTimeout(300 * time.Millisecond)})
+	s := newSetup(t, url+"?heartbeat=0", breaker.Policy{FailureThreshold: 1, BreakDuration: breakLong}, []amqp.ManagerOption{amqp.WithDialTimeout(roomyDialTimeout)})
 	d := amqp.Destination(x)
 	if err := s.pub.Publish(ctx(t), d, transport.Message{Value: []byte("warm")}); err != nil { // leaves an idle channel
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestManagerCloseWhileAChannelOpensIsNeutral(t *testing.T) {
 	direct := harness.AMQPURL(t)
 	x := declareExchange(t, direct, "fanout", false)
 	p, url := newProxy(t, direct)
-	s := newSetup(t, url+"?heartbeat=0", breaker.Policy{FailureThreshold: 1, BreakDuration: breakLong}, []amqp.ManagerOption{amqp.WithDialTimeout(300 * time.Millisecond)})
+	s := newSetup(t, url+"?heartbeat=0", breaker.Policy{FailureThreshold: 1, BreakDuration: breakLong}, []amqp.ManagerOption{amqp.WithDialTimeout(roomyDialTimeout)})
 	d := amqp.Destination(x)
 	if _, err := s.m.Connection(ctx(t)); err != nil { // connected, and no channel open yet
 		t.Fatal(err)

@@ -229,7 +229,10 @@ func wrongPassword(t *testing.T, tenant harness.RabbitTenant) {
 	d := amqp.Destination("orders")
 	publishes := 0
 	var last error
-	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); publishes++ {
+	// At least 8 s and at least 100 publishes: a loaded machine that publishes slowly
+	// runs longer rather than failing the count (the fourth probe is 15 s away).
+	start := time.Now()
+	for deadline := start.Add(8 * time.Second); time.Now().Before(deadline) || publishes < 100; publishes++ {
 		last = pub.Publish(context.Background(), d, transport.Message{Value: []byte("x")})
 		if !errors.Is(last, amqp.ErrLoginRefused) || amqp.Classify(last) != breaker.Unusable {
 			t.Fatalf("publish %d: %v (%v), want a refused login, Unusable", publishes, last, amqp.Classify(last))
@@ -239,8 +242,8 @@ func wrongPassword(t *testing.T, tenant harness.RabbitTenant) {
 	// 3 refused dials open the circuit (the broker takes its time to refuse a
 	// login), then probes 1 s, 2 s and 4 s apart: at most 6 in 8 s, however many
 	// publishes.
-	if n := dials.Load(); n > 6 || publishes < 100 {
-		t.Errorf("%d dials for %d publishes in 8 s, want at most 6 and at least 100 publishes", n, publishes)
+	if n := dials.Load(); n > 6 {
+		t.Errorf("%d dials for %d publishes in %v, want at most 6", n, publishes, time.Since(start).Round(time.Millisecond))
 	}
 	if msg := last.Error(); !strings.Contains(msg, "refused the login") || !strings.Contains(msg, "ACCESS_REFUSED") && !strings.Contains(msg, "403") {
 		t.Errorf("the error does not name the cause: %v", last)
@@ -248,7 +251,7 @@ func wrongPassword(t *testing.T, tenant harness.RabbitTenant) {
 	if s, _ := reg.Snapshot(d); s.State != breaker.Closed || !strings.Contains(s.Unusable, "refused the login") {
 		t.Errorf("exchange circuit %+v, want closed and unusable", s)
 	}
-	t.Logf("%d dials for %d publishes in 8 s; last error: %v", dials.Load(), publishes, last)
+	t.Logf("%d dials for %d publishes in %v; last error: %v", dials.Load(), publishes, time.Since(start).Round(time.Millisecond), last)
 }
 
 // 2,300 publishes at once on one Manager to a healthy broker (channel_max 2047):
@@ -314,12 +317,14 @@ func TestManyConcurrentPublishesOpenNoCircuit(t *testing.T) {
 func TestTimedOutPublishesKeepTheirChannel(t *testing.T) {
 	p, url := newProxy(t, harness.AMQPURL(t))
 	x := declareExchange(t, harness.AMQPURL(t), "fanout", false)
-	s := newSetup(t, url, breaker.Policy{FailureThreshold: 1 << 30, BreakDuration: time.Second}, nil, amqp.WithConfirmTimeout(100*time.Millisecond))
+	// Every held publish waits out the timeout, and the healthy ones must open a channel
+	// and be confirmed within it: 100ms was too short for a loaded machine.
+	s := newSetup(t, url, breaker.Policy{FailureThreshold: 1 << 30, BreakDuration: time.Second}, nil, amqp.WithConfirmTimeout(roomyConfirmTimeout))
 	if err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
 		t.Fatal(err)
 	}
 	p.Hold()
-	for i := range 5 {
+	for i := range 3 {
 		if err := s.pub.Publish(ctx(t), amqp.Destination(x), transport.Message{}); !errors.Is(err, amqp.ErrConfirmTimeout) {
 			t.Fatalf("publish %d while the broker is held: %v", i, err)
 		}
@@ -329,7 +334,7 @@ func TestTimedOutPublishesKeepTheirChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := s.m.Channels(); n != 1 {
-		t.Errorf("%d channels after 5 timed-out publishes in a row, want the one they shared", n)
+		t.Errorf("%d channels after 3 timed-out publishes in a row, want the one they shared", n)
 	}
 }
 
@@ -344,8 +349,11 @@ func TestPublishersShareThePool(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	a := publisherOn(t, m, newRegistry(t), []amqp.PublisherOption{amqp.WithConfirmTimeout(2 * time.Second)})
-	b := publisherOn(t, m, newRegistry(t), []amqp.PublisherOption{amqp.WithConfirmTimeout(2 * time.Second), amqp.WithMandatory()})
+	// b's only way to a channel is to close one of a's idle ones: without that it waits
+	// out its confirm timeout and fails with errPoolWait. The timeouts are long so that
+	// a loaded machine's channel opening cannot be mistaken for that wait.
+	a := publisherOn(t, m, newRegistry(t), []amqp.PublisherOption{amqp.WithConfirmTimeout(10 * time.Second)})
+	b := publisherOn(t, m, newRegistry(t), []amqp.PublisherOption{amqp.WithConfirmTimeout(10 * time.Second), amqp.WithMandatory()})
 	var wg sync.WaitGroup
 	for range 2 { // two at once: a opens both channels and keeps them idle
 		wg.Go(func() {
@@ -355,12 +363,8 @@ func TestPublishersShareThePool(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	start := time.Now()
 	if err := b.Publish(ctx(t), amqp.Destination(x), transport.Message{}); err != nil {
 		t.Fatalf("b's publish with a's idle channels holding the pool: %v", err)
-	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("b waited %v for a channel", took)
 	}
 	if n := m.Channels(); n > 2 {
 		t.Errorf("%d channels, over the bound of 2", n)

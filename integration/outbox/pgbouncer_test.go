@@ -93,13 +93,22 @@ func TestPgBouncer(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- l.Listen(ctx, func() {}) }()
 		defer func() { cancel(); <-done }()
-		select {
-		case err := <-errs:
-			if !errors.Is(err, postgres.ErrNotReceiving) {
-				t.Errorf("Listener reported %v; want ErrNotReceiving", err)
+		// A loaded machine may also time the LISTEN itself out (the Store's timeout is
+		// a second): the Listener reports that and tries again. What it must come to is
+		// ErrNotReceiving.
+		timeout := time.After(waitTimeout)
+		var seen []error
+		for len(seen) < 5 {
+			select {
+			case err := <-errs:
+				if errors.Is(err, postgres.ErrNotReceiving) {
+					return
+				}
+				seen = append(seen, err)
+			case <-timeout:
+				t.Fatalf("the Listener did not report ErrNotReceiving in %v; reported %v", waitTimeout, seen)
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("the Listener reported nothing in 10s")
 		}
+		t.Errorf("Listener reported %v; want ErrNotReceiving", seen)
 	})
 }

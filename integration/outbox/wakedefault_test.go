@@ -43,7 +43,7 @@ func TestProcessorWakesOnCommitByDefault(t *testing.T) {
 	})
 	committed := time.Now()
 	ids := enqueueRows(t, db, store, 1)
-	done := waitPublished(t, pub, ids, 5*time.Second)
+	done := waitPublished(t, pub, ids, waitTimeout) // the poll interval is an hour: no need for a tight bound
 	t.Logf("published %v after the commit, poll interval 1h", done.Sub(committed).Round(time.Millisecond))
 }
 

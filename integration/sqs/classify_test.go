@@ -187,8 +187,10 @@ func TestClassifyRows(t *testing.T) {
 			check: as[*smithyhttp.RequestSendError]()},
 		{name: "timeout the client set", faults: true, want: breaker.Failure,
 			publish: func(t *testing.T, e *env) (breaker.Snapshot, error) {
+				// The queue is made with a client of its own: under the 200ms timeout a
+				// loaded machine could fail the healthy CreateQueue too.
+				q := e.queue(t, client(t, e.endpoint, nil), "timeout", nil)
 				c := client(t, e.endpoint, &http.Client{Transport: &http.Transport{}, Timeout: 200 * time.Millisecond})
-				q := e.queue(t, c, "timeout", nil)
 				e.srv.SetFault(q, sqstest.Hang)
 				return publishTo(t, context.Background(), c, e.srv.QueueURL(q), two...)
 			},

@@ -24,6 +24,18 @@ type DeadBroker struct {
 	Dead []bool
 }
 
+// PartitionDeadline is the callers' deadline in a partition outage scenario, and the
+// bound its clients put on one request: it ends a hung broker's calls, and must not
+// end a healthy one's. 500ms did, on a loaded machine under -race: healthy
+// partitions missed it five times in a row and were isolated, the topic's circuit
+// once opened.
+const PartitionDeadline = 2 * time.Second
+
+// PartitionPhase is how long each phase of the short scenario runs: with calls to
+// the hung broker ending only after PartitionDeadline, the dead partitions are
+// isolated some 2-4 s in, and the phase must go on long enough after that to show it.
+const PartitionPhase = 6 * time.Second
+
 // PartitionLoad is the load of a partition outage scenario: Callers goroutines each
 // publishing one message per call with a Deadline, keyed (Keys, spread over the
 // partitions) or, one call in UnkeyedEvery, unkeyed.
@@ -65,6 +77,10 @@ type PhaseCounts struct {
 
 // Goodput is the healthy partitions' published calls per second.
 func (c *PhaseCounts) Goodput() float64 { return float64(c.HealthyOK) / c.Elapsed.Seconds() }
+
+// HealthyDelivered is the share of the keyed calls to healthy partitions published.
+// Unlike Goodput it does not depend on how fast the machine was during the phase.
+func (c *PhaseCounts) HealthyDelivered() float64 { return pct(c.HealthyOK, c.Healthy) / 100 }
 
 // RunPartitionPhase runs load against publish for d while dead's fault is f, and
 // returns the counts.
@@ -186,23 +202,25 @@ func DeadPartitions(n, node int, leader func(p int32) int32) ([]bool, error) {
 }
 
 // CheckPartitionRows fails t unless the guarded row meets the targets against the
-// row without a breaker: healthy goodput >= 0.95x in both phases, some calls to
-// the dead partitions refused, >= 99% of the unkeyed calls after isolation
-// delivered, and no more calls reaching the dead broker after isolation than there
-// are callers (the calls in flight when it was isolated; probes come after the
-// isolation, longer than these phases).
+// row without a breaker: the healthy partitions' calls delivered as often (within
+// 2 points) in both phases, some calls to the dead partitions refused, >= 99% of
+// the unkeyed calls after isolation delivered, and no more calls reaching the dead
+// broker after isolation than there are callers (the calls in flight when it was
+// isolated; probes come after the isolation, longer than these phases).
+//
+// Goodput (calls per second) is printed, not checked: two phases run one after the
+// other on a shared machine differ by far more than a breaker's cost (the refusing
+// phase, where both set-ups do the same work, gave 0.31x to 9.2x on a loaded
+// machine). A breaker that costs the healthy partitions refuses or fails their
+// calls, which the delivered share shows whatever the machine's speed.
 func CheckPartitionRows(t testing.TB, none, guarded PartitionRow, callers int) {
 	t.Helper()
 	for _, ph := range []struct {
 		name       string
 		none, with *PhaseCounts
 	}{{"hung", none.Hung, guarded.Hung}, {"refusing", none.Refused, guarded.Refused}} {
-		// Two 3 s phases run one after the other on a shared machine, with the race
-		// detector on, differ by a few percent with no breaker in either (0.948 seen in
-		// CI with the refusing broker, where both set-ups do the same work): the bound
-		// catches a breaker that costs the healthy partitions, not that noise.
-		if r := ph.with.Goodput() / ph.none.Goodput(); r < 0.9 {
-			t.Errorf("%s: healthy partitions' goodput %.2fx of no breaker's, want >= 0.9", ph.name, r)
+		if with, none := ph.with.HealthyDelivered(), ph.none.HealthyDelivered(); with < none-0.02 {
+			t.Errorf("%s: %.1f%% of the healthy partitions' calls delivered, %.1f%% without a breaker", ph.name, 100*with, 100*none)
 		}
 		if ph.with.DeadRefused == 0 {
 			t.Errorf("%s: no call to the dead broker's partitions was refused", ph.name)

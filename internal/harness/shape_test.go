@@ -9,16 +9,25 @@ import (
 	"time"
 )
 
-// roundTrip sends msg through c and reads the echo, returning how long it took.
+// shapeGiveUp bounds a round trip: far above any machine's round trip, however
+// loaded, and far below the hour's latency or the 1 B/s rate that a lifted bound
+// which did not lift would leave.
+const shapeGiveUp = 10 * time.Second
+
+// roundTrip sends msg through c and reads the echo, returning how long it took; the
+// test fails if that takes shapeGiveUp.
 func roundTrip(t *testing.T, c net.Conn, msg []byte) time.Duration {
 	t.Helper()
 	start := time.Now()
-	if _, err := c.Write(msg); err != nil {
+	if err := c.SetDeadline(start.Add(shapeGiveUp)); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := c.Write(msg); err != nil {
+		t.Fatalf("round trip of %d bytes: %v", len(msg), err)
 	}
 	got := make([]byte, len(msg))
 	if _, err := io.ReadFull(c, got); err != nil {
-		t.Fatal(err)
+		t.Fatalf("round trip of %d bytes: %v after %v", len(msg), err, time.Since(start))
 	}
 	if !bytes.Equal(got, msg) {
 		t.Fatalf("echo changed the bytes: %q, want %q", got[:min(len(got), 16)], msg[:min(len(msg), 16)])
@@ -42,13 +51,12 @@ func TestProxyLatency(t *testing.T) {
 			t.Fatalf("round trip %d with 80ms of latency took %v", i, took)
 		}
 	}
+	// Only a lower bound can be asserted on a loaded machine. That 0 ends the delay
+	// for later answers shows without a tight bound after an hour's latency: the
+	// round trip either comes back (within shapeGiveUp) or fails the test.
+	p.SetLatency(time.Hour)
 	p.SetLatency(0)
-	// Only a lower bound can be asserted on a loaded machine; the delay must be gone
-	// from answers read after it ended, which a one-second bound shows without
-	// depending on the machine's speed.
-	if took := roundTrip(t, c, []byte("fast")); took > time.Second {
-		t.Fatalf("round trip after the latency ended took %v", took)
-	}
+	roundTrip(t, c, []byte("fast"))
 	// A latency that falls applies to answers already queued: a stalled broker
 	// catches up.
 	// The check is causal, not timed: the answer must not arrive before the release
@@ -57,12 +65,9 @@ func TestProxyLatency(t *testing.T) {
 	p.SetLatency(time.Hour)
 	var released atomic.Bool
 	time.AfterFunc(100*time.Millisecond, func() { released.Store(true); p.SetLatency(0) })
-	took := roundTrip(t, c, []byte("queued"))
+	took := roundTrip(t, c, []byte("queued")) // fails the test if the answer stays queued
 	if !released.Load() {
 		t.Fatalf("an answer queued under an hour's latency arrived after %v, before the latency was lifted", took)
-	}
-	if took > 10*time.Second {
-		t.Fatalf("an answer queued under an hour's latency, released after 100ms, took %v", took)
 	}
 }
 
@@ -83,8 +88,9 @@ func TestProxyRate(t *testing.T) {
 	if took := roundTrip(t, c, msg); took < 350*time.Millisecond {
 		t.Fatalf("16 KiB through a 40 KiB/s link took %v", took)
 	}
+	// That 0 lifts the bound shows without a tight bound after a rate of 1 B/s (16 KiB
+	// would take hours): the round trip comes back within shapeGiveUp or fails the test.
+	p.SetRate(1)
 	p.SetRate(0)
-	if took := roundTrip(t, c, msg); took > time.Second {
-		t.Fatalf("8 KiB each way after the bound was lifted took %v", took)
-	}
+	roundTrip(t, c, msg)
 }
