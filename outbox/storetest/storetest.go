@@ -84,6 +84,7 @@ var rules = []struct {
 	{"HoldTakesTheLaterUntilUnlessItHoldsTheProbe", holdTakesTheLaterUntil},
 	{"DeferralExhaustionSparesRowsOtherClaimsLease", deferralExhaustionSparesLeasedRows},
 	{"DeferralExhaustionTakesTheHoldersOwnRows", deferralExhaustionTakesOwnRows},
+	{"DeferralIsCountedFromTheLaterOfCreationAndTheHold", deferralCountsFromCreationOrHold},
 	{"AFailedProbesHoldEndsItsClaimOnTheHold", failedProbeHoldEndsItsClaim},
 	{"AnEndedHoldWithNoRowsLeavesNoProbe", endedHoldWithNoRowsLeavesNoProbe},
 	{"BacklogCountsPendingRows", backlogCountsPending},
@@ -511,6 +512,35 @@ func deferralExhaustionTakesOwnRows(x *suite) {
 	if n, _, err := x.s.Backlog(x.ctx); n != 0 || err != nil {
 		x.t.Fatalf("Backlog = %d, %v; want 0", n, err)
 	}
+}
+
+// A row's wait under a hold runs from the later of its creation and the hold's start,
+// and a row dies only once that wait is longer than MaxDeferral: a row created during
+// the hold gets the whole MaxDeferral, and exactly MaxDeferral is not yet too long.
+// Another destination's rows are never touched.
+func deferralCountsFromCreationOrHold(x *suite) {
+	const maxDeferral = 5 * time.Minute
+	before := x.rows(orders, "", 1)
+	other := x.rows(emails, "", 1)
+	t0 := x.clock.Now()
+	x.hold(orders, "c", t0.Add(time.Minute), maxDeferral)
+	x.clock.Set(t0.Add(2 * time.Minute))
+	during := x.rows(orders, "", 1)
+	x.clock.Set(t0.Add(2*time.Minute + maxDeferral)) // during has waited exactly maxDeferral
+	if dead := x.hold(orders, "c", x.clock.Now().Add(time.Minute), maxDeferral); dead != 1 {
+		x.t.Fatalf("Hold %v after the hold began made %d rows dead, want 1 (the row older than the hold)", x.clock.Now().Sub(t0), dead)
+	}
+	x.clock.Advance(time.Microsecond)
+	if dead := x.hold(orders, "c", x.clock.Now().Add(time.Minute), maxDeferral); dead != 1 {
+		x.t.Fatalf("Hold once the row created during the hold had waited longer than MaxDeferral made %d rows dead, want 1", dead)
+	}
+	if dl, ok := x.s.Store.(outbox.DeadLetters); ok {
+		dead, err := dl.DeadRows(x.ctx, outbox.DeadFilter{Reason: outbox.ReasonDeferralExhausted}, outbox.Page{Limit: 10})
+		if want := []int64{before[0], during[0]}; err != nil || !slices.Equal(ids(dead), want) {
+			x.t.Errorf("rows dead of deferral exhaustion: %v, %v; want %v (not %v of another destination)", ids(dead), err, want, other)
+		}
+	}
+	x.wantIDs("claim of the destination that is not held", x.claim("e"), other...)
 }
 
 func failedProbeHoldEndsItsClaim(x *suite) {
