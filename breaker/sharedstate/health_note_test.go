@@ -1,0 +1,67 @@
+package sharedstate_test
+
+// Which openings carry this replica's last failure text (health.go: noteOpening): an
+// opening by failures, for a failure of the generation it ends, from that
+// generation's first instant on; never an operator's ForceOpen.
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+)
+
+// sa3Stored returns the test circuit's record in the store.
+func sa3Stored(t *testing.T, d *counting) sharedstate.Record {
+	t.Helper()
+	r, err := d.MemoryDriver.Load(context.Background(), "kafka:orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A ForceOpen opens by an operator's hand, not by failures: the record it writes
+// does not carry the failure text of a call that failed before it.
+func TestForceOpenCarriesNoFailureText(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, nil)
+	esAcquire(t, c).CompleteWith(breaker.Failure, errors.New("sa3: broker said no")) // one of three
+	clock.Advance(time.Second)
+	if err := c.ForceOpen(context.Background(), clock.Now().Add(10*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if r := sa3Stored(t, d); r.State != breaker.Open || r.LastError != "" || r.LastErrorAt != 0 {
+		t.Fatalf("record after ForceOpen: %v, LastError %q at %d; want open with no failure text", r.State, r.LastError, r.LastErrorAt)
+	}
+}
+
+// A failure at the very instant its generation began (here a ForceClose cleared)
+// belongs to that generation: the opening it causes carries its text.
+func TestFailureAtItsGenerationsStartIsNoted(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.FailureThreshold = 1 })
+	ctx := context.Background()
+	if err := c.ForceClose(ctx, clock.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	if err := c.ClearOverride(ctx); err != nil { // closed, Since now
+		t.Fatal(err)
+	}
+	if r := sa3Stored(t, d); r.Since != clock.Now().UnixNano() {
+		t.Fatalf("cleared ForceClose: Since %d; want now, %d", r.Since, clock.Now().UnixNano())
+	}
+	esAcquire(t, c).CompleteWith(breaker.Failure, errors.New("sa3: broker said no")) // the same instant: opens
+	r := sa3Stored(t, d)
+	if r.State != breaker.Open || r.LastError != "sa3: broker said no" || r.LastErrorAt != clock.Now().UnixNano() {
+		t.Fatalf("record opened by a failure at its generation's start: %v, LastError %q at %d; want open with the failure's text at %d",
+			r.State, r.LastError, r.LastErrorAt, clock.Now().UnixNano())
+	}
+}
