@@ -276,7 +276,7 @@ func (p Policy) RampShare(since time.Duration) float64 {
 func (p Policy) BreakAfter(failedProbes int, random func() float64) time.Duration {
 	d, limit := int64(p.BreakDuration), int64(max(p.MaxBreakDuration, p.BreakDuration))
 	for range failedProbes {
-		if d >= limit/2 {
+		if d > limit/2 { // 2d > limit: doubling would pass the maximum
 			d = limit
 			break
 		}
