@@ -19,7 +19,7 @@ func (mb3NopCompleter) CompletePermitWith(breaker.PermitInfo, breaker.Outcome, e
 
 // Completing a permit gives its token back to the pool whichever way it completes, so
 // that a permit costs no allocation: not only Complete's success, but a Drop, a
-// limited permit's completion and a backend permit's failure with its error. A failure
+// limited permit's completion and a backend permit's, also a failure with its error. A failure
 // with its error on the circuit's own permit allocates only the note it records.
 // (AllocsPerRun rounds down: the race detector's pool, which drops a quarter of what
 // it is given, stays under one allocation a call.)
@@ -40,6 +40,9 @@ func TestPermitCompletionsGiveTheTokenBack(t *testing.T) {
 		{"limited Complete", 0, func() {
 			p, _ := limited.AcquireRequest(ctx, breaker.Request{Weight: 1})
 			p.Complete(breaker.Success)
+		}},
+		{"backend Complete", 0, func() {
+			breaker.NewPermit(mb3NopCompleter{}, breaker.PermitInfo{Generation: 1}).Complete(breaker.Success)
 		}},
 		{"backend CompleteWith", 0, func() {
 			breaker.NewPermit(mb3NopCompleter{}, breaker.PermitInfo{Generation: 1}).CompleteWith(breaker.Failure, errDown)
