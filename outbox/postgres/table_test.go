@@ -26,6 +26,8 @@ func TestNewTableNameRefusesWhatIsNotAPlainIdentifier(t *testing.T) {
 		{"", "outbox", `"outbox"`, "outbox"},
 		{"billing", "outbox_2", `"billing"."outbox_2"`, "billing.outbox_2"},
 		{"_s", strings.Repeat("a", 48), `"_s"."` + strings.Repeat("a", 48) + `"`, "_s." + strings.Repeat("a", 48)},
+		// "schema.name" of exactly 63 bytes, PostgreSQL's longest channel name.
+		{strings.Repeat("s", 14), strings.Repeat("a", 48), `"` + strings.Repeat("s", 14) + `"."` + strings.Repeat("a", 48) + `"`, strings.Repeat("s", 14) + "." + strings.Repeat("a", 48)},
 	} {
 		tbl, err := NewTableName(tc.schema, tc.name)
 		if err != nil {
