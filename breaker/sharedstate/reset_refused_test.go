@@ -17,7 +17,7 @@ import (
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 
-var sa3ErrRefused = errors.New("sa3: OOM command not allowed")
+var errSa3Refused = errors.New("sa3: OOM command not allowed")
 
 // sa3ResetRefused is a Counter driver whose ResetFailures the store refuses.
 type sa3ResetRefused struct {
@@ -25,7 +25,7 @@ type sa3ResetRefused struct {
 }
 
 func (sa3ResetRefused) ResetFailures(context.Context, string, sharedstate.Closed) (sharedstate.Record, error) {
-	return sharedstate.Record{}, sa3ErrRefused
+	return sharedstate.Record{}, errSa3Refused
 }
 
 // After a failure counted in the store, the Success whose reset the store refuses is
@@ -47,7 +47,7 @@ func TestRefusedResetIsReportedAndKept(t *testing.T) {
 			}
 			mu.Lock()
 			n := len(reported)
-			told := n > 0 && errors.Is(reported[n-1], sa3ErrRefused)
+			told := n > 0 && errors.Is(reported[n-1], errSa3Refused)
 			mu.Unlock()
 			if !told {
 				t.Fatalf("OnError after a refused reset: %d errors, the last not the refusal; want it told", n)
