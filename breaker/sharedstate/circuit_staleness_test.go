@@ -249,23 +249,31 @@ func TestSoftRefreshUnderAClockSteppingBackReadsAgain(t *testing.T) {
 }
 
 // A soft refresh that ends exactly MaxStaleness after the snapshot was read must not
-// admit on it (the boundary of TestSoftRefreshDecidesOnTheClockAfterIt).
+// admit on it (the boundary of TestSoftRefreshDecidesOnTheClockAfterIt). Ages are
+// differences of two readings of the circuit's clock, whatever those readings are: the
+// bound holds as well when the snapshot was read an hour before the circuit's creation
+// by an injected clock set back (negative readings).
 func TestSoftRefreshEndingAtMaxStalenessDoesNotAdmit(t *testing.T) {
-	for _, tc := range []struct {
-		read  time.Duration
-		admit bool
-	}{{200*time.Millisecond - 1, true}, {200 * time.Millisecond, false}} {
-		clock := fakeclock.New(rulesT0)
-		d := newCounting()
-		c := csFresh(t, d, clock, func(cfg *sharedstate.Config) { cfg.RetryDelay = -1 })
-		clock.Advance(800 * time.Millisecond)
-		d.onLoad = func() {
-			clock.Advance(tc.read)
-			d.Down(errDown)
-		}
-		ok, err := csAdmitted(c)
-		if ok != tc.admit {
-			t.Fatalf("soft refresh failing after %v: admitted %v (%v); want %v", tc.read, ok, err, tc.admit)
+	for _, readAt := range []time.Duration{time.Hour, -time.Hour} { // after, before the creation
+		for _, tc := range []struct {
+			read  time.Duration
+			admit bool
+		}{{200*time.Millisecond - 1, true}, {200 * time.Millisecond, false}} {
+			clock := fakeclock.New(rulesT0)
+			d := newCounting()
+			c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.RetryDelay = -1 })
+			clock.Advance(readAt)
+			if err := c.Refresh(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(800 * time.Millisecond)
+			d.onLoad = func() {
+				clock.Advance(tc.read)
+				d.Down(errDown)
+			}
+			if ok, err := csAdmitted(c); ok != tc.admit {
+				t.Fatalf("snapshot read at %v from the circuit's creation, soft refresh failing after %v: admitted %v (%v); want %v", readAt, tc.read, ok, err, tc.admit)
+			}
 		}
 	}
 }
