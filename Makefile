@@ -48,6 +48,10 @@ test-unit: ## Tests that need no service (no PostgreSQL, RabbitMQ, Redis): -race
 	env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short $$($(GO) list ./... | grep -v -e '/integration' -e '/internal/harness')
 	for m in $(UNIT_MODULES); do (cd $$m && env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short ./...) || exit 1; done
 
+.PHONY: metrics
+metrics: ## Exported names and test files per package, functions over the bounds, duplicates pairs (internal/archtest keeps the bounds). DIRS=... also counts pairs in each.
+	@$(GO) run ./internal/tools/metrics $(DIRS)
+
 .PHONY: mutate
 mutate: ## Mutation score of the core packages (docs/mutation.md); not in `test`. PKG=registry, SAMPLE=n, SEED=s.
 	@GO=$(GO) SAMPLE=$(SAMPLE) SEED=$(SEED) bash scripts/mutate.sh $(PKG)
