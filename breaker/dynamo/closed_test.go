@@ -67,7 +67,7 @@ func TestFailuresFromReplicasOpenTheSharedCircuit(t *testing.T) {
 	if oe := mustReject(t, f.r[2]); !oe.NotBefore.Equal(deadline) {
 		t.Fatalf("NotBefore = %v; want the open deadline %v", oe.NotBefore, deadline)
 	}
-	// The others learn it within MaxStateStaleness.
+	// The others learn it within MaxStaleness.
 	f.clk.Advance(time.Second)
 	for _, c := range f.r[:2] {
 		if oe := mustReject(t, c); !oe.NotBefore.Equal(deadline) {

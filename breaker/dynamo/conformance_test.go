@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 	circuittest.Run(t, circuittest.Backend{
 		Scope:        breaker.SharedDependency,
 		Shared:       true,
-		MaxStaleness: DefaultMaxStateStaleness,
+		MaxStaleness: sharedstate.DefaultMaxStaleness,
 		Break: func(broken bool) {
 			if broken {
 				st.setDown(errDown)
@@ -41,9 +41,9 @@ func TestConformance(t *testing.T) {
 		NewState: func(t *testing.T) func(circuittest.Config) (circuittest.Circuit, error) {
 			st = newMemStore()
 			return func(cfg circuittest.Config) (circuittest.Circuit, error) {
-				opts := []Option{WithClock(cfg.Clock), WithBackendRetryDelay(time.Millisecond)}
+				opts := []Option{sharedstate.WithClock(cfg.Clock), sharedstate.WithRetryDelay(time.Millisecond)}
 				if cfg.Observer != nil {
-					opts = append(opts, WithObserver(cfg.Observer))
+					opts = append(opts, sharedstate.WithObserver(cfg.Observer))
 				}
 				return newCircuit(st, testTable, testID, cfg.Policy, opts...)
 			}

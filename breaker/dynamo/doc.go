@@ -15,12 +15,12 @@
 // # Admission
 //
 // A healthy closed admission uses a process-local snapshot of the item no older than
-// MaxStateStaleness and does no I/O; a healthy replica reads the item about once per
-// 0.75 × MaxStateStaleness whatever its traffic. When the table cannot be reached, a
+// MaxStaleness and does no I/O; a healthy replica reads the item about once per
+// 0.75 × MaxStaleness whatever its traffic. When the table cannot be reached, a
 // closed snapshot keeps serving until it is stale; after that Acquire fails with an
 // *UnavailableError (errors.Is breaker.ErrUnavailable). There is no fall back to local
 // protection. A failed attempt to reach the table is not repeated within
-// BackendRetryDelay: calls that need the table in between are refused at once, and
+// RetryDelay: calls that need the table in between are refused at once, and
 // outcomes that would be written are dropped (Complete returns false).
 //
 // # Evidence and transitions
@@ -35,7 +35,7 @@
 // loses reads the item and decides again. No multi-item transaction is used.
 //
 // ForceOpen, ForceClose and ClearOverride write an operator's hold (with its end) into
-// the item; every replica honours it within MaxStateStaleness. WithObserver sees the
+// the item; every replica honours it within MaxStaleness. sharedstate.WithObserver sees the
 // transitions a replica writes and those it learns of from the item.
 //
 // MaxInFlight is counted per process, not across the fleet, and may differ between

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 // WithErrorHandler is told the write Permit.Complete could not make: a failure the
@@ -13,7 +14,7 @@ import (
 func TestErrorHandlerHearsTheWritesCompleteCannotReturn(t *testing.T) {
 	var mu sync.Mutex
 	var heard []error
-	f := newFleet(t, 1, sharedPolicy(), WithErrorHandler(func(err error) {
+	f := newFleet(t, 1, sharedPolicy(), sharedstate.WithErrorHandler(func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		heard = append(heard, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/registry"
 )
 
@@ -34,8 +35,8 @@ func ExampleFactory() {
 	reg, err := registry.New(shared,
 		registry.WithOverride("kafka:audit", breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}),
 		registry.WithCircuitFactory(breaker.SharedDependency, dynamo.Factory(client, "brokerguard-circuits",
-			dynamo.WithIdentityPrefix("billing/"),
-			dynamo.WithMaxStateStaleness(time.Second))))
+			sharedstate.WithIdentityPrefix("billing/"),
+			sharedstate.WithMaxStaleness(time.Second))))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 // probeRound has every replica try once and returns the probes admitted; the others
@@ -63,7 +64,7 @@ func TestExactlyOneProbeAcrossReplicasAndItsSuccessClosesForAll(t *testing.T) {
 		t.Fatalf("item after the probe succeeded = %+v; want closed in generation gen0+3, no failures", it)
 	}
 	mustAcquire(t, f.r[0]).Complete(breaker.Success)
-	f.clk.Advance(time.Second) // within MaxStateStaleness every replica admits
+	f.clk.Advance(time.Second) // within MaxStaleness every replica admits
 	for _, c := range f.r {
 		mustAcquire(t, c).Complete(breaker.Success)
 		if s := c.Snapshot(); s.State != breaker.Closed || s.Generation != gen0+3 {
@@ -203,7 +204,7 @@ func TestSeveralProbesAndSuccessesToClose(t *testing.T) {
 func TestJitterSpreadsTheBreak(t *testing.T) {
 	p := sharedPolicy()
 	p.Jitter = 0.5
-	f := newFleet(t, 1, p, WithRandom(func() float64 { return 0 }))
+	f := newFleet(t, 1, p, sharedstate.WithRandom(func() float64 { return 0 }))
 	deadline := f.open()
 	if got := deadline.Sub(t0); got != 5*time.Second {
 		t.Fatalf("break with jitter 0.5 at the low end = %v; want 5s", got)

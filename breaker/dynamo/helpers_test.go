@@ -48,14 +48,14 @@ func newFleet(t *testing.T, n int, p breaker.Policy, opts ...Option) *fleet {
 	t.Helper()
 	f := &fleet{t: t, st: newMemStore(), clk: fakeclock.New(t0)}
 	for i := range n {
-		f.r = append(f.r, f.replica(p, append([]Option{WithOwner("replica-" + strconv.Itoa(i))}, opts...)...))
+		f.r = append(f.r, f.replica(p, append([]Option{sharedstate.WithOwner("replica-" + strconv.Itoa(i))}, opts...)...))
 	}
 	return f
 }
 
 func (f *fleet) replica(p breaker.Policy, opts ...Option) *Circuit {
 	f.t.Helper()
-	c, err := newCircuit(f.st, testTable, testID, p, append([]Option{WithClock(f.clk)}, opts...)...)
+	c, err := newCircuit(f.st, testTable, testID, p, append([]Option{sharedstate.WithClock(f.clk)}, opts...)...)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -242,3 +242,20 @@ func FuzzDecodeItem(f *testing.F) {
 		}
 	})
 }
+
+// An attribute of the wrong type is reported with DynamoDB's name of the type found.
+func TestTypeNameIsDynamoDBs(t *testing.T) {
+	for _, tt := range []struct {
+		v    types.AttributeValue
+		want string
+	}{
+		{str("x"), "S"}, {num(1), "N"}, {&types.AttributeValueMemberBOOL{}, "BOOL"},
+		{&types.AttributeValueMemberNULL{}, "NULL"}, {&types.AttributeValueMemberM{}, "M"},
+		{&types.AttributeValueMemberL{}, "L"}, {&types.AttributeValueMemberSS{}, "SS"},
+		{&types.AttributeValueMemberNS{}, "NS"}, {&types.AttributeValueMemberB{}, "B"}, {&types.AttributeValueMemberBS{}, "BS"},
+	} {
+		if got := typeName(tt.v); got != tt.want {
+			t.Errorf("typeName(%T) = %q; want %q", tt.v, got, tt.want)
+		}
+	}
+}

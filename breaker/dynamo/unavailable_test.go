@@ -29,7 +29,7 @@ func TestUnreachableTableServesAFreshClosedSnapshotThenRefuses(t *testing.T) {
 		mustAcquire(t, c).Complete(breaker.Success)
 	}
 	if got := loads() - base; got != 1 {
-		t.Fatalf("%d loads within BackendRetryDelay; want still 1", got)
+		t.Fatalf("%d loads within RetryDelay; want still 1", got)
 	}
 	f.clk.Advance(time.Millisecond) // stale: refused, and no new attempt before the delay
 	for range 10 {
@@ -39,13 +39,13 @@ func TestUnreachableTableServesAFreshClosedSnapshotThenRefuses(t *testing.T) {
 		}
 	}
 	if got := loads() - base; got != 1 {
-		t.Fatalf("%d loads; want still 1 within BackendRetryDelay", got)
+		t.Fatalf("%d loads; want still 1 within RetryDelay", got)
 	}
-	// After BackendRetryDelay the next call that needs the table tries again.
+	// After RetryDelay the next call that needs the table tries again.
 	f.clk.Advance(800 * time.Millisecond)
 	mustUnavailable(t, c)
 	if got := loads() - base; got != 2 {
-		t.Fatalf("%d loads after BackendRetryDelay; want 2", got)
+		t.Fatalf("%d loads after RetryDelay; want 2", got)
 	}
 	f.st.setDown(nil)
 	f.clk.Advance(time.Second)
@@ -69,7 +69,7 @@ func TestOutcomesAreDroppedWhileTheTableIsUnreachable(t *testing.T) {
 			// Under FailClosed; KeepLocal keeps them (TestRefusedWritesKeepLocalEvidence).
 			// The I/O timeout ends the hung write, and also bounds the healthy calls
 			// before it: 50ms is a scheduling hiccup on a loaded machine.
-			f := newFleet(t, 1, sharedPolicy(), WithIOTimeout(time.Second), WithStoreFailure(sharedstate.FailClosed))
+			f := newFleet(t, 1, sharedPolicy(), sharedstate.WithIOTimeout(time.Second), sharedstate.WithStoreFailure(sharedstate.FailClosed))
 			c := f.r[0]
 			p1, p2 := mustAcquire(t, c), mustAcquire(t, c)
 			fault.apply(f.st)
@@ -78,10 +78,10 @@ func TestOutcomesAreDroppedWhileTheTableIsUnreachable(t *testing.T) {
 			}
 			writes := f.st.count("addFailure")
 			if p2.Complete(breaker.Failure) {
-				t.Fatal("Complete(Failure) within BackendRetryDelay = true; want false")
+				t.Fatal("Complete(Failure) within RetryDelay = true; want false")
 			}
 			if got := f.st.count("addFailure"); got != writes {
-				t.Fatalf("a write was attempted within BackendRetryDelay (%d, was %d)", got, writes)
+				t.Fatalf("a write was attempted within RetryDelay (%d, was %d)", got, writes)
 			}
 		})
 	}
@@ -191,11 +191,12 @@ func TestNewRefusesWhatItCannotProvide(t *testing.T) {
 		name, identity string
 		opts           []Option
 	}{
-		{"zero staleness", testID, []Option{WithMaxStateStaleness(0)}},
-		{"negative retry delay", testID, []Option{WithBackendRetryDelay(-time.Second)}},
-		{"zero I/O timeout", testID, []Option{WithIOTimeout(0)}},
-		{"nil clock", testID, []Option{WithClock(nil)}},
-		{"nil random", testID, []Option{WithRandom(nil)}},
+		{"negative staleness", testID, []Option{sharedstate.WithMaxStaleness(-time.Second)}},
+		{"nil option", testID, []Option{nil}},
+		{"negative retry delay", testID, []Option{sharedstate.WithRetryDelay(-time.Second)}},
+		{"zero I/O timeout", testID, []Option{sharedstate.WithIOTimeout(0)}},
+		{"nil clock", testID, []Option{sharedstate.WithClock(nil)}},
+		{"nil random", testID, []Option{sharedstate.WithRandom(nil)}},
 		{"empty identity", "", nil},
 	} {
 		if _, err := newCircuit(newMemStore(), testTable, tt.identity, sharedPolicy(), tt.opts...); err == nil {
@@ -220,10 +221,10 @@ func TestDeletedItemStartsClosedAgain(t *testing.T) {
 	}
 }
 
-func TestNoWriteIsTriedWithinBackendRetryDelay(t *testing.T) {
+func TestNoWriteIsTriedWithinRetryDelay(t *testing.T) {
 	// A snapshot that stays fresh past the open deadline: the next Acquire must write
 	// HALF-OPEN, and the table is down.
-	f := newFleet(t, 1, sharedPolicy(), WithMaxStateStaleness(time.Minute), WithStoreFailure(sharedstate.FailClosed))
+	f := newFleet(t, 1, sharedPolicy(), sharedstate.WithMaxStaleness(time.Minute), sharedstate.WithStoreFailure(sharedstate.FailClosed))
 	c := f.r[0]
 	f.clk.Set(f.open())
 	f.st.setDown(errDown)
@@ -236,12 +237,12 @@ func TestNoWriteIsTriedWithinBackendRetryDelay(t *testing.T) {
 		}
 	}
 	if got := puts() - base; got != 0 {
-		t.Fatalf("%d writes tried within BackendRetryDelay of a failed one; want 0", got)
+		t.Fatalf("%d writes tried within RetryDelay of a failed one; want 0", got)
 	}
 	f.clk.Advance(time.Second)
 	mustUnavailable(t, c)
 	if got := puts() - base; got != 1 {
-		t.Fatalf("%d writes after BackendRetryDelay; want 1", got)
+		t.Fatalf("%d writes after RetryDelay; want 1", got)
 	}
 	f.st.setDown(nil)
 	f.clk.Advance(time.Second)
@@ -268,7 +269,7 @@ func TestPermitFromBeforeADeletionIsStale(t *testing.T) {
 
 // Issue 17 (2): the caller that refreshes a three-quarters-stale snapshot may wait
 // for the table up to its I/O timeout. If the refresh fails and the wait made the
-// snapshot older than MaxStateStaleness, the caller is refused rather than admitted
+// snapshot older than MaxStaleness, the caller is refused rather than admitted
 // on the time it read before waiting.
 func TestFailedRefreshThatOutlivedTheSnapshotRefuses(t *testing.T) {
 	f := newFleet(t, 1, sharedPolicy())

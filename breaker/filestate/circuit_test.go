@@ -167,7 +167,7 @@ func TestJitterSpreadsTheBreak(t *testing.T) {
 	e := newEnv(t)
 	p := policy
 	p.Jitter = 0.5
-	c := e.circuit("kafka:orders", p, filestate.WithRandom(func() float64 { return 0 }))
+	c := e.circuit("kafka:orders", p, sharedstate.WithRandom(func() float64 { return 0 }))
 	for range 3 {
 		call(t, c, breaker.Failure)
 	}
@@ -338,7 +338,7 @@ func TestSuccessResetsFailuresRecordedByAnotherProcess(t *testing.T) {
 
 func TestZeroStalenessReadsTheFileEveryTime(t *testing.T) {
 	e := newEnv(t)
-	a := e.circuit("kafka:orders", policy, filestate.WithMaxStaleness(0))
+	a := e.circuit("kafka:orders", policy, sharedstate.WithMaxStaleness(0))
 	b := e.circuit("kafka:orders", policy)
 	call(t, a, breaker.Success)
 	for range 3 {
@@ -434,7 +434,7 @@ func TestClearStartsAFreshGenerationAndOldPermitsStayStale(t *testing.T) {
 func TestWriteErrorOfACompletionGoesToTheHandler(t *testing.T) {
 	e := newEnv(t)
 	var got []error
-	c := e.circuit("kafka:orders", policy, filestate.WithErrorHandler(func(err error) { got = append(got, err) }))
+	c := e.circuit("kafka:orders", policy, sharedstate.WithErrorHandler(func(err error) { got = append(got, err) }))
 	p := acquire(t, c)
 	if err := os.WriteFile(e.statePath("kafka:orders"), []byte(`{"version":2}`), 0o600); err != nil {
 		t.Fatal(err)

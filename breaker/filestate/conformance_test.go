@@ -65,9 +65,9 @@ func TestConformance(t *testing.T) {
 		NewState: func(t *testing.T) func(circuittest.Config) (circuittest.Circuit, error) {
 			root = filepath.Join(t.TempDir(), "circuits")
 			return func(cfg circuittest.Config) (circuittest.Circuit, error) {
-				opts := []filestate.Option{filestate.WithClock(cfg.Clock)}
+				opts := []filestate.Option{sharedstate.WithClock(cfg.Clock)}
 				if cfg.Observer != nil {
-					opts = append(opts, filestate.WithObserver(cfg.Observer))
+					opts = append(opts, sharedstate.WithObserver(cfg.Observer))
 				}
 				s, err := filestate.Open(root, opts...)
 				if err != nil {

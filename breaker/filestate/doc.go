@@ -29,16 +29,16 @@
 // is admitted; Store.Clear removes it deliberately.
 //
 // Cost: a process keeps a snapshot of each circuit. While that snapshot is younger than
-// three quarters of the staleness bound (WithMaxStaleness, default 250ms), a closed
+// three quarters of the staleness bound (sharedstate.WithMaxStaleness, default 250ms), a closed
 // circuit admits calls and an open one rejects them with no file access; then one
 // caller reads the file again. A Success on a circuit with no failures writes nothing.
 // Failures, transitions and probe outcomes are written under the lock, which a caller
-// waits for no longer than its context and WithLockTimeout allow. A write also removes
+// waits for no longer than its context and sharedstate.WithIOTimeout allow. A write also removes
 // the temporary files a writer killed mid-write left behind. Another process's
 // failures reach this one within the staleness bound, measured on the monotonic clock.
 //
 // Operators hold a circuit for every process with ForceOpen and ForceClose (with an
-// expiry) and end the hold with ClearOverride; WithObserver sees every transition.
+// expiry) and end the hold with ClearOverride; sharedstate.WithObserver sees every transition.
 //
 // Limits: failures are counted consecutively (window mode is refused); MaxInFlight
 // bounds the calls of each process, not of the host; times are wall-clock readings shared through the files, so a step of the host's clock

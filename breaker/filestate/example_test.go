@@ -10,6 +10,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -25,8 +26,8 @@ func Example() {
 	root := filepath.Join(dir, "circuits")
 	policy := breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second, Scope: breaker.SingleHost}
 
-	worker1, _ := filestate.Open(root, filestate.WithMaxStaleness(0))
-	worker2, _ := filestate.Open(root, filestate.WithMaxStaleness(0))
+	worker1, _ := filestate.Open(root, sharedstate.WithMaxStaleness(0))
+	worker2, _ := filestate.Open(root, sharedstate.WithMaxStaleness(0))
 	c1, _ := worker1.Circuit("billing-api", policy)
 	c2, _ := worker2.Circuit("billing-api", policy)
 

@@ -150,7 +150,7 @@ func TestStateFilesThatAreNotPrivateAreRefused(t *testing.T) {
 	})
 	t.Run("lock file writable by others", func(t *testing.T) {
 		e := newEnv(t)
-		c := e.circuit(id, policy, filestate.WithStoreFailure(sharedstate.FailClosed))
+		c := e.circuit(id, policy, sharedstate.WithStoreFailure(sharedstate.FailClosed))
 		call(t, c, breaker.Success)
 		if err := os.Chmod(strings.TrimSuffix(e.statePath(id), ".json")+".lock", 0o666); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 
@@ -37,7 +38,7 @@ func newEnv(t *testing.T) *env {
 // store opens another "process" on the root.
 func (e *env) store(opts ...filestate.Option) *filestate.Store {
 	e.t.Helper()
-	opts = append([]filestate.Option{filestate.WithClock(e.clock), filestate.WithMaxStaleness(staleness)}, opts...)
+	opts = append([]filestate.Option{sharedstate.WithClock(e.clock), sharedstate.WithMaxStaleness(staleness)}, opts...)
 	s, err := filestate.Open(e.root, opts...)
 	if err != nil {
 		e.t.Fatalf("Open: %v", err)

@@ -90,14 +90,14 @@ func TestTemporaryFilesOfKilledWritersAreRemoved(t *testing.T) {
 	}
 }
 
-// WithLockTimeout bounds the wait for another process's lock even when the caller's
+// WithIOTimeout bounds the wait for another process's lock even when the caller's
 // context would wait longer. Under FailClosed the call is then refused as
 // unavailable; under KeepLocal (the default) the process decides on its own evidence
 // and says it is degraded. Either way the caller is not stalled.
 func TestLockTimeoutBoundsTheWaitForALock(t *testing.T) {
 	for _, mode := range []sharedstate.StoreFailure{sharedstate.FailClosed, sharedstate.KeepLocal} {
 		e := newEnv(t)
-		c := e.circuit("kafka:orders", policy, filestate.WithLockTimeout(50*time.Millisecond), filestate.WithStoreFailure(mode))
+		c := e.circuit("kafka:orders", policy, sharedstate.WithIOTimeout(50*time.Millisecond), sharedstate.WithStoreFailure(mode))
 		for range 3 {
 			call(t, c, breaker.Failure)
 		}
@@ -120,7 +120,7 @@ func TestLockTimeoutBoundsTheWaitForALock(t *testing.T) {
 		unlock()
 	}
 	e := newEnv(t)
-	if _, err := filestate.Open(e.root, filestate.WithLockTimeout(0)); err == nil {
-		t.Error("WithLockTimeout(0) accepted")
+	if _, err := filestate.Open(e.root, sharedstate.WithIOTimeout(0)); err == nil {
+		t.Error("WithIOTimeout(0) accepted")
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 
@@ -79,7 +80,7 @@ func runChild(role string) int {
 	if err != nil {
 		return fail(err)
 	}
-	s, err := filestate.Open(os.Getenv(childRoot), filestate.WithClock(fakeclock.New(time.Unix(0, now))))
+	s, err := filestate.Open(os.Getenv(childRoot), sharedstate.WithClock(fakeclock.New(time.Unix(0, now))))
 	if err != nil {
 		return fail(err)
 	}

@@ -1,14 +1,12 @@
 package filestate
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -21,115 +19,30 @@ import (
 )
 
 // DefaultMaxStaleness is how old a process-local snapshot of a closed or open circuit
-// may be and still decide an Acquire, unless WithMaxStaleness says otherwise.
+// may be and still decide an Acquire, unless sharedstate.WithMaxStaleness says
+// otherwise (0 there reads the file on every Acquire).
 const DefaultMaxStaleness = 250 * time.Millisecond
 
 // MaxIdentityLen is the longest identity, in bytes.
 const MaxIdentityLen = 128
 
-// Option configures a Store.
-type Option func(*Store) error
-
-// WithClock makes the store's circuits read the time from c (tests use a fake clock).
-// The time is written to the state files, so every process sharing a root must use
-// the same clock; the default is the wall clock.
-func WithClock(c breaker.Clock) Option {
-	return func(s *Store) error {
-		if c == nil {
-			return errors.New("filestate: WithClock(nil)")
-		}
-		s.clock = c
-		return nil
-	}
-}
-
-// WithMaxStaleness sets how old a process-local snapshot may be and still admit a
-// call to a closed circuit (or reject one for an open circuit) without reading the
-// state file. 0 reads the file on every Acquire. The default is DefaultMaxStaleness.
-func WithMaxStaleness(d time.Duration) Option {
-	return func(s *Store) error {
-		if d < 0 {
-			return fmt.Errorf("filestate: WithMaxStaleness(%v): must not be negative", d)
-		}
-		s.staleness = int64(d)
-		return nil
-	}
-}
-
-// WithRandom sets the source of jitter: f returns a number in [0, 1) and must be safe
-// for concurrent use. The default is math/rand/v2.Float64.
-func WithRandom(f func() float64) Option {
-	return func(s *Store) error {
-		if f == nil {
-			return errors.New("filestate: WithRandom(nil)")
-		}
-		s.random = f
-		return nil
-	}
-}
-
-// WithStoreFailure says what the store's circuits do with evidence a state file
-// cannot record (the disk full or read-only, a lock that cannot be taken):
-// sharedstate.KeepLocal (the default) counts it in this process, which opens for
-// itself at the threshold and reports itself degraded; sharedstate.FailClosed refuses
-// the calls that need the file, as before.
-func WithStoreFailure(mode sharedstate.StoreFailure) Option {
-	return func(s *Store) error { s.onStoreFail = mode; return nil }
-}
-
-// WithErrorHandler is told the errors that Permit.Complete cannot return: a failure or
-// transition that could not be written. It is called outside any lock. After such an
-// error the circuit forgets its snapshot, so the next Acquire reads the file again and
-// fails closed if it still cannot.
-func WithErrorHandler(f func(error)) Option {
-	return func(s *Store) error {
-		s.onError = f
-		return nil
-	}
-}
-
-// WithObserver adds a function called after every transition that a circuit of the
-// store writes or learns of from its file, outside any lock and in generation order.
-func WithObserver(f func(breaker.Transition)) Option {
-	return func(s *Store) error {
-		s.observers = append(s.observers, f)
-		return nil
-	}
-}
-
-// WithLockTimeout bounds how long a circuit waits for another process's file lock
-// (default DefaultLockTimeout); the caller's context bounds it too. A circuit that
-// cannot get the lock in time treats it as a store that refuses writes (see
-// WithStoreFailure): under FailClosed it refuses the call with an error matching
-// breaker.ErrUnavailable; under KeepLocal it decides on this process's evidence and
-// reports itself degraded.
-func WithLockTimeout(d time.Duration) Option {
-	return func(s *Store) error {
-		if d <= 0 {
-			return fmt.Errorf("filestate: WithLockTimeout(%v): must be positive", d)
-		}
-		s.lockTimeout = d
-		return nil
-	}
-}
-
-// DefaultLockTimeout is how long a circuit waits for a file lock unless
-// WithLockTimeout says otherwise.
-const DefaultLockTimeout = 2 * time.Second
+// Option configures a Store: the options every shared backend takes
+// (sharedstate.WithClock, WithMaxStaleness, WithIOTimeout, ...), applied to each of
+// the store's circuits. Here MaxStaleness defaults to DefaultMaxStaleness, a failed
+// read is retried at once (RetryDelay 0), and IOTimeout bounds the wait for another
+// process's file lock: a circuit that cannot get the lock in time treats it as a store
+// that refuses writes (sharedstate.WithStoreFailure). Every process sharing a root
+// must use the same clock, since the time is written to the state files.
+type Option = sharedstate.Option
 
 // Store keeps the circuits of one root directory, shared by the cooperating processes
 // of one host that open the same root. It is safe for concurrent use and holds no open
 // files or goroutines between calls, so it needs no Close. The zero Store is not
 // usable; call Open.
 type Store struct {
-	root        string
-	clock       breaker.Clock // nil: the system clock
-	staleness   int64
-	random      func() float64
-	onError     func(error)
-	onStoreFail sharedstate.StoreFailure
-	observers   []func(breaker.Transition)
-	lockTimeout time.Duration
+	root   string
+	cfg    sharedstate.Config // the options', for every circuit
+	prefix string             // of Factory's identities
 
 	mu       sync.Mutex
 	circuits map[string]*Circuit // guarded by mu
@@ -148,12 +61,11 @@ func Open(root string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filestate: root %s: %w", root, err)
 	}
-	s := &Store{root: abs, staleness: int64(DefaultMaxStaleness), random: rand.Float64,
-		lockTimeout: DefaultLockTimeout, circuits: map[string]*Circuit{}}
-	for _, o := range opts {
-		if err := o(s); err != nil {
-			return nil, err
-		}
+	s := &Store{root: abs, circuits: map[string]*Circuit{}}
+	// RetryDelay -1: a failed read is retried at once.
+	base := sharedstate.Config{MaxStaleness: DefaultMaxStaleness, RetryDelay: -1, IOTimeout: sharedstate.DefaultIOTimeout}
+	if s.cfg, s.prefix, err = sharedstate.Apply(base, &struct{}{}, opts); err != nil {
+		return nil, fmt.Errorf("filestate: %w", err)
 	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("filestate: create root: %w", err)
@@ -225,15 +137,12 @@ func (s *Store) Circuit(identity string, p breaker.Policy) (*Circuit, error) {
 		return c, nil
 	}
 	statePath := s.statePath(identity)
-	sc, err := sharedstate.New(sharedstate.Config{
-		Identity: identity, Policy: p, Scope: breaker.SingleHost, Driver: files{s},
-		Clock: s.clock, Random: s.random, Observers: s.observers, OnError: s.onError, OnStoreFailure: s.onStoreFail,
-		// No staleness: no snapshot. A failed read is retried at once.
-		MaxStaleness: time.Duration(cmp.Or(s.staleness, -1)), RetryDelay: -1, IOTimeout: s.lockTimeout,
-		Unavailable: func(err error) error {
-			return &StateError{Identity: identity, Path: statePath, Op: "read", Err: err}
-		},
-	})
+	cfg := s.cfg
+	cfg.Identity, cfg.Policy, cfg.Scope, cfg.Driver = identity, p, breaker.SingleHost, files{s}
+	cfg.Unavailable = func(err error) error {
+		return &StateError{Identity: identity, Path: statePath, Op: "read", Err: err}
+	}
+	sc, err := sharedstate.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("filestate: %w", err)
 	}
@@ -250,12 +159,13 @@ func (s *Store) Circuit(identity string, p breaker.Policy) (*Circuit, error) {
 func (s *Store) Driver() sharedstate.Driver { return files{s} }
 
 // Factory returns a registry factory that makes the store's circuit for each
-// destination, named by its "broker:name" form. Pass it to registry.WithCircuitFactory
+// destination, named by its "broker:name" form after sharedstate.WithIdentityPrefix's
+// prefix. Pass it to registry.WithCircuitFactory
 // with breaker.SingleHost. A destination whose form is not a valid identity fails with
 // an error matching ErrInvalidIdentity.
 func (s *Store) Factory() func(transport.Destination, breaker.Policy) (breaker.Circuit, error) {
 	return func(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
-		c, err := s.Circuit(d.String(), p)
+		c, err := s.Circuit(s.prefix+d.String(), p)
 		if err != nil {
 			return nil, err
 		}
@@ -283,7 +193,7 @@ func (s *Store) Clear(identity string) error {
 	if c != nil {
 		defer c.Forget()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.lockTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.IOTimeout)
 	defer cancel()
 	unlock, err := lockFile(ctx, identity, filepath.Join(s.root, name+".lock"))
 	if err != nil {
@@ -412,8 +322,8 @@ func syncDir(dir string) error {
 
 // wallNow is the store's wall time in Unix nanoseconds.
 func (s *Store) wallNow() int64 {
-	if s.clock == nil {
+	if s.cfg.Clock == nil {
 		return time.Now().UnixNano()
 	}
-	return s.clock.Now().UnixNano()
+	return s.cfg.Clock.Now().UnixNano()
 }

@@ -13,13 +13,13 @@
 // # Admission
 //
 // Each replica keeps a process-local snapshot of the record. A closed snapshot younger
-// than MaxStateStaleness admits without any Redis command; once it is three quarters
+// than MaxStaleness admits without any Redis command; once it is three quarters
 // stale one caller reads the record again (one script) while the others keep using
 // it. An open snapshot rejects without a command until its deadline. Half-open
 // decisions, probe results, failures, and a success after failures run one script
 // each. When Redis cannot be reached, a closed snapshot serves until it is stale; after
 // that Acquire fails with an *UnavailableError (errors.Is breaker.ErrUnavailable), and
-// calls within BackendRetryDelay of a failed request are refused without trying
+// calls within RetryDelay of a failed request are refused without trying
 // again. There is no fall back to local protection.
 //
 // # Keys and scripts

@@ -55,14 +55,18 @@ var (
 // *redis.ClusterClient (every script touches one key, hence one hash slot), a
 // *redis.Ring or a failover client, made with ContextTimeoutEnabled: true (else
 // NewDriver refuses it), so that the circuit's I/O timeout bounds every request. Of
-// the options it uses WithKeyPrefix and WithTTL.
+// the options it reads WithKeyPrefix and WithTTL only.
 // New makes a driver for each circuit; use NewDriver to run the driver alone (for
 // example, circuittest.TestDriver).
 func NewDriver(client redis.Scripter, opts ...Option) (*Driver, error) {
-	return newDriver(client, collect(opts))
+	_, _, keys, err := apply(opts)
+	if err != nil {
+		return nil, fmt.Errorf("redisstate: %w", err)
+	}
+	return newDriver(client, keys)
 }
 
-func newDriver(client redis.Scripter, o options) (*Driver, error) {
+func newDriver(client redis.Scripter, keys keyOptions) (*Driver, error) {
 	if client == nil {
 		return nil, errors.New("redisstate: nil Redis client")
 	}
@@ -71,10 +75,7 @@ func newDriver(client redis.Scripter, o options) (*Driver, error) {
 			"its requests would wait ReadTimeout, past the circuit's I/O timeout and the caller's deadline; " +
 			"set ContextTimeoutEnabled: true in its options")
 	}
-	if o.ttl < time.Second {
-		return nil, fmt.Errorf("redisstate: TTL must be at least one second (got %v)", o.ttl)
-	}
-	return &Driver{client: client, prefix: o.keyPrefix, ttl: o.ttl}, nil
+	return &Driver{client: client, prefix: keys.prefix, ttl: keys.ttl}, nil
 }
 
 // ignoresDeadlines reports whether client is a go-redis client made without

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
@@ -24,7 +25,7 @@ func TestErrorHandlerHearsTheWritesCompleteCannotReturn(t *testing.T) {
 	c, err := redisstate.New(client, "errors",
 		breaker.Policy{FailureThreshold: 3, BreakDuration: 10 * time.Second, Scope: breaker.SharedDependency},
 		redisstate.WithKeyPrefix(harness.RedisKeyPrefix(t, addr)),
-		redisstate.WithErrorHandler(func(err error) {
+		sharedstate.WithErrorHandler(func(err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			heard = append(heard, err)

@@ -30,7 +30,7 @@ func ExampleFactory() {
 		registry.WithOverride("kafka:audit", breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}),
 		registry.WithCircuitFactory(breaker.SharedDependency, redisstate.Factory(client,
 			redisstate.WithKeyPrefix("billing:circuit:"),
-			redisstate.WithMaxStateStaleness(time.Second))))
+			sharedstate.WithMaxStaleness(time.Second))))
 	if err != nil {
 		log.Fatal(err)
 	}

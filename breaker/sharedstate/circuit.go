@@ -154,7 +154,7 @@ func New(cfg Config) (*Circuit, error) {
 	case cfg.Driver == nil:
 		return fail(errors.New("nil Driver"))
 	case p.Scope != cfg.Scope:
-		return fail(&breaker.PolicyError{Field: "Scope", Reason: "is " + p.Scope.String() + ", but this backend provides only " + cfg.Scope.String()})
+		return fail(&breaker.PolicyError{Field: "Scope", Reason: "is " + p.Scope.String() + ", but this backend provides only " + cfg.Scope.String() + " (use breaker.New for a circuit of this process alone)"})
 	case p.FailureWindow > 0:
 		return fail(&breaker.PolicyError{Field: "FailureWindow", Reason: "is set, but shared circuits count consecutive failures only; set it to 0"})
 	case p.Mode != breaker.Enforce:

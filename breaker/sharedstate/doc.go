@@ -9,6 +9,13 @@
 // leases, overrides, observers, policy fingerprints, back-off after a failed request,
 // and what to do when a write's answer is lost.
 //
+// # Options
+//
+// The settings every backend's circuits share (clock, staleness, retry delay, I/O
+// timeout, observers, error handler, store-failure mode, identity prefix) are this
+// package's With... options, which each backend's constructor takes and reads with
+// Apply; a backend adds only its own (DriverOption), such as Redis's key prefix.
+//
 // # Admission without I/O
 //
 // Each replica keeps an immutable snapshot of the record. While it shows a closed

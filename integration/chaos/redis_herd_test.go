@@ -10,6 +10,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/internal/harness"
 )
@@ -32,8 +33,8 @@ func TestRedisSharedCircuitHerdAdmitsExactlyMaxProbes(t *testing.T) {
 	for i := range replicas {
 		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { client.Close() })
-		c, err := redisstate.New(client, "kafka:orders", policy, redisstate.WithKeyPrefix(prefix), redisstate.WithClock(clock),
-			redisstate.WithOwner("replica-"+strconv.Itoa(i)), redisstate.WithIOTimeout(15*time.Second)) // a loaded machine must not starve the probe writes
+		c, err := redisstate.New(client, "kafka:orders", policy, redisstate.WithKeyPrefix(prefix), sharedstate.WithClock(clock),
+			sharedstate.WithOwner("replica-"+strconv.Itoa(i)), sharedstate.WithIOTimeout(15*time.Second)) // a loaded machine must not starve the probe writes
 		if err != nil {
 			t.Fatal(err)
 		}

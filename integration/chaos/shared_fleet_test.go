@@ -16,6 +16,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/internal/harness"
 )
@@ -96,9 +97,9 @@ func TestSharedCircuitFleet(t *testing.T) {
 	fleet := make([]*dynamo.Circuit, replicas)
 	for i := range fleet {
 		client := harness.DynamoDBClient(endpoint, watch.install)
-		c, err := dynamo.New(client, table, "kafka:orders", policy, dynamo.WithClock(clock),
-			dynamo.WithOwner("replica-"+strconv.Itoa(i)), dynamo.WithMaxStateStaleness(staleness),
-			dynamo.WithIOTimeout(15*time.Second)) // a loaded machine must not turn slow answers into outages
+		c, err := dynamo.New(client, table, "kafka:orders", policy, sharedstate.WithClock(clock),
+			sharedstate.WithOwner("replica-"+strconv.Itoa(i)), sharedstate.WithMaxStaleness(staleness),
+			sharedstate.WithIOTimeout(15*time.Second)) // a loaded machine must not turn slow answers into outages
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +168,7 @@ func TestSharedCircuitFleet(t *testing.T) {
 	}
 	// phase runs rounds, advancing the clock between them, and counts the calls
 	// admitted in rounds during which the table said open throughout, after every
-	// replica's snapshot had had MaxStateStaleness to see it.
+	// replica's snapshot had had MaxStaleness to see it.
 	phase := func(rounds int, fails func(int) bool) {
 		for range rounds {
 			before, genBefore := item()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/internal/harness"
 )
@@ -29,8 +30,8 @@ func TestSharedCircuitHerdAdmitsExactlyMaxProbes(t *testing.T) {
 		ProbeLease: time.Minute, Scope: breaker.SharedDependency}
 	replicas := make([]*dynamo.Circuit, fleet)
 	for i := range replicas {
-		c, err := dynamo.New(client, table, "kafka:orders", policy, dynamo.WithClock(clock),
-			dynamo.WithOwner("replica-"+strconv.Itoa(i)), dynamo.WithIOTimeout(15*time.Second)) // a loaded machine must not starve the probe writes
+		c, err := dynamo.New(client, table, "kafka:orders", policy, sharedstate.WithClock(clock),
+			sharedstate.WithOwner("replica-"+strconv.Itoa(i)), sharedstate.WithIOTimeout(15*time.Second)) // a loaded machine must not starve the probe writes
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/transport"
@@ -31,9 +32,9 @@ func TestSharedFleetRampsTogether(t *testing.T) {
 		RampDuration: herdRamp, Scope: breaker.SharedDependency}
 	fleet := make([]*dynamo.Circuit, fleetSize)
 	for i := range fleet {
-		c, err := dynamo.New(client, table, "kafka:orders", policy, dynamo.WithClock(clock),
-			dynamo.WithOwner("replica-"+strconv.Itoa(i)), dynamo.WithMaxStateStaleness(herdTick),
-			dynamo.WithIOTimeout(15*time.Second)) // a loaded machine must not turn slow answers into outages
+		c, err := dynamo.New(client, table, "kafka:orders", policy, sharedstate.WithClock(clock),
+			sharedstate.WithOwner("replica-"+strconv.Itoa(i)), sharedstate.WithMaxStaleness(herdTick),
+			sharedstate.WithIOTimeout(15*time.Second)) // a loaded machine must not turn slow answers into outages
 		if err != nil {
 			t.Fatal(err)
 		}

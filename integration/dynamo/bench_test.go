@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/breaker/dynamo"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
 // admitLoop runs Acquire + Complete(Success) for the benchmark's iterations and returns
@@ -26,7 +26,7 @@ func admitLoop(b *testing.B, c breaker.Circuit) time.Duration {
 }
 
 // BenchmarkClosedAdmission compares the healthy closed path of a shared circuit (with
-// the default one-second MaxStateStaleness) with the local breaker's.
+// the default one-second MaxStaleness) with the local breaker's.
 func BenchmarkClosedAdmission(b *testing.B) {
 	b.Run("shared", func(b *testing.B) {
 		e := setup(b)
@@ -50,13 +50,13 @@ func BenchmarkClosedAdmission(b *testing.B) {
 }
 
 // BenchmarkDynamoDBCallsPerHealthyAdmissions counts the requests a healthy shared
-// circuit sends with a short MaxStateStaleness, so that a one-second run spans many
+// circuit sends with a short MaxStaleness, so that a one-second run spans many
 // refreshes. A snapshot is refreshed once it is three quarters stale, so expect about
 // 1.33 requests per staleness interval, whatever the number of admissions.
 func BenchmarkDynamoDBCallsPerHealthyAdmissions(b *testing.B) {
 	const staleness = 20 * time.Millisecond
 	e := setup(b)
-	c := newCircuit(b, e, sharedPolicy(), dynamo.WithMaxStateStaleness(staleness))
+	c := newCircuit(b, e, sharedPolicy(), sharedstate.WithMaxStaleness(staleness))
 	if err := c.Refresh(b.Context()); err != nil {
 		b.Fatal(err)
 	}

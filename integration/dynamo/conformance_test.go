@@ -55,7 +55,7 @@ func TestConformance(t *testing.T) {
 	circuittest.Run(t, circuittest.Backend{
 		Scope:        breaker.SharedDependency,
 		Shared:       true,
-		MaxStaleness: dynamo.DefaultMaxStateStaleness,
+		MaxStaleness: sharedstate.DefaultMaxStaleness,
 		Break:        func(broken bool) { path.broken.Store(broken) },
 		RefuseWrites: func(refuse bool) { path.throttled.Store(refuse) },
 		Forget: func() {
@@ -72,10 +72,10 @@ func TestConformance(t *testing.T) {
 				client := harness.DynamoDBClient(sharedEndpoint, noRetries, func(o *dynamodb.Options) {
 					o.HTTPClient = &http.Client{Transport: path}
 				})
-				opts := []dynamo.Option{dynamo.WithClock(cfg.Clock), dynamo.WithBackendRetryDelay(time.Millisecond),
-					dynamo.WithIOTimeout(10 * time.Second)}
+				opts := []dynamo.Option{sharedstate.WithClock(cfg.Clock), sharedstate.WithRetryDelay(time.Millisecond),
+					sharedstate.WithIOTimeout(10 * time.Second)}
 				if cfg.Observer != nil {
-					opts = append(opts, dynamo.WithObserver(cfg.Observer))
+					opts = append(opts, sharedstate.WithObserver(cfg.Observer))
 				}
 				return dynamo.New(client, e.table, identity, cfg.Policy, opts...)
 			}

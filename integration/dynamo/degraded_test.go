@@ -12,6 +12,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 
@@ -24,8 +25,8 @@ func TestUnwritableItemKeepsLocalEvidence(t *testing.T) {
 	e := setup(t)
 	clk := fakeclock.New(time.Now())
 	p := sharedPolicy()
-	healthy := newCircuit(t, e, p, dynamo.WithClock(clk))
-	huge := newCircuit(t, e, p, dynamo.WithClock(clk), dynamo.WithOwner(strings.Repeat("x", 410<<10)))
+	healthy := newCircuit(t, e, p, sharedstate.WithClock(clk))
+	huge := newCircuit(t, e, p, sharedstate.WithClock(clk), sharedstate.WithOwner(strings.Repeat("x", 410<<10)))
 	for range p.FailureThreshold {
 		p, err := healthy.Acquire(t.Context())
 		if err != nil {
@@ -73,7 +74,7 @@ func TestDeletedItemWhileOpenIsWrittenBack(t *testing.T) {
 	p := sharedPolicy()
 	var replicas []*dynamo.Circuit
 	for range 3 {
-		replicas = append(replicas, newCircuit(t, e, p, dynamo.WithClock(clk)))
+		replicas = append(replicas, newCircuit(t, e, p, sharedstate.WithClock(clk)))
 	}
 	for range p.FailureThreshold {
 		permit, err := replicas[0].Acquire(t.Context())

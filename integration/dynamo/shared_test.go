@@ -27,7 +27,7 @@ func replicas(t *testing.T, e env, clk *fakeclock.Clock, n int) []*dynamo.Circui
 	t.Helper()
 	var rs []*dynamo.Circuit
 	for i := range n {
-		rs = append(rs, newCircuit(t, e, sharedPolicy(), dynamo.WithClock(clk), dynamo.WithOwner("replica-"+strconv.Itoa(i))))
+		rs = append(rs, newCircuit(t, e, sharedPolicy(), sharedstate.WithClock(clk), sharedstate.WithOwner("replica-"+strconv.Itoa(i))))
 	}
 	return rs
 }
@@ -61,7 +61,7 @@ func openShared(t *testing.T, clk *fakeclock.Clock, rs []*dynamo.Circuit) time.T
 			t.Fatalf("%s: Complete(Failure) = false", c.Owner())
 		}
 	}
-	clk.Advance(time.Second) // MaxStateStaleness (the default)
+	clk.Advance(time.Second) // MaxStaleness (the default)
 	deadline := reject(t, rs[0]).NotBefore
 	for _, c := range rs[1:] {
 		if nb := reject(t, c).NotBefore; !nb.Equal(deadline) {
@@ -117,7 +117,7 @@ func TestThreeReplicasShareOneCircuit(t *testing.T) {
 	if !probes[0].Complete(breaker.Success) {
 		t.Fatal("probe Complete(Success) = false; want true")
 	}
-	clk.Advance(time.Second) // within MaxStateStaleness every replica admits again
+	clk.Advance(time.Second) // within MaxStaleness every replica admits again
 	for _, c := range rs {
 		if !acquire(t, c).Complete(breaker.Success) {
 			t.Fatalf("%s: Complete(Success) after closing = false", c.Owner())
@@ -233,7 +233,7 @@ func TestCorruptItemFailsClosed(t *testing.T) {
 func TestSteadyStateMakesNoDynamoDBCalls(t *testing.T) {
 	e := setup(t)
 	clk := fakeclock.New(time.Now())
-	c := newCircuit(t, e, sharedPolicy(), dynamo.WithClock(clk))
+	c := newCircuit(t, e, sharedPolicy(), sharedstate.WithClock(clk))
 	acquire(t, c).Complete(breaker.Success)
 	base := e.calls.total()
 	for range 10_000 {
@@ -242,7 +242,7 @@ func TestSteadyStateMakesNoDynamoDBCalls(t *testing.T) {
 	if got := e.calls.total() - base; got != 0 {
 		t.Fatalf("10,000 healthy admissions sent %d DynamoDB requests; want 0", got)
 	}
-	clk.Advance(750 * time.Millisecond) // three quarters of MaxStateStaleness
+	clk.Advance(750 * time.Millisecond) // three quarters of MaxStaleness
 	for range 10_000 {
 		acquire(t, c).Complete(breaker.Success)
 	}
@@ -256,7 +256,7 @@ func TestDynaliteStoppedThenStarted(t *testing.T) {
 	client, counter := newClient(server.Endpoint())
 	e := env{client: client, calls: counter, table: tableFor(t, client)}
 	clk := fakeclock.New(time.Now())
-	c := newCircuit(t, e, sharedPolicy(), dynamo.WithClock(clk))
+	c := newCircuit(t, e, sharedPolicy(), sharedstate.WithClock(clk))
 	acquire(t, c).Complete(breaker.Success)
 
 	if err := server.Stop(); err != nil {
@@ -272,7 +272,7 @@ func TestDynaliteStoppedThenStarted(t *testing.T) {
 	if !errors.Is(err, breaker.ErrUnavailable) || !errors.As(err, &ue) || ue.Table != e.table || ue.Identity != identity {
 		t.Fatalf("Acquire with a stale snapshot and no table = %v; want an *UnavailableError naming %s", err, e.table)
 	}
-	clk.Advance(time.Second) // BackendRetryDelay: the next call tries the table again
+	clk.Advance(time.Second) // RetryDelay: the next call tries the table again
 	if _, err := c.Acquire(t.Context()); !errors.Is(err, breaker.ErrUnavailable) {
 		t.Fatalf("Acquire while still stopped = %v; want ErrUnavailable", err)
 	}
@@ -304,7 +304,7 @@ func TestRegistryMixesLocalAndSharedCircuits(t *testing.T) {
 	reg, err := registry.New(sharedPolicy(),
 		registry.WithOverride("kafka:audit", local),
 		registry.WithCircuitFactory(breaker.SharedDependency,
-			dynamo.Factory(e.client, e.table, dynamo.WithIdentityPrefix("billing/"), dynamo.WithClock(clk))))
+			dynamo.Factory(e.client, e.table, sharedstate.WithIdentityPrefix("billing/"), sharedstate.WithClock(clk))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
-	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/harness"
 )
 
@@ -36,7 +36,7 @@ func admit(b *testing.B, ctx context.Context, c breaker.Circuit) {
 // BenchmarkClosedAdmission compares the healthy closed path (Acquire +
 // Complete(Success)) of a circuit shared through Redis, one shared through DynamoDB
 // (dynalite) and the local breaker, shared ones with the default one-second
-// MaxStateStaleness. The machine is shared, so one operation is a block of 1,000
+// MaxStaleness. The machine is shared, so one operation is a block of 1,000
 // admissions on each circuit in turn, and the ratios compare blocks timed side by
 // side. allocs/op counts all 3,000 admissions.
 func BenchmarkClosedAdmission(b *testing.B) {
@@ -86,7 +86,7 @@ func BenchmarkClosedAdmission(b *testing.B) {
 }
 
 // BenchmarkRedisCommandsPerHealthyAdmissions counts what one healthy replica costs
-// Redis while it admits calls, at a short MaxStateStaleness (so that a short run spans
+// Redis while it admits calls, at a short MaxStaleness (so that a short run spans
 // many refreshes) and at the default one second: the requests the client sent (a
 // go-redis hook) and the commands the server executed (INFO commandstats on a private
 // redis-server, the calls inside scripts included). A snapshot is refreshed once it is
@@ -98,7 +98,7 @@ func BenchmarkRedisCommandsPerHealthyAdmissions(b *testing.B) {
 		b.Run("staleness="+staleness.String(), func(b *testing.B) {
 			server := harness.NewRedis(b)
 			e := newEnv(b, server.Addr(), "bench:")
-			c := newCircuit(b, e, sharedPolicy(), redisstate.WithMaxStateStaleness(staleness))
+			c := newCircuit(b, e, sharedPolicy(), sharedstate.WithMaxStaleness(staleness))
 			if err := c.Refresh(b.Context()); err != nil {
 				b.Fatal(err)
 			}

@@ -142,7 +142,7 @@ func runConformance(t *testing.T, prefixFor func(*testing.T) string, connect fun
 	circuittest.Run(t, circuittest.Backend{
 		Scope:        breaker.SharedDependency,
 		Shared:       true,
-		MaxStaleness: redisstate.DefaultMaxStateStaleness,
+		MaxStaleness: sharedstate.DefaultMaxStaleness,
 		Break:        func(broken bool) { path.broken.Store(broken) },
 		Forget:       func() { forget() },
 		RefuseWrites: func() func(bool) {
@@ -163,10 +163,10 @@ func runConformance(t *testing.T, prefixFor func(*testing.T) string, connect fun
 			return func(cfg circuittest.Config) (circuittest.Circuit, error) {
 				client := connect(t)
 				client.AddHook(path)
-				opts := []redisstate.Option{redisstate.WithKeyPrefix(prefix), redisstate.WithClock(cfg.Clock),
-					redisstate.WithBackendRetryDelay(time.Millisecond), redisstate.WithIOTimeout(10 * time.Second)}
+				opts := []redisstate.Option{redisstate.WithKeyPrefix(prefix), sharedstate.WithClock(cfg.Clock),
+					sharedstate.WithRetryDelay(time.Millisecond), sharedstate.WithIOTimeout(10 * time.Second)}
 				if cfg.Observer != nil {
-					opts = append(opts, redisstate.WithObserver(cfg.Observer))
+					opts = append(opts, sharedstate.WithObserver(cfg.Observer))
 				}
 				c, err := redisstate.New(client, id, cfg.Policy, opts...)
 				if err != nil {

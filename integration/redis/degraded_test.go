@@ -53,8 +53,8 @@ func TestRedisAtMaxmemoryKeepsLocalEvidence(t *testing.T) {
 		}
 		clk := fakeclock.New(time.Now())
 		for range n {
-			c := newCircuit(t, e, p, redisstate.WithClock(clk), redisstate.WithStoreFailure(mode),
-				redisstate.WithBackendRetryDelay(500*time.Millisecond))
+			c := newCircuit(t, e, p, sharedstate.WithClock(clk), sharedstate.WithStoreFailure(mode),
+				sharedstate.WithRetryDelay(500*time.Millisecond))
 			acquire(t, c).Complete(breaker.Success) // the record exists and every replica has read it
 			replicas = append(replicas, c)
 		}
@@ -95,7 +95,7 @@ func TestRedisRestartedEmptyKeepsOpenCircuit(t *testing.T) {
 	p := sharedPolicy()
 	var replicas []*redisstate.Circuit
 	for range 5 {
-		replicas = append(replicas, newCircuit(t, e, p, redisstate.WithClock(clk)))
+		replicas = append(replicas, newCircuit(t, e, p, sharedstate.WithClock(clk)))
 	}
 	for range p.FailureThreshold {
 		acquire(t, replicas[0]).Complete(breaker.Failure)

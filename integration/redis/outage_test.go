@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/internal/harness"
 )
@@ -20,7 +20,7 @@ func TestRedisStoppedThenStarted(t *testing.T) {
 	server := harness.NewRedis(t)
 	e := newEnv(t, server.Addr(), "outage:")
 	clk := fakeclock.New(time.Now())
-	c := newCircuit(t, e, sharedPolicy(), redisstate.WithClock(clk))
+	c := newCircuit(t, e, sharedPolicy(), sharedstate.WithClock(clk))
 	for range sharedPolicy().FailureThreshold {
 		acquire(t, c).Complete(breaker.Failure)
 	}
@@ -44,7 +44,7 @@ func TestRedisStoppedThenStarted(t *testing.T) {
 	clk.Set(deadline) // the break is over, but only Redis can hand out the fleet's probe
 	unavailable(t, c)
 	sent = e.cmds.sent.Load()
-	for range 100 { // within BackendRetryDelay: refused at once, Redis not asked
+	for range 100 { // within RetryDelay: refused at once, Redis not asked
 		unavailable(t, c)
 	}
 	if got := e.cmds.sent.Load() - sent; got != 0 {
@@ -54,7 +54,7 @@ func TestRedisStoppedThenStarted(t *testing.T) {
 	if err := server.Start(); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(time.Second) // BackendRetryDelay
+	clk.Advance(time.Second) // RetryDelay
 	probe := acquire(t, c)
 	if !probe.Probe() {
 		t.Fatal("after the restart the first call is not a probe: the stored open state was lost")

@@ -18,11 +18,11 @@ import (
 )
 
 // A healthy closed circuit sends no command per admission: only the snapshot refresh,
-// one script run per replica about every 0.75 × MaxStateStaleness.
+// one script run per replica about every 0.75 × MaxStaleness.
 func TestHealthyAdmissionsSendNoCommands(t *testing.T) {
 	e := setup(t)
 	clk := fakeclock.New(time.Now())
-	c := newCircuit(t, e, sharedPolicy(), redisstate.WithClock(clk))
+	c := newCircuit(t, e, sharedPolicy(), sharedstate.WithClock(clk))
 	if err := c.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestHealthyAdmissionsSendNoCommands(t *testing.T) {
 	if got := e.cmds.sent.Load() - before; got != 0 {
 		t.Fatalf("10,000 healthy admissions sent %d Redis commands; want 0", got)
 	}
-	clk.Advance(750 * time.Millisecond) // three quarters of MaxStateStaleness
+	clk.Advance(750 * time.Millisecond) // three quarters of MaxStaleness
 	for range 100 {
 		acquire(t, c).Complete(breaker.Success)
 	}
@@ -67,7 +67,7 @@ func TestPolicyMismatchIsRefused(t *testing.T) {
 func TestDeletedKeyStartsANewGeneration(t *testing.T) {
 	e := setup(t)
 	clk := fakeclock.New(time.Now())
-	c := newCircuit(t, e, sharedPolicy(), redisstate.WithClock(clk))
+	c := newCircuit(t, e, sharedPolicy(), sharedstate.WithClock(clk))
 	old := acquire(t, c)
 	gen := old.Generation()
 	for range 2 {
@@ -126,7 +126,7 @@ func TestRegistryUsesRedisForSharedPolicies(t *testing.T) {
 	reg, err := registry.New(sharedPolicy(),
 		registry.WithOverride("kafka:audit", local),
 		registry.WithCircuitFactory(breaker.SharedDependency, redisstate.Factory(e.client,
-			redisstate.WithKeyPrefix(e.prefix), redisstate.WithIdentityPrefix("billing/"), redisstate.WithClock(clk))))
+			redisstate.WithKeyPrefix(e.prefix), sharedstate.WithIdentityPrefix("billing/"), sharedstate.WithClock(clk))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,10 +165,11 @@ func TestNewRefusesWhatItCannotProvide(t *testing.T) {
 	}{
 		{"local scope", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second}, nil},
 		{"window mode", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, FailureWindow: time.Minute, Scope: breaker.SharedDependency}, nil},
-		{"zero staleness", sharedPolicy(), []redisstate.Option{redisstate.WithMaxStateStaleness(0)}},
+		{"negative staleness", sharedPolicy(), []redisstate.Option{sharedstate.WithMaxStaleness(-time.Second)}},
+		{"another backend's option", sharedPolicy(), []redisstate.Option{sharedstate.DriverOption(func(*struct{}) error { return nil })}},
 		{"tiny TTL", sharedPolicy(), []redisstate.Option{redisstate.WithTTL(time.Millisecond)}},
-		{"nil clock", sharedPolicy(), []redisstate.Option{redisstate.WithClock(nil)}},
-		{"nil random", sharedPolicy(), []redisstate.Option{redisstate.WithRandom(nil)}},
+		{"nil clock", sharedPolicy(), []redisstate.Option{sharedstate.WithClock(nil)}},
+		{"nil random", sharedPolicy(), []redisstate.Option{sharedstate.WithRandom(nil)}},
 	} {
 		if _, err := redisstate.New(e.client, identity, c.p, c.opts...); err == nil {
 			t.Errorf("%s: New succeeded", c.name)
