@@ -16,6 +16,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
+	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/transport"
@@ -38,8 +39,8 @@ func dynamoStore(t *testing.T, clk *fakeclock.Clock, observe func(breaker.Transi
 	client := harness.DynamoDBClient(endpoint)
 	table := harness.DynamoDBTable(t, client, "cli-")
 	return sharedStore{
-		factory: dynamo.Factory(client, table, dynamo.WithIdentityPrefix("billing/"), dynamo.WithClock(clk),
-			dynamo.WithMaxStateStaleness(storeStaleness), dynamo.WithObserver(observe)),
+		factory: dynamo.Factory(client, table, sharedstate.WithIdentityPrefix("billing/"), sharedstate.WithClock(clk),
+			sharedstate.WithMaxStaleness(storeStaleness), sharedstate.WithObserver(observe)),
 		scope:    breaker.SharedDependency,
 		flags:    []string{"--dynamodb-table", table, "--dynamodb-endpoint", endpoint, "--identity-prefix", "billing/"},
 		idPrefix: "billing/", staleness: storeStaleness,
@@ -52,8 +53,8 @@ func redisStore(t *testing.T, clk *fakeclock.Clock, observe func(breaker.Transit
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
 	return sharedStore{
-		factory: redisstate.Factory(client, redisstate.WithKeyPrefix(keys), redisstate.WithIdentityPrefix("billing/"),
-			redisstate.WithClock(clk), redisstate.WithMaxStateStaleness(storeStaleness), redisstate.WithObserver(observe)),
+		factory: redisstate.Factory(client, redisstate.WithKeyPrefix(keys), sharedstate.WithIdentityPrefix("billing/"),
+			sharedstate.WithClock(clk), sharedstate.WithMaxStaleness(storeStaleness), sharedstate.WithObserver(observe)),
 		scope:    breaker.SharedDependency,
 		flags:    []string{"--redis-addr", addr, "--redis-prefix", keys, "--identity-prefix", "billing/"},
 		idPrefix: "billing/", staleness: storeStaleness,
@@ -62,8 +63,8 @@ func redisStore(t *testing.T, clk *fakeclock.Clock, observe func(breaker.Transit
 
 func stateDirStore(t *testing.T, clk *fakeclock.Clock, observe func(breaker.Transition)) sharedStore {
 	dir := filepath.Join(t.TempDir(), "state") // Open makes it private (0700)
-	store, err := filestate.Open(dir, filestate.WithClock(clk), filestate.WithMaxStaleness(storeStaleness),
-		filestate.WithObserver(observe))
+	store, err := filestate.Open(dir, sharedstate.WithClock(clk), sharedstate.WithMaxStaleness(storeStaleness),
+		sharedstate.WithObserver(observe))
 	if err != nil {
 		t.Fatal(err)
 	}
