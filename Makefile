@@ -53,7 +53,7 @@ metrics: ## Exported names and test files per package, functions over the bounds
 	@$(GO) run ./internal/tools/metrics $(DIRS)
 
 .PHONY: mutate
-mutate: ## Mutation score of the core packages (docs/mutation.md); not in `test`. PKG=registry, SAMPLE=n, SEED=s.
+mutate: ## Mutation score of the core packages (docs/history/mutation.md); not in `test`. PKG=registry, SAMPLE=n, SEED=s.
 	@GO=$(GO) SAMPLE=$(SAMPLE) SEED=$(SEED) bash scripts/mutate.sh $(PKG)
 
 .PHONY: up

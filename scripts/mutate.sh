@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mutation score of the core packages (docs/mutation.md), at the lowest CPU priority.
+# Mutation score of the core packages (docs/history/mutation.md), at the lowest CPU priority.
 # Usage: scripts/mutate.sh [PKG...]   (SAMPLE=n SEED=s PARALLEL=p in the environment)
 set -euo pipefail
 GO=${GO:-go}
