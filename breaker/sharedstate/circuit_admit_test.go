@@ -1,15 +1,19 @@
 package sharedstate_test
 
 // What a closed circuit's permit carries (circuit.go: admit, Snapshot): its start
-// time when calls are timed, and this process's adaptive limit in Snapshot.
+// time when calls are timed, this process's adaptive limit in Snapshot, and MaxInFlight
+// under contention.
 
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
@@ -18,8 +22,8 @@ import (
 // failure count, one slower than SlowCallDuration counts as a failure.
 func TestSuccessIsTimedFromItsAcquire(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.SlowCallDuration = time.Second })
+	d := newHookedDriver()
+	c := agedCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.SlowCallDuration = time.Second })
 	clock.Advance(time.Hour) // permits are timed on the circuit's own clock, from its creation
 	outcome(t, c, breaker.Failure)
 	p, err := c.Acquire(context.Background())
@@ -28,7 +32,7 @@ func TestSuccessIsTimedFromItsAcquire(t *testing.T) {
 	}
 	clock.Advance(time.Second)
 	p.Complete(breaker.Success)
-	if r := csStored(t, d); r.Failures != 0 {
+	if r := storedRecord(t, d.MemoryDriver); r.Failures != 0 {
 		t.Fatalf("failures after a success that took SlowCallDuration: %d; want 0", r.Failures)
 	}
 	outcome(t, c, breaker.Failure)
@@ -37,7 +41,7 @@ func TestSuccessIsTimedFromItsAcquire(t *testing.T) {
 	}
 	clock.Advance(time.Second + 1)
 	p.Complete(breaker.Success)
-	if r := csStored(t, d); r.Failures != 2 {
+	if r := storedRecord(t, d.MemoryDriver); r.Failures != 2 {
 		t.Fatalf("failures after a failure and a success slower than SlowCallDuration: %d; want 2", r.Failures)
 	}
 }
@@ -45,7 +49,7 @@ func TestSuccessIsTimedFromItsAcquire(t *testing.T) {
 // Snapshot reports this process's adaptive limit when the policy sets one.
 func TestSnapshotReportsTheAdaptiveLimit(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	c := csFresh(t, newCounting(), clock, func(cfg *sharedstate.Config) { cfg.Policy.Limit = breaker.LimitPolicy{Max: 40} })
+	c := freshCircuit(t, newCounting(), clock, func(cfg *sharedstate.Config) { cfg.Policy.Limit = breaker.LimitPolicy{Max: 40} })
 	if s := c.Snapshot(); s.Limit.Limit == 0 || s.Limit.Limit > 40 {
 		t.Fatalf("Snapshot's limit %+v; want the adaptive limit, at most 40", s.Limit)
 	}
@@ -54,9 +58,9 @@ func TestSnapshotReportsTheAdaptiveLimit(t *testing.T) {
 // Without MaxInFlight nothing is counted in flight: a completed permit leaves 0.
 func TestNoInFlightCountWithoutMaxInFlight(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	c := csFresh(t, newCounting(), clock, nil)
+	c := freshCircuit(t, newCounting(), clock, nil)
 	for range 3 {
-		if ok, err := csAdmitted(c); !ok {
+		if ok, err := acquireNeutral(c); !ok {
 			t.Fatal(err)
 		}
 	}
@@ -78,14 +82,14 @@ func TestRampAtMaxInFlightIsSaturated(t *testing.T) {
 	})
 	var held []breaker.Permit
 	for range 4 {
-		held = append(held, esAcquire(t, c))
+		held = append(held, mustAcquire(t, c))
 	}
 	defer func() {
 		for _, p := range held {
 			p.Complete(breaker.Neutral)
 		}
 	}()
-	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { // closed 5 s ago by a probe: share 0.5
+	editRecord(t, d.MemoryDriver, func(r *sharedstate.Record) { // closed 5 s ago by a probe: share 0.5
 		r.Generation++
 		r.Reason, r.Since = breaker.ReasonProbeSucceeded, clock.Now().Add(-5*time.Second).UnixNano()
 	})
@@ -126,7 +130,7 @@ func TestEachCloseRampsFromItsOwnCloseTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 { // two closes by a probe, an hour apart
-		esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) {
+		editRecord(t, d.MemoryDriver, func(r *sharedstate.Record) {
 			r.Generation += 3 // opened, half-open, closed again
 			r.Reason, r.Since = breaker.ReasonProbeSucceeded, clock.Now().UnixNano()
 		})
@@ -171,7 +175,7 @@ func TestSnapshotReadAtTheRampsEndHasNoRamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed := clock.Now()
-	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) {
+	editRecord(t, d.MemoryDriver, func(r *sharedstate.Record) {
 		r.Generation += 3
 		r.Reason, r.Since = breaker.ReasonProbeSucceeded, closed.UnixNano()
 	})
@@ -181,8 +185,43 @@ func TestSnapshotReadAtTheRampsEndHasNoRamp(t *testing.T) {
 	}
 	clock.Set(closed.Add(time.Second)) // where the ramp would admit a tenth
 	for i := range 3 {
-		if ok, err := csAdmitted(c); !ok {
+		if ok, err := acquireNeutral(c); !ok {
 			t.Fatalf("call %d on a snapshot read at the ramp's end: %v; want admitted", i, err)
 		}
 	}
+}
+
+// MaxInFlight under contention: callers turned away never show in the count, so a
+// Snapshot taken at any moment reports at most MaxInFlight in flight.
+func TestInFlightNeverOverMaxInFlight(t *testing.T) {
+	c, err := sharedstate.New(sharedstate.Config{Identity: "kafka:orders", Scope: breaker.SharedDependency,
+		Policy: breaker.Policy{Scope: breaker.SharedDependency, MaxInFlight: 1}, Driver: &circuittest.MemoryDriver{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Complete(breaker.Success)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for !stop.Load() {
+				if p, err := c.Acquire(context.Background()); err == nil {
+					p.Complete(breaker.Success)
+					t.Error("admitted over MaxInFlight")
+				}
+			}
+		})
+	}
+	for range 20000 {
+		if n := c.Snapshot().InFlight; n != 1 {
+			t.Errorf("InFlight %d while one permit is held at MaxInFlight 1", n)
+			break
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
 }

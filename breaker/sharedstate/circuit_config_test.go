@@ -17,7 +17,7 @@ import (
 func TestZeroRetryDelayMeansOneSecond(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCounting()
-	c := csFresh(t, d, clock, func(cfg *sharedstate.Config) { cfg.RetryDelay = 0 })
+	c := freshCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.RetryDelay = 0 })
 	d.Down(errDown)
 	if err := c.Refresh(context.Background()); !errors.Is(err, errDown) {
 		t.Fatal(err)
@@ -47,10 +47,10 @@ func TestJitterUsesTheConfiguredRandomOrADefault(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(rulesT0)
-			d := newCSHooked()
-			c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.Jitter, cfg.Random = 0.5, tc.random })
-			csTrip(t, c)
-			r := csStored(t, d)
+			d := newHookedDriver()
+			c := agedCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.Jitter, cfg.Random = 0.5, tc.random })
+			tripCircuit(t, c)
+			r := storedRecord(t, d.MemoryDriver)
 			if got := time.Duration(r.OpenUntil - clock.Now().UnixNano()); r.State != breaker.Open || got < tc.lo || got > tc.hi {
 				t.Fatalf("opened %+v, for %v; want open for %v to %v", r, got, tc.lo, tc.hi)
 			}
@@ -62,20 +62,33 @@ func TestJitterUsesTheConfiguredRandomOrADefault(t *testing.T) {
 // accepted and kept, so that a rolling upgrade does not refuse it.
 func TestRecordWithTheLegacyFingerprintIsAccepted(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csFresh(t, d, clock, nil)
+	d := newHookedDriver()
+	c := freshCircuit(t, d, clock, nil)
 	legacy := c.Policy().Fingerprint()
-	if csStored(t, d).Fingerprint == legacy {
+	if storedRecord(t, d.MemoryDriver).Fingerprint == legacy {
 		t.Fatal("the engine's fingerprint is the legacy one: nothing to test")
 	}
-	csEdit(t, d.counting, func(r *sharedstate.Record) { r.Fingerprint = legacy })
+	editRecord(t, d.MemoryDriver, func(r *sharedstate.Record) { r.Fingerprint = legacy })
 	if err := c.Refresh(context.Background()); err != nil {
 		t.Fatalf("record with the legacy fingerprint: %v", err)
 	}
-	if ok, err := csAdmitted(c); !ok {
+	if ok, err := acquireNeutral(c); !ok {
 		t.Fatal(err)
 	}
-	if r := csStored(t, d); r.Fingerprint != legacy {
+	if r := storedRecord(t, d.MemoryDriver); r.Fingerprint != legacy {
 		t.Fatalf("fingerprint %q after reading it; want the legacy one kept", r.Fingerprint)
+	}
+}
+
+// The owner written into probe leases is the configured one; without one, a name of
+// this process.
+func TestOwnerIsTheConfiguredOne(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	c := ruleCircuit(t, newCounting(), clock, func(cfg *sharedstate.Config) { cfg.Owner = "replica-7" })
+	if c.Owner() != "replica-7" {
+		t.Errorf("Owner() = %q, want the configured replica-7", c.Owner())
+	}
+	if c := ruleCircuit(t, newCounting(), clock, nil); c.Owner() == "" {
+		t.Error("no owner without a configured one")
 	}
 }

@@ -7,7 +7,6 @@ package sharedstate_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,102 +16,20 @@ import (
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 
-const csID = "kafka:orders"
-
-var errCSTimeout = errors.New("i/o timeout")
-
-// csHooked is a counting driver whose Replace a test can take over: hook runs
-// instead of the store's Replace when it is set, and may call through to it.
-type csHooked struct {
-	*counting
-	hmu  sync.Mutex
-	hook func(ctx context.Context, expect uint64, next sharedstate.Record) error
-}
-
-func newCSHooked() *csHooked { return &csHooked{counting: newCounting()} }
-
-func (d *csHooked) setHook(f func(ctx context.Context, expect uint64, next sharedstate.Record) error) {
-	d.hmu.Lock()
-	d.hook = f
-	d.hmu.Unlock()
-}
-
-func (d *csHooked) Replace(ctx context.Context, id string, expect uint64, next sharedstate.Record) error {
-	d.hmu.Lock()
-	hook := d.hook
-	d.hmu.Unlock()
-	if hook != nil {
-		d.note("replace")
-		return hook(ctx, expect, next)
-	}
-	return d.counting.Replace(ctx, id, expect, next)
-}
-
-// once runs f on the first Replace only, and lets the later ones through.
-func (d *csHooked) once(f func(ctx context.Context, expect uint64, next sharedstate.Record) error) {
-	d.setHook(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
-		d.setHook(nil)
-		return f(ctx, expect, next)
-	})
-}
-
-// csStored returns the stored record (a read the counts do not include).
-func csStored(t *testing.T, d *csHooked) sharedstate.Record {
-	t.Helper()
-	r, err := d.MemoryDriver.Load(context.Background(), csID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-// csEdit changes the stored record as another replica's write would (a new version).
-func csEdit(t *testing.T, d *counting, f func(*sharedstate.Record)) sharedstate.Record {
-	t.Helper()
-	r, err := d.MemoryDriver.Load(context.Background(), csID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f(&r)
-	r.Version++
-	d.Set(csID, r)
-	return r
-}
-
-// csTripped stores a closed record with the threshold of failures reached but not yet
-// opened (as a Counter leaves it), and makes it the circuit's snapshot.
-func csTripped(t *testing.T, d *counting, c *sharedstate.Circuit) sharedstate.Record {
-	t.Helper()
-	r := csEdit(t, d, func(r *sharedstate.Record) { r.Failures = 3 })
-	if err := c.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func csOpenError(t *testing.T, err error) *breaker.OpenError {
-	t.Helper()
-	var oe *breaker.OpenError
-	if !errors.As(err, &oe) {
-		t.Fatalf("got %v; want an *breaker.OpenError", err)
-	}
-	return oe
-}
-
 // The call after a tripped count opens the circuit for BreakDuration from now, in
 // one write and no read, and is rejected by that opening.
 func TestTrippedRecordIsOpenedByTheNextCall(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csFresh(t, d, clock, nil)
-	was := csTripped(t, d.counting, c)
+	d := newHookedDriver()
+	c := freshCircuit(t, d, clock, nil)
+	was := trippedRecord(t, d.counting, c)
 	clock.Advance(100 * time.Millisecond)
 	loads, writes := d.count("load"), d.count("replace")
 	_, err := c.Acquire(context.Background())
-	if want := clock.Now().Add(time.Minute); !csOpenError(t, err).NotBefore.Equal(want) {
-		t.Fatalf("rejected until %v; want %v", csOpenError(t, err).NotBefore, want)
+	if want := clock.Now().Add(time.Minute); !openError(t, err).NotBefore.Equal(want) {
+		t.Fatalf("rejected until %v; want %v", openError(t, err).NotBefore, want)
 	}
-	r := csStored(t, d)
+	r := storedRecord(t, d.MemoryDriver)
 	if r.State != breaker.Open || r.Generation != was.Generation+1 || r.OpenUntil != clock.Now().Add(time.Minute).UnixNano() ||
 		r.Reason != breaker.ReasonFailureThreshold {
 		t.Fatalf("stored %+v; want open for a minute from now, by the threshold, in the next generation", r)
@@ -126,22 +43,22 @@ func TestTrippedRecordIsOpenedByTheNextCall(t *testing.T) {
 // the closed record that ends it (a new generation) and is admitted.
 func TestForceCloseEndsAtItsDeadline(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csFresh(t, d, clock, nil)
+	d := newHookedDriver()
+	c := freshCircuit(t, d, clock, nil)
 	if err := c.ForceClose(context.Background(), clock.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	forced := csStored(t, d)
+	forced := storedRecord(t, d.MemoryDriver)
 	clock.Advance(time.Minute - 1)
-	if ok, err := csAdmitted(c); !ok || csStored(t, d).Version != forced.Version {
-		t.Fatalf("1ns before the deadline: admitted %v (%v), stored %+v; want admitted, nothing written", ok, err, csStored(t, d))
+	if ok, err := acquireNeutral(c); !ok || storedRecord(t, d.MemoryDriver).Version != forced.Version {
+		t.Fatalf("1ns before the deadline: admitted %v (%v), stored %+v; want admitted, nothing written", ok, err, storedRecord(t, d.MemoryDriver))
 	}
 	clock.Advance(1)
 	loads := d.count("load")
-	if ok, err := csAdmitted(c); !ok || d.count("load") != loads {
+	if ok, err := acquireNeutral(c); !ok || d.count("load") != loads {
 		t.Fatalf("at the deadline, on a snapshot 1ns old: admitted %v (%v) after %d reads; want admitted, no read", ok, err, d.count("load")-loads)
 	}
-	r := csStored(t, d)
+	r := storedRecord(t, d.MemoryDriver)
 	if r.State != breaker.Closed || r.Override != breaker.NoOverride || r.Reason != breaker.ReasonOverrideExpired ||
 		r.Generation != forced.Generation+1 {
 		t.Fatalf("stored at the deadline %+v; want closed without override, expired, next generation", r)
@@ -152,19 +69,19 @@ func TestForceCloseEndsAtItsDeadline(t *testing.T) {
 // read afterwards, not on the snapshot that lost.
 func TestLostWriteIsDecidedOnTheRecordReadAfterIt(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csFresh(t, d, clock, nil)
-	csTripped(t, d.counting, c)
+	d := newHookedDriver()
+	c := freshCircuit(t, d, clock, nil)
+	trippedRecord(t, d.counting, c)
 	until := clock.Now().Add(5 * time.Minute)
 	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
-		csEdit(t, d.counting, func(r *sharedstate.Record) { // another replica opens it first
+		editRecord(t, d.MemoryDriver, func(r *sharedstate.Record) { // another replica opens it first
 			r.State, r.Generation, r.OpenUntil, r.Reason, r.Since = breaker.Open, r.Generation+1, until.UnixNano(), breaker.ReasonForcedOpen, clock.Now().UnixNano()
 			r.Override, r.OverrideUntil = breaker.ForcedOpen, until.UnixNano()
 		})
-		return d.counting.Replace(ctx, csID, expect, next)
+		return d.counting.Replace(ctx, ordersID, expect, next)
 	})
 	_, err := c.Acquire(context.Background())
-	if !errors.Is(err, breaker.ErrOpen) || !csOpenError(t, err).NotBefore.Equal(until) {
+	if !errors.Is(err, breaker.ErrOpen) || !openError(t, err).NotBefore.Equal(until) {
 		t.Fatalf("after losing the opening to another replica's: %v; want its rejection until %v", err, until)
 	}
 }
@@ -173,10 +90,10 @@ func TestLostWriteIsDecidedOnTheRecordReadAfterIt(t *testing.T) {
 // once.
 func TestRefusedOpeningOpensLocallyAndReportsOnce(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
+	d := newHookedDriver()
 	var reported []error
-	c := csFresh(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnError = func(err error) { reported = append(reported, err) } })
-	csTripped(t, d.counting, c)
+	c := freshCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnError = func(err error) { reported = append(reported, err) } })
+	trippedRecord(t, d.counting, c)
 	d.RefuseWrites(errOOM)
 	if _, err := c.Acquire(context.Background()); !errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("tripped, opening refused: %v; want rejected by the local opening", err)
@@ -190,9 +107,9 @@ func TestRefusedOpeningOpensLocallyAndReportsOnce(t *testing.T) {
 // call makes no further request (RetryDelay < 0: nothing holds a retry back).
 func TestRefusedOpeningFailsClosedInOneRequest(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csFresh(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed; cfg.RetryDelay = -1 })
-	csTripped(t, d.counting, c)
+	d := newHookedDriver()
+	c := freshCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed; cfg.RetryDelay = -1 })
+	trippedRecord(t, d.counting, c)
 	d.RefuseWrites(errOOM)
 	loads, writes := d.count("load"), d.count("replace")
 	if _, err := c.Acquire(context.Background()); !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, errOOM) {
@@ -203,12 +120,12 @@ func TestRefusedOpeningFailsClosedInOneRequest(t *testing.T) {
 	}
 }
 
-// csOpened opens c by failures and moves the clock to the end of the break, so the
+// openedRecord opens c by failures and moves the clock to the end of the break, so the
 // next call takes the half-open probe. It returns the open record.
-func csOpened(t *testing.T, d *csHooked, clock *fakeclock.Clock, c *sharedstate.Circuit) sharedstate.Record {
+func openedRecord(t *testing.T, d *hookedDriver, clock *fakeclock.Clock, c *sharedstate.Circuit) sharedstate.Record {
 	t.Helper()
-	csTrip(t, c)
-	r := csStored(t, d)
+	tripCircuit(t, c)
+	r := storedRecord(t, d.MemoryDriver)
 	if r.State != breaker.Open {
 		t.Fatalf("after 3 failures: %+v", r)
 	}
@@ -221,18 +138,18 @@ func csOpened(t *testing.T, d *csHooked, clock *fakeclock.Clock, c *sharedstate.
 // of the half-open state before Acquire returns.
 func TestLeaseWriteWithALostAnswerIsFoundAndUsed(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
+	d := newHookedDriver()
 	var seen []breaker.Transition
-	c := csAged(t, d, clock, func(cfg *sharedstate.Config) {
+	c := agedCircuit(t, d, clock, func(cfg *sharedstate.Config) {
 		cfg.OnStoreFailure = sharedstate.FailClosed
 		cfg.Observers = []func(breaker.Transition){func(tr breaker.Transition) { seen = append(seen, tr) }}
 	})
-	open := csOpened(t, d, clock, c)
+	open := openedRecord(t, d, clock, c)
 	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
-		if err := d.counting.Replace(ctx, csID, expect, next); err != nil {
+		if err := d.counting.Replace(ctx, ordersID, expect, next); err != nil {
 			return err
 		}
-		return errCSTimeout
+		return errTimeout
 	})
 	p, err := c.Acquire(context.Background())
 	if err != nil {
@@ -244,7 +161,7 @@ func TestLeaseWriteWithALostAnswerIsFoundAndUsed(t *testing.T) {
 	if !p.Complete(breaker.Success) {
 		t.Fatal("the probe's success did not count")
 	}
-	if r := csStored(t, d); r.State != breaker.Closed || r.Reason != breaker.ReasonProbeSucceeded {
+	if r := storedRecord(t, d.MemoryDriver); r.State != breaker.Closed || r.Reason != breaker.ReasonProbeSucceeded {
 		t.Fatalf("stored after the probe's success: %+v; want closed", r)
 	}
 }
@@ -254,12 +171,12 @@ func TestLeaseWriteWithALostAnswerIsFoundAndUsed(t *testing.T) {
 // ProbeLease.
 func TestLeaseOfACallerGoneIsGivenBack(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csAged(t, d, clock, nil)
-	csOpened(t, d, clock, c)
+	d := newHookedDriver()
+	c := agedCircuit(t, d, clock, nil)
+	openedRecord(t, d, clock, c)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.once(func(wctx context.Context, expect uint64, next sharedstate.Record) error {
-		if err := d.counting.Replace(wctx, csID, expect, next); err != nil {
+		if err := d.counting.Replace(wctx, ordersID, expect, next); err != nil {
 			return err
 		}
 		cancel()
@@ -268,10 +185,10 @@ func TestLeaseOfACallerGoneIsGivenBack(t *testing.T) {
 	if _, err := c.Acquire(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("caller gone during the lease's write: %v; want its context's error", err)
 	}
-	if r := csStored(t, d); r.State != breaker.HalfOpen || len(r.Leases) != 0 {
+	if r := storedRecord(t, d.MemoryDriver); r.State != breaker.HalfOpen || len(r.Leases) != 0 {
 		t.Fatalf("stored %+v; want half-open with the lease given back", r)
 	}
-	if _, err := csAdmitted(ruleCircuit(t, d, clock, nil)); err != nil {
+	if _, err := acquireNeutral(ruleCircuit(t, d, clock, nil)); err != nil {
 		t.Fatalf("another replica's call after the lease was given back: %v; want the probe", err)
 	}
 }
@@ -280,20 +197,20 @@ func TestLeaseOfACallerGoneIsGivenBack(t *testing.T) {
 // (another replica probes in the same generation), the probe is not the caller's.
 func TestLeaseNotFoundAfterALostAnswerIsNotTheCallers(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed; cfg.RetryDelay = -1 })
-	csOpened(t, d, clock, c)
+	d := newHookedDriver()
+	c := agedCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed; cfg.RetryDelay = -1 })
+	openedRecord(t, d, clock, c)
 	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
 		other := next
 		other.Leases = []sharedstate.Lease{{ID: 2, Owner: "other", Expires: clock.Now().Add(time.Minute).UnixNano()}}
-		if err := d.counting.Replace(ctx, csID, expect, other); err != nil {
+		if err := d.counting.Replace(ctx, ordersID, expect, other); err != nil {
 			return err
 		}
-		return errCSTimeout
+		return errTimeout
 	})
 	loads := d.count("load")
 	_, err := c.Acquire(context.Background())
-	if !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, errCSTimeout) {
+	if !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, errTimeout) {
 		t.Fatalf("another replica's lease stored, answer lost: %v; want the write's failure", err)
 	}
 	if got := d.count("load") - loads; got != 2 {
@@ -305,12 +222,12 @@ func TestLeaseNotFoundAfterALostAnswerIsNotTheCallers(t *testing.T) {
 // read's error.
 func TestLeaseSearchThatFailsIsTheError(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed })
-	csOpened(t, d, clock, c)
+	d := newHookedDriver()
+	c := agedCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.OnStoreFailure = sharedstate.FailClosed })
+	openedRecord(t, d, clock, c)
 	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
 		d.Down(errDown)
-		return errCSTimeout
+		return errTimeout
 	})
 	if _, err := c.Acquire(context.Background()); !errors.Is(err, errDown) {
 		t.Fatalf("lease's write timed out, store then down: %v; want the read's failure", err)
@@ -321,10 +238,10 @@ func TestLeaseSearchThatFailsIsTheError(t *testing.T) {
 // for itself, one probe at a time, and the failed shared attempt holds no slot.
 func TestLeaseWritesTimingOutProbeLocally(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
-	csOpened(t, d, clock, c)
-	d.setHook(func(context.Context, uint64, sharedstate.Record) error { return errCSTimeout })
+	d := newHookedDriver()
+	c := agedCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	openedRecord(t, d, clock, c)
+	d.setHook(func(context.Context, uint64, sharedstate.Record) error { return errTimeout })
 	p, err := c.Acquire(context.Background())
 	if err != nil {
 		t.Fatalf("lease writes timing out, KeepLocal: %v; want a local probe", err)
@@ -339,19 +256,19 @@ func TestLeaseWritesTimingOutProbeLocally(t *testing.T) {
 // read afterwards, and frees the in-flight slot it had taken.
 func TestLeaseLostToAnotherReplicaRejectsAndFreesTheSlot(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
-	csOpened(t, d, clock, c)
+	d := newHookedDriver()
+	c := agedCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	openedRecord(t, d, clock, c)
 	expires := clock.Now().Add(30 * time.Second)
 	d.once(func(ctx context.Context, expect uint64, next sharedstate.Record) error {
-		csEdit(t, d.counting, func(r *sharedstate.Record) {
+		editRecord(t, d.MemoryDriver, func(r *sharedstate.Record) {
 			r.State, r.Generation, r.OpenUntil, r.Reason = breaker.HalfOpen, r.Generation+1, 0, breaker.ReasonBreakElapsed
 			r.Leases = []sharedstate.Lease{{ID: 2, Owner: "other", Expires: expires.UnixNano()}}
 		})
-		return d.counting.Replace(ctx, csID, expect, next)
+		return d.counting.Replace(ctx, ordersID, expect, next)
 	})
 	_, err := c.Acquire(context.Background())
-	if !errors.Is(err, breaker.ErrOpen) || !csOpenError(t, err).NotBefore.Equal(expires) {
+	if !errors.Is(err, breaker.ErrOpen) || !openError(t, err).NotBefore.Equal(expires) {
 		t.Fatalf("probe taken by another replica first: %v; want rejected until its lease ends (%v)", err, expires)
 	}
 	if s := c.Snapshot(); s.InFlight != 0 {
@@ -362,13 +279,13 @@ func TestLeaseLostToAnotherReplicaRejectsAndFreesTheSlot(t *testing.T) {
 // A half-open call over MaxInFlight is refused as saturated, not retried.
 func TestProbeOverMaxInFlightIsSaturated(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
+	d := newHookedDriver()
+	c := agedCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxInFlight = 1 })
 	held, err := c.Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	csEdit(t, d.counting, func(r *sharedstate.Record) { // another replica opened it; the break is over
+	editRecord(t, d.MemoryDriver, func(r *sharedstate.Record) { // another replica opened it; the break is over
 		r.State, r.Generation, r.OpenUntil, r.Failures = breaker.Open, r.Generation+1, clock.Now().UnixNano(), 3
 	})
 	clock.Advance(time.Second)
@@ -383,9 +300,9 @@ func TestProbeOverMaxInFlightIsSaturated(t *testing.T) {
 // takes the probe.
 func TestProbeWaitsOutRetryDelay(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csAged(t, d, clock, nil)
-	csTrip(t, c)
+	d := newHookedDriver()
+	c := agedCircuit(t, d, clock, nil)
+	tripCircuit(t, c)
 	clock.Advance(time.Minute - 500*time.Millisecond)
 	if err := c.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
@@ -413,11 +330,11 @@ func TestProbeWaitsOutRetryDelay(t *testing.T) {
 // snapshot still fresh (MaxStaleness 10 s).
 func TestRefusedLeaseWriteWaitsExactlyRetryDelay(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csAged(t, d, clock, func(cfg *sharedstate.Config) {
+	d := newHookedDriver()
+	c := agedCircuit(t, d, clock, func(cfg *sharedstate.Config) {
 		cfg.OnStoreFailure, cfg.MaxStaleness = sharedstate.FailClosed, 10*time.Second
 	})
-	csOpened(t, d, clock, c)
+	openedRecord(t, d, clock, c)
 	d.once(func(context.Context, uint64, sharedstate.Record) error { return errOOM })
 	if _, err := c.Acquire(context.Background()); !errors.Is(err, errOOM) {
 		t.Fatalf("lease write refused: %v", err)
@@ -439,9 +356,9 @@ func TestRefusedLeaseWriteWaitsExactlyRetryDelay(t *testing.T) {
 // reading the record first.
 func TestProbeAtTheDeadlineOnAFreshSnapshotReadsNothing(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	d := newCSHooked()
-	c := csAged(t, d, clock, nil)
-	csTrip(t, c)
+	d := newHookedDriver()
+	c := agedCircuit(t, d, clock, nil)
+	tripCircuit(t, c)
 	clock.Advance(time.Minute - 100*time.Millisecond)
 	if err := c.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
@@ -488,12 +405,12 @@ func TestHalfOpenLeaseBoundaries(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(rulesT0)
-			d := newCSHooked()
-			c := csFresh(t, d, clock, func(cfg *sharedstate.Config) {
+			d := newHookedDriver()
+			c := freshCircuit(t, d, clock, func(cfg *sharedstate.Config) {
 				cfg.Policy.HalfOpenMaxProbes, cfg.Policy.ProbeLease = tc.probes, 20*time.Second
 			})
 			now := clock.Now()
-			csEdit(t, d.counting, func(r *sharedstate.Record) {
+			editRecord(t, d.MemoryDriver, func(r *sharedstate.Record) {
 				r.State, r.Generation, r.Reason, r.Leases = breaker.HalfOpen, r.Generation+1, breaker.ReasonBreakElapsed, tc.leases(now)
 			})
 			if err := c.Refresh(context.Background()); err != nil {
@@ -501,7 +418,7 @@ func TestHalfOpenLeaseBoundaries(t *testing.T) {
 			}
 			_, err := c.Acquire(context.Background())
 			if tc.notBefore != nil {
-				if got := csOpenError(t, err).NotBefore; !got.Equal(tc.notBefore(now)) {
+				if got := openError(t, err).NotBefore; !got.Equal(tc.notBefore(now)) {
 					t.Fatalf("rejected until %v; want %v", got, tc.notBefore(now))
 				}
 				return
@@ -509,7 +426,7 @@ func TestHalfOpenLeaseBoundaries(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v; want the probe", err)
 			}
-			r := csStored(t, d)
+			r := storedRecord(t, d.MemoryDriver)
 			mine := r.Leases[len(r.Leases)-1]
 			if mine.Owner != c.Owner() || mine.Expires != now.Add(20*time.Second).UnixNano() {
 				t.Fatalf("stored leases %+v; want this replica's last, for ProbeLease from now", r.Leases)

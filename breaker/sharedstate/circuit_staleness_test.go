@@ -7,51 +7,17 @@ package sharedstate_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
-
-// csAged returns a circuit over d made an hour before clock's time, so that its
-// readings of the clock are not zero.
-func csAged(t *testing.T, d sharedstate.Driver, clock *fakeclock.Clock, edit func(*sharedstate.Config)) *sharedstate.Circuit {
-	t.Helper()
-	c := ruleCircuit(t, d, clock, edit)
-	clock.Advance(time.Hour)
-	return c
-}
-
-// csFresh returns a circuit over d whose snapshot was read at clock's time, an hour
-// after the circuit was made (so that ages are differences of two nonzero readings).
-func csFresh(t *testing.T, d sharedstate.Driver, clock *fakeclock.Clock, edit func(*sharedstate.Config)) *sharedstate.Circuit {
-	t.Helper()
-	c := csAged(t, d, clock, edit)
-	if err := c.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// csTrip opens c with three failures (the threshold of ruleCircuit's policy).
-func csTrip(t *testing.T, c *sharedstate.Circuit) {
-	t.Helper()
-	for range 3 {
-		outcome(t, c, breaker.Failure)
-	}
-}
-
-// csAdmitted acquires and completes the call as Neutral, reporting whether it was admitted.
-func csAdmitted(c *sharedstate.Circuit) (bool, error) {
-	p, err := c.Acquire(context.Background())
-	if err != nil {
-		return false, err
-	}
-	p.Complete(breaker.Neutral)
-	return true, nil
-}
 
 // RefreshIfStale reads the record only when the snapshot is missing, MaxStaleness
 // old or older, or from a clock that stepped back.
@@ -70,7 +36,7 @@ func TestRefreshIfStaleReadsOnlyAStaleSnapshot(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(rulesT0)
 			d := newCounting()
-			c := csAged(t, d, clock, nil)
+			c := agedCircuit(t, d, clock, nil)
 			clock.Advance(time.Hour) // the snapshot is read well after the circuit was made
 			if err := c.Refresh(context.Background()); err != nil {
 				t.Fatal(err)
@@ -85,7 +51,7 @@ func TestRefreshIfStaleReadsOnlyAStaleSnapshot(t *testing.T) {
 		})
 	}
 	d := newCounting()
-	c := csAged(t, d, fakeclock.New(rulesT0), nil)
+	c := agedCircuit(t, d, fakeclock.New(rulesT0), nil)
 	if err := c.RefreshIfStale(context.Background()); err != nil || d.count("load") != 1 {
 		t.Fatalf("no snapshot yet: err %v, %d reads; want the record read", err, d.count("load"))
 	}
@@ -96,7 +62,7 @@ func TestRefreshIfStaleReadsOnlyAStaleSnapshot(t *testing.T) {
 func TestForgetDropsTheSnapshotAndTheRetryDelay(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCounting()
-	c := csFresh(t, d, clock, nil)
+	c := freshCircuit(t, d, clock, nil)
 	d.Down(errDown)
 	if err := c.Refresh(context.Background()); !errors.Is(err, errDown) {
 		t.Fatalf("Refresh with the store down: %v", err)
@@ -120,13 +86,13 @@ func TestForgetDropsTheSnapshotAndTheRetryDelay(t *testing.T) {
 func TestFastPathRefreshesSoftlyFromThreeQuarters(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCounting()
-	c := csFresh(t, d, clock, nil)
+	c := freshCircuit(t, d, clock, nil)
 	clock.Advance(750*time.Millisecond - 1)
-	if ok, err := csAdmitted(c); !ok || d.count("load") != 1 {
+	if ok, err := acquireNeutral(c); !ok || d.count("load") != 1 {
 		t.Fatalf("at 750ms-1ns: admitted %v (%v), %d reads; want admitted on the snapshot", ok, err, d.count("load"))
 	}
 	clock.Advance(1)
-	if ok, err := csAdmitted(c); !ok || d.count("load") != 2 {
+	if ok, err := acquireNeutral(c); !ok || d.count("load") != 2 {
 		t.Fatalf("at 750ms: admitted %v (%v), %d reads; want admitted after a second read", ok, err, d.count("load"))
 	}
 }
@@ -136,8 +102,8 @@ func TestFastPathRefreshesSoftlyFromThreeQuarters(t *testing.T) {
 func TestOpenSnapshotIsReadAgainFromThreeQuarters(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCounting()
-	c := csAged(t, d, clock, nil)
-	csTrip(t, c)
+	c := agedCircuit(t, d, clock, nil)
+	tripCircuit(t, c)
 	if _, err := c.Acquire(context.Background()); !errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("after 3 failures: %v; want open", err)
 	}
@@ -152,7 +118,7 @@ func TestOpenSnapshotIsReadAgainFromThreeQuarters(t *testing.T) {
 		t.Fatalf("open snapshot at 750ms-1ns: %v after %d reads; want rejected without a read", err, d.count("load")-loads)
 	}
 	clock.Advance(1)
-	if ok, err := csAdmitted(c); !ok || d.count("load") != loads+1 {
+	if ok, err := acquireNeutral(c); !ok || d.count("load") != loads+1 {
 		t.Fatalf("open snapshot at 750ms, record closed: admitted %v (%v) after %d reads; want one read and admitted", ok, err, d.count("load")-loads)
 	}
 }
@@ -167,11 +133,11 @@ func TestStoreDownAdmitsUntilExactlyMaxStaleness(t *testing.T) {
 	}{{time.Second - 1, true}, {time.Second, false}} {
 		clock := fakeclock.New(rulesT0)
 		d := newCounting()
-		c := csFresh(t, d, clock, func(cfg *sharedstate.Config) { cfg.RetryDelay = -1 })
+		c := freshCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.RetryDelay = -1 })
 		d.Down(errDown)
 		clock.Advance(tc.age)
 		loads := d.count("load")
-		ok, err := csAdmitted(c)
+		ok, err := acquireNeutral(c)
 		if ok != tc.admit || !ok && !errors.Is(err, breaker.ErrUnavailable) {
 			t.Fatalf("snapshot %v old, store down: admitted %v (%v); want %v", tc.age, ok, err, tc.admit)
 		}
@@ -198,14 +164,14 @@ func TestSoftRefreshEndingAtADeadline(t *testing.T) {
 			return until
 		}, breaker.Closed},
 		{"break", func(c *sharedstate.Circuit, clock *fakeclock.Clock) time.Time {
-			csTrip(t, c)
+			tripCircuit(t, c)
 			return clock.Now().Add(time.Minute)
 		}, breaker.HalfOpen},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(rulesT0)
-			d := newCSHooked()
-			c := csAged(t, d, clock, nil)
+			d := newHookedDriver()
+			c := agedCircuit(t, d, clock, nil)
 			deadline := tc.start(c, clock)
 			clock.Set(deadline.Add(-800 * time.Millisecond))
 			if err := c.Refresh(context.Background()); err != nil {
@@ -221,7 +187,7 @@ func TestSoftRefreshEndingAtADeadline(t *testing.T) {
 				t.Fatalf("soft refresh ending at the %s's deadline: %v", tc.name, err)
 			}
 			p.Complete(breaker.Neutral)
-			if r := csStored(t, d); r.State != tc.want || r.Override != breaker.NoOverride {
+			if r := storedRecord(t, d.MemoryDriver); r.State != tc.want || r.Override != breaker.NoOverride {
 				t.Fatalf("stored %+v; want %v without override", r, tc.want)
 			}
 		})
@@ -233,14 +199,14 @@ func TestSoftRefreshEndingAtADeadline(t *testing.T) {
 func TestSoftRefreshUnderAClockSteppingBackReadsAgain(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCounting()
-	c := csFresh(t, d, clock, nil)
+	c := freshCircuit(t, d, clock, nil)
 	clock.Advance(800 * time.Millisecond)
 	d.onLoad = func() {
 		d.onLoad = nil
 		clock.Advance(-time.Second)
 	}
 	loads := d.count("load")
-	if ok, err := csAdmitted(c); !ok {
+	if ok, err := acquireNeutral(c); !ok {
 		t.Fatal(err)
 	}
 	if got := d.count("load") - loads; got != 2 {
@@ -271,7 +237,7 @@ func TestSoftRefreshEndingAtMaxStalenessDoesNotAdmit(t *testing.T) {
 				clock.Advance(tc.read)
 				d.Down(errDown)
 			}
-			if ok, err := csAdmitted(c); ok != tc.admit {
+			if ok, err := acquireNeutral(c); ok != tc.admit {
 				t.Fatalf("snapshot read at %v from the circuit's creation, soft refresh failing after %v: admitted %v (%v); want %v", readAt, tc.read, ok, err, tc.admit)
 			}
 		}
@@ -283,8 +249,8 @@ func TestSoftRefreshEndingAtMaxStalenessDoesNotAdmit(t *testing.T) {
 func TestOpenSnapshotRejectsWhileItsRefreshFails(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCounting()
-	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.BreakDuration = time.Second })
-	csTrip(t, c)
+	c := agedCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.BreakDuration = time.Second })
+	tripCircuit(t, c)
 	d.Down(errDown)
 	clock.Advance(800 * time.Millisecond) // soft refresh, which fails
 	if _, err := c.Acquire(context.Background()); !errors.Is(err, breaker.ErrOpen) {
@@ -301,8 +267,8 @@ func TestStaleOpenSnapshotRejectsUntilItsDeadline(t *testing.T) {
 	}{{2*time.Second - 1, true}, {2 * time.Second, false}} {
 		clock := fakeclock.New(rulesT0)
 		d := newCounting()
-		c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.BreakDuration = 2 * time.Second })
-		csTrip(t, c)
+		c := agedCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.BreakDuration = 2 * time.Second })
+		tripCircuit(t, c)
 		d.Down(errDown)
 		clock.Advance(tc.after)
 		_, err := c.Acquire(context.Background())
@@ -313,8 +279,8 @@ func TestStaleOpenSnapshotRejectsUntilItsDeadline(t *testing.T) {
 	// A clock that stepped back does not lift the refusal.
 	clock := fakeclock.New(rulesT0)
 	d := newCounting()
-	c := csAged(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.BreakDuration = 2 * time.Second })
-	csTrip(t, c)
+	c := agedCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.BreakDuration = 2 * time.Second })
+	tripCircuit(t, c)
 	d.Down(errDown)
 	clock.Advance(-time.Millisecond)
 	if _, err := c.Acquire(context.Background()); !errors.Is(err, breaker.ErrOpen) {
@@ -327,7 +293,7 @@ func TestStaleOpenSnapshotRejectsUntilItsDeadline(t *testing.T) {
 func TestSoftRefreshWaitsOutRetryDelay(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCounting()
-	c := csFresh(t, d, clock, nil)
+	c := freshCircuit(t, d, clock, nil)
 	d.Down(errDown)
 	clock.Advance(100 * time.Millisecond)
 	if err := c.Refresh(context.Background()); !errors.Is(err, errDown) {
@@ -336,7 +302,7 @@ func TestSoftRefreshWaitsOutRetryDelay(t *testing.T) {
 	d.Down(nil)
 	loads := d.count("load")
 	clock.Advance(700 * time.Millisecond) // 800ms old: soft refresh, 700ms into RetryDelay
-	if ok, err := csAdmitted(c); !ok || d.count("load") != loads {
+	if ok, err := acquireNeutral(c); !ok || d.count("load") != loads {
 		t.Fatalf("admitted %v (%v) after %d reads; want admitted without a read", ok, err, d.count("load")-loads)
 	}
 	if err := c.Refresh(context.Background()); !errors.Is(err, errDown) {
@@ -347,7 +313,7 @@ func TestSoftRefreshWaitsOutRetryDelay(t *testing.T) {
 // An observer added under a key replaces the one added earlier under it.
 func TestObserverUnderAKeyReplacesTheEarlierOne(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	c := csFresh(t, newCounting(), clock, nil)
+	c := freshCircuit(t, newCounting(), clock, nil)
 	var first, second []breaker.Transition
 	c.Observe("registry", func(tr breaker.Transition) { first = append(first, tr) })
 	c.Observe("registry", func(tr breaker.Transition) { second = append(second, tr) })
@@ -368,16 +334,16 @@ func TestUnusableRecordDropsTheSnapshot(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			clock := fakeclock.New(rulesT0)
-			d := newCSHooked()
-			c := csFresh(t, d, clock, nil)
-			csEdit(t, d.counting, edit)
+			d := newHookedDriver()
+			c := freshCircuit(t, d, clock, nil)
+			editRecord(t, d.MemoryDriver, edit)
 			if err := c.Refresh(context.Background()); !errors.Is(err, breaker.ErrUnavailable) {
 				t.Fatalf("Refresh of the %s record: %v; want unavailable", name, err)
 			}
 			if s := c.Snapshot(); s.Generation != 0 {
 				t.Fatalf("snapshot kept after reading the %s record: %+v", name, s)
 			}
-			if ok, err := csAdmitted(c); ok || !errors.Is(err, breaker.ErrUnavailable) {
+			if ok, err := acquireNeutral(c); ok || !errors.Is(err, breaker.ErrUnavailable) {
 				t.Fatalf("call after reading the %s record: admitted %v (%v); want unavailable", name, ok, err)
 			}
 		})
@@ -385,11 +351,11 @@ func TestUnusableRecordDropsTheSnapshot(t *testing.T) {
 		// caller started with is not used either.
 		t.Run(name+" by a soft refresh", func(t *testing.T) {
 			clock := fakeclock.New(rulesT0)
-			d := newCSHooked()
-			c := csFresh(t, d, clock, nil)
-			csEdit(t, d.counting, edit)
+			d := newHookedDriver()
+			c := freshCircuit(t, d, clock, nil)
+			editRecord(t, d.MemoryDriver, edit)
 			clock.Advance(800 * time.Millisecond)
-			if ok, err := csAdmitted(c); ok || !errors.Is(err, breaker.ErrUnavailable) {
+			if ok, err := acquireNeutral(c); ok || !errors.Is(err, breaker.ErrUnavailable) {
 				t.Fatalf("call whose soft refresh read the %s record: admitted %v (%v); want unavailable", name, ok, err)
 			}
 		})
@@ -405,7 +371,7 @@ func TestSoftRefreshReadingABreakEndingNowTakesTheProbe(t *testing.T) {
 	c := ruleCircuit(t, d, clock, nil)
 	openAt(t, c)
 	clock.Advance(30 * time.Second) // the open snapshot is old: the next call reads softly
-	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { r.OpenUntil = clock.Now().UnixNano() })
+	editRecord(t, d.MemoryDriver, func(r *sharedstate.Record) { r.OpenUntil = clock.Now().UnixNano() })
 	loads := d.count("load")
 	p, err := c.Acquire(context.Background())
 	if err != nil || !p.Probe() {
@@ -430,7 +396,129 @@ func TestSoftRefreshBehindTheCircuitsCreation(t *testing.T) {
 	}
 	clock.Advance(750 * time.Millisecond)
 	loads := d.count("load")
-	if ok, err := csAdmitted(c); !ok || d.count("load") != loads+1 {
+	if ok, err := acquireNeutral(c); !ok || d.count("load") != loads+1 {
 		t.Fatalf("at 750ms: admitted %v (%v), %d reads; want admitted after one more read", ok, err, d.count("load")-loads)
+	}
+}
+
+// slowAnswer is a driver whose next write, once armed, is applied at once but
+// answered only after then has run (time passing, other replicas writing).
+type slowAnswer struct {
+	*circuittest.MemoryDriver
+	mu   sync.Mutex
+	then func()
+}
+
+func (s *slowAnswer) Replace(ctx context.Context, id string, expect uint64, next sharedstate.Record) error {
+	err := s.MemoryDriver.Replace(ctx, id, expect, next)
+	s.mu.Lock()
+	then := s.then
+	s.then = nil
+	s.mu.Unlock()
+	if err == nil && then != nil {
+		then()
+	}
+	return err
+}
+
+// A snapshot's age counts from when the write was sent, not from when its answer came:
+// a write answered 900 ms after it was applied leaves a snapshot 900 ms old, which
+// a 1 s MaxStaleness must not trust for long, since the record may have moved on in
+// the meantime (here another replica opened it).
+func TestWrittenSnapshotAgesFromTheRequest(t *testing.T) {
+	clock := fakeclock.New(time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC))
+	store := &circuittest.MemoryDriver{}
+	slow := &slowAnswer{MemoryDriver: store}
+	p := breaker.Policy{Scope: breaker.SharedDependency, FailureThreshold: 1, BreakDuration: time.Minute}
+	newCircuit := func(d sharedstate.Driver) *sharedstate.Circuit {
+		c, err := sharedstate.New(sharedstate.Config{Identity: "kafka:orders", Policy: p, Scope: breaker.SharedDependency,
+			Driver: d, Clock: clock, MaxStaleness: time.Second, RetryDelay: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c, other := newCircuit(slow), newCircuit(store)
+	ctx := context.Background()
+	if err := c.Refresh(ctx); err != nil { // creates the record
+		t.Fatal(err)
+	}
+	slow.then = func() {
+		clock.Advance(900 * time.Millisecond)
+		if err := other.ForceOpen(ctx, clock.Now().Add(time.Hour)); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := c.ForceClose(ctx, clock.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.Acquire(ctx); !errors.Is(err, breaker.ErrOpen) {
+		p.Complete(breaker.Success)
+		t.Fatalf("Acquire on a snapshot written 900 ms ago, of a circuit opened since: %v; want a rejection after a refresh", err)
+	}
+}
+
+// The read that several callers wait for serves them all: the caller that started it
+// cancelling its context must not fail the others.
+func TestSharedReadOutlivesItsFirstCaller(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, nil)
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	d.onLoad = func() {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-release
+	}
+	leaderCtx, cancel := context.WithCancel(context.Background())
+	leader := make(chan error, 1)
+	go func() { leader <- c.Refresh(leaderCtx) }()
+	<-started
+	waiter := make(chan error, 1)
+	go func() { waiter <- c.Refresh(context.Background()) }()
+	waitForJoin(t)
+	cancel()
+	close(release)
+	<-leader
+	if err := <-waiter; err != nil {
+		t.Fatalf("a caller waiting on a read whose first caller cancelled: %v; want the read's result", err)
+	}
+}
+
+// waitForJoin returns once a goroutine waits in refresh for the read in flight (its
+// stack shows it parked in refresh's select), so that the test is about a waiter.
+func waitForJoin(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); runtime.Gosched() {
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "[select") && strings.Contains(g, "sharedstate.(*Circuit).refresh(") {
+				return
+			}
+		}
+	}
+	t.Fatal("no caller joined the read in flight")
+}
+
+// A soft refresh that took longer than MaxStaleness must not admit on the clock
+// reading from before it: the snapshot is stale by then.
+func TestSoftRefreshDecidesOnTheClockAfterIt(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.RetryDelay = -1 })
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(800 * time.Millisecond) // past three quarters: the next Acquire refreshes softly
+	d.onLoad = func() {
+		clock.Advance(time.Second) // the read takes a second...
+		d.Down(errDown)            // ...and fails
+	}
+	if p, err := c.Acquire(context.Background()); err == nil {
+		p.Complete(breaker.Neutral)
+		t.Fatal("admitted on a snapshot that was 1.8 s old when the refresh ended (MaxStaleness 1 s)")
 	}
 }

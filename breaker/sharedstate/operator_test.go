@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,27 +13,6 @@ import (
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
-
-// transitions records what a replica's observer is told.
-type transitions struct {
-	mu   sync.Mutex
-	seen []breaker.Transition
-}
-
-func (o *transitions) observe(t breaker.Transition) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.seen = append(o.seen, t)
-}
-
-func (o *transitions) last() breaker.Transition {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if len(o.seen) == 0 {
-		return breaker.Transition{}
-	}
-	return o.seen[len(o.seen)-1]
-}
 
 // TestOperatorHoldsAReplicasCircuit drives a replica's circuit with the Operator, which
 // knows no policy: it reads the opened circuit, holds it closed and clears the hold,
@@ -225,5 +204,78 @@ func TestOperatorRefusesACorruptRecord(t *testing.T) {
 	loadReplace := struct{ sharedstate.Driver }{store} // only the Driver's methods
 	if err := (&sharedstate.Operator{Driver: loadReplace}).List(ctx, "", func(string) error { return nil }); !errors.Is(err, sharedstate.ErrNotListable) {
 		t.Fatalf("List on a driver that cannot list = %v; want ErrNotListable", err)
+	}
+}
+
+// How an operator's hold reports a store that refuses or keeps changing, and
+// ComparePolicies.
+
+// operatorOver returns an Operator over h, whose circuit "kafka:orders" exists.
+func operatorOver(t *testing.T, h *flakyDriver, clock *fakeclock.Clock) *sharedstate.Operator {
+	t.Helper()
+	if err := ruleCircuit(t, h, clock, nil).Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return &sharedstate.Operator{Driver: h, Clock: clock}
+}
+
+// A hold whose write fails with a store error returns that error after one attempt.
+func TestOperatorHoldReturnsAStoreErrorAtOnce(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	h := newFlakyDriver()
+	op := operatorOver(t, h, clock)
+	h.m.RefuseWrites(errOOM)
+	_, before := h.counts()
+	if _, err := op.ForceOpen(context.Background(), "kafka:orders", clock.Now().Add(time.Minute)); !errors.Is(err, errOOM) {
+		t.Fatalf("ForceOpen over a store refusing writes: %v; want the refusal", err)
+	}
+	if _, after := h.counts(); after-before != 1 {
+		t.Fatalf("%d writes tried; want 1 (a store error is no conflict to retry)", after-before)
+	}
+}
+
+// A hold whose writes keep conflicting gives up with an error naming the circuit.
+func TestOperatorHoldUnderContentionNamesTheCircuit(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	h := newFlakyDriver()
+	op := operatorOver(t, h, clock)
+	h.mu.Lock()
+	h.conflict = true
+	h.mu.Unlock()
+	_, err := op.ForceClose(context.Background(), "kafka:orders", clock.Now().Add(time.Minute))
+	if err == nil || errors.Is(err, sharedstate.ErrConflict) || !strings.Contains(err.Error(), `circuit "kafka:orders"`) {
+		t.Fatalf("ForceClose under contention: %v; want an error naming the circuit", err)
+	}
+}
+
+// ComparePolicies accepts the same policy and names a difference in any other.
+func TestComparePoliciesSameAndDifferent(t *testing.T) {
+	p := breaker.Policy{Scope: breaker.SharedDependency, FailureThreshold: 3, BreakDuration: time.Minute}
+	if err := sharedstate.ComparePolicies("kafka:orders", p, p); err != nil {
+		t.Fatalf("the same policy: %v; want nil", err)
+	}
+	q := p
+	q.FailureThreshold = 4
+	if err := sharedstate.ComparePolicies("kafka:orders", p, q); !errors.Is(err, sharedstate.ErrPolicyMismatch) {
+		t.Fatalf("another threshold: %v; want a mismatch", err)
+	}
+}
+
+// An Operator without MaxHold bounds holds by DefaultMaxHold; a negative MaxHold sets
+// no bound.
+func TestOperatorDefaultMaxHold(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	op := operatorOver(t, newFlakyDriver(), clock)
+	ctx := context.Background()
+	var he *breaker.HoldError
+	if _, err := op.ForceOpen(ctx, "kafka:orders", clock.Now().Add(sharedstate.DefaultMaxHold+time.Second)); !errors.As(err, &he) {
+		t.Fatalf("a hold past DefaultMaxHold with MaxHold unset: %v; want a *HoldError", err)
+	}
+	if _, err := op.ForceOpen(ctx, "kafka:orders", clock.Now().Add(sharedstate.DefaultMaxHold)); err != nil {
+		t.Fatalf("a hold of exactly DefaultMaxHold: %v", err)
+	}
+	op.MaxHold = -1
+	if _, err := op.ForceOpen(ctx, "kafka:orders", clock.Now().Add(sharedstate.DefaultMaxHold+time.Hour)); err != nil {
+		t.Fatalf("a long hold with a negative MaxHold: %v", err)
 	}
 }

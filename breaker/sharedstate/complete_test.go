@@ -1,15 +1,16 @@
 package sharedstate_test
 
-// CompletePermit's edges that only other packages' tests reached, or none (issue 33):
-// slow successes, lost writes on the counter and replace paths, a reset that finds
-// the count already reset or at the threshold, and probe outcomes after the circuit
-// moved on.
+// What a completed permit writes (complete.go): slow successes, lost writes on the
+// counter and replace paths, resets (sent once per version, sent again when lost,
+// refused by the store), a reset that finds the count already reset or at the
+// threshold, outcomes under an override, and probe outcomes at their edges.
 
 import (
 	"context"
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,104 +20,6 @@ import (
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 
-// esHooked is a replace-only driver over a MemoryDriver that counts requests and can
-// fail loads or make every replace conflict.
-type esHooked struct {
-	m        *circuittest.MemoryDriver
-	mu       sync.Mutex
-	loads    int
-	replaces int
-	loadErr  error // returned by Load when set
-	conflict bool  // every Replace returns ErrConflict
-}
-
-func esNewHooked() *esHooked { return &esHooked{m: &circuittest.MemoryDriver{}} }
-
-func (h *esHooked) Load(ctx context.Context, id string) (sharedstate.Record, error) {
-	h.mu.Lock()
-	h.loads++
-	err := h.loadErr
-	h.mu.Unlock()
-	if err != nil {
-		return sharedstate.Record{}, err
-	}
-	return h.m.Load(ctx, id)
-}
-
-func (h *esHooked) Replace(ctx context.Context, id string, expect uint64, next sharedstate.Record) error {
-	h.mu.Lock()
-	h.replaces++
-	conflict := h.conflict
-	h.mu.Unlock()
-	if conflict {
-		return sharedstate.ErrConflict
-	}
-	return h.m.Replace(ctx, id, expect, next)
-}
-
-func (h *esHooked) failLoads(err error) {
-	h.mu.Lock()
-	h.loadErr = err
-	h.mu.Unlock()
-}
-
-func (h *esHooked) counts() (loads, replaces int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.loads, h.replaces
-}
-
-// stored returns the record of the test circuit.
-func (h *esHooked) stored(t *testing.T) sharedstate.Record {
-	t.Helper()
-	r, err := h.m.Load(context.Background(), "kafka:orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-// esHookedCounter is esHooked with the MemoryDriver's Counter, whose AddFailure can be
-// made to conflict.
-type esHookedCounter struct {
-	*esHooked
-	addConflict bool
-}
-
-func (h *esHookedCounter) AddFailure(ctx context.Context, id string, c sharedstate.Closed) (sharedstate.Record, error) {
-	if h.addConflict {
-		return sharedstate.Record{}, sharedstate.ErrConflict
-	}
-	return h.m.AddFailure(ctx, id, c)
-}
-
-func (h *esHookedCounter) ResetFailures(ctx context.Context, id string, c sharedstate.Closed) (sharedstate.Record, error) {
-	return h.m.ResetFailures(ctx, id, c)
-}
-
-// esEdit stores the record of the test circuit after edit, one version on, as another
-// replica's write would.
-func esEdit(t *testing.T, m *circuittest.MemoryDriver, edit func(*sharedstate.Record)) sharedstate.Record {
-	t.Helper()
-	r, err := m.Load(context.Background(), "kafka:orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	edit(&r)
-	r.Version++
-	m.Set("kafka:orders", r)
-	return r
-}
-
-func esAcquire(t *testing.T, c *sharedstate.Circuit) breaker.Permit {
-	t.Helper()
-	p, err := c.Acquire(context.Background())
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
-	return p
-}
-
 // A closed call's success that took longer than SlowCallDuration counts as a failure;
 // one that took exactly SlowCallDuration is a success.
 func TestSlowClosedSuccessCountsAsAFailure(t *testing.T) {
@@ -125,13 +28,13 @@ func TestSlowClosedSuccessCountsAsAFailure(t *testing.T) {
 		cfg.Policy.SlowCallDuration = time.Second
 		cfg.MaxStaleness = time.Hour
 	})
-	p := esAcquire(t, c)
+	p := mustAcquire(t, c)
 	clock.Advance(time.Second)
 	p.Complete(breaker.Success)
 	if s := c.Snapshot(); s.Failures != 0 {
 		t.Fatalf("a success of exactly SlowCallDuration: %d failures; want 0", s.Failures)
 	}
-	p = esAcquire(t, c)
+	p = mustAcquire(t, c)
 	clock.Advance(time.Second + time.Nanosecond)
 	if !p.Complete(breaker.Success) {
 		t.Fatal("a slow success did not count")
@@ -139,24 +42,6 @@ func TestSlowClosedSuccessCountsAsAFailure(t *testing.T) {
 	if s := c.Snapshot(); s.Failures != 1 {
 		t.Fatalf("a success slower than SlowCallDuration: %d failures; want 1", s.Failures)
 	}
-}
-
-// esProbe opens c with three failures, waits out the break and returns the probe
-// admitted then.
-func esProbe(t *testing.T, c *sharedstate.Circuit, clock *fakeclock.Clock) breaker.Permit {
-	t.Helper()
-	for range 3 {
-		outcome(t, c, breaker.Failure)
-	}
-	if s := c.Snapshot(); s.State != breaker.Open {
-		t.Fatalf("after 3 failures: %+v; want open", s)
-	}
-	clock.Advance(time.Minute)
-	p := esAcquire(t, c)
-	if !p.Probe() {
-		t.Fatal("the call after the break is no probe")
-	}
-	return p
 }
 
 // A probe's success that took longer than SlowCallDuration fails the probe; one of
@@ -172,7 +57,7 @@ func TestSlowProbeSuccessFailsTheProbe(t *testing.T) {
 			cfg.Policy.SlowCallDuration = time.Second
 			cfg.Policy.ProbeLease = 10 * time.Second
 		})
-		p := esProbe(t, c, clock)
+		p := openThenProbe(t, c, clock)
 		clock.Advance(tc.took)
 		if !p.Complete(breaker.Success) {
 			t.Fatalf("a probe success after %v did not count", tc.took)
@@ -194,10 +79,10 @@ func TestReplacePathResetFindsTheCountMoved(t *testing.T) {
 	}{{"already reset", 0, breaker.Closed}, {"at the threshold", 3, breaker.Open}} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(rulesT0)
-			h := esNewHooked()
+			h := newFlakyDriver()
 			c := ruleCircuit(t, h, clock, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
 			outcome(t, c, breaker.Failure)
-			esEdit(t, h.m, func(r *sharedstate.Record) { r.Failures = tc.failures })
+			editRecord(t, h.m, func(r *sharedstate.Record) { r.Failures = tc.failures })
 			before := h.stored(t)
 			if !outcome(t, c, breaker.Success) {
 				t.Fatal("the success did not count")
@@ -233,10 +118,10 @@ func TestCounterResetConflicts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(rulesT0)
-			h := &esHookedCounter{esHooked: esNewHooked()}
+			h := &flakyCounter{flakyDriver: newFlakyDriver()}
 			c := ruleCircuit(t, h, clock, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
 			outcome(t, c, breaker.Failure)
-			esEdit(t, h.m, func(r *sharedstate.Record) { r.Failures = tc.failures })
+			editRecord(t, h.m, func(r *sharedstate.Record) { r.Failures = tc.failures })
 			h.failLoads(tc.loadErr)
 			if got := outcome(t, c, breaker.Success); tc.wantTaken != "" && strconv.FormatBool(got) != tc.wantTaken {
 				t.Fatalf("Complete = %v; want %s", got, tc.wantTaken)
@@ -252,7 +137,7 @@ func TestCounterResetConflicts(t *testing.T) {
 // refusal: under KeepLocal it counts here, and the replica reports itself degraded.
 func TestCounterAddConflictThenFailedReadKeepsTheFailureHere(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	h := &esHookedCounter{esHooked: esNewHooked()}
+	h := &flakyCounter{flakyDriver: newFlakyDriver()}
 	c := ruleCircuit(t, h, clock, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
 	if err := c.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
@@ -271,10 +156,10 @@ func TestCounterAddConflictThenFailedReadKeepsTheFailureHere(t *testing.T) {
 // generation changes nothing and writes nothing.
 func TestReplacePathFailureAfterTheGenerationMovedOn(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	h := esNewHooked()
+	h := newFlakyDriver()
 	c := ruleCircuit(t, h, clock, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
-	p := esAcquire(t, c)
-	moved := esEdit(t, h.m, func(r *sharedstate.Record) {
+	p := mustAcquire(t, c)
+	moved := editRecord(t, h.m, func(r *sharedstate.Record) {
 		r.State, r.Generation, r.OpenUntil, r.Failures = breaker.Open, r.Generation+1, clock.Now().Add(time.Minute).UnixNano(), 3
 	})
 	if p.Complete(breaker.Failure) {
@@ -289,14 +174,14 @@ func TestReplacePathFailureAfterTheGenerationMovedOn(t *testing.T) {
 // is reported to OnError and does not count; the store is left alone for RetryDelay.
 func TestReplacePathFailedReadAfterAConflict(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	h := esNewHooked()
+	h := newFlakyDriver()
 	var reported []error
 	c := ruleCircuit(t, h, clock, func(cfg *sharedstate.Config) {
 		cfg.MaxStaleness = time.Hour
 		cfg.OnError = func(err error) { reported = append(reported, err) }
 	})
-	p := esAcquire(t, c)
-	esEdit(t, h.m, func(*sharedstate.Record) {})
+	p := mustAcquire(t, c)
+	editRecord(t, h.m, func(*sharedstate.Record) {})
 	h.failLoads(errDown)
 	if p.Complete(breaker.Failure) {
 		t.Fatal("a failure that could not be written counted")
@@ -305,7 +190,7 @@ func TestReplacePathFailedReadAfterAConflict(t *testing.T) {
 		t.Fatalf("OnError got %v; want the failed read, as ErrUnavailable", reported)
 	}
 	_, writes := h.counts()
-	p = esAcquire(t, c)
+	p = mustAcquire(t, c)
 	if p.Complete(breaker.Failure) {
 		t.Fatal("a failure within RetryDelay of a failed read counted")
 	}
@@ -318,9 +203,9 @@ func TestReplacePathFailedReadAfterAConflict(t *testing.T) {
 // bounded number of attempts and does not count.
 func TestReplacePathGivesUpOnContention(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	h := esNewHooked()
+	h := newFlakyDriver()
 	c := ruleCircuit(t, h, clock, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
-	p := esAcquire(t, c)
+	p := mustAcquire(t, c)
 	h.mu.Lock()
 	h.conflict = true
 	h.mu.Unlock()
@@ -337,9 +222,9 @@ func TestReplacePathGivesUpOnContention(t *testing.T) {
 // read) changes nothing and sends nothing.
 func TestProbeOutcomeDuringRetryDelayIsDropped(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	h := esNewHooked()
+	h := newFlakyDriver()
 	c := ruleCircuit(t, h, clock, func(cfg *sharedstate.Config) { cfg.RetryDelay = time.Minute })
-	p := esProbe(t, c, clock)
+	p := openThenProbe(t, c, clock)
 	h.failLoads(errDown)
 	clock.Advance(2 * time.Second)
 	if err := c.Refresh(context.Background()); !errors.Is(err, errDown) {
@@ -359,9 +244,9 @@ func TestProbeOutcomeDuringRetryDelayIsDropped(t *testing.T) {
 // changes nothing, without a read.
 func TestProbeOutcomeAfterTheCircuitMovedOnIsDropped(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	h := esNewHooked()
+	h := newFlakyDriver()
 	c := ruleCircuit(t, h, clock, nil)
-	p := esProbe(t, c, clock)
+	p := openThenProbe(t, c, clock)
 	if err := c.ForceOpen(context.Background(), clock.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
@@ -382,12 +267,12 @@ func TestProbeOutcomeAfterTheCircuitMovedOnIsDropped(t *testing.T) {
 // and dropped.
 func TestProbeOutcomeWithoutASnapshotReadsTheRecord(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	h := esNewHooked()
+	h := newFlakyDriver()
 	var reported []error
 	c := ruleCircuit(t, h, clock, func(cfg *sharedstate.Config) {
 		cfg.OnError = func(err error) { reported = append(reported, err) }
 	})
-	p := esProbe(t, c, clock)
+	p := openThenProbe(t, c, clock)
 	c.Forget()
 	if !p.Complete(breaker.Success) {
 		t.Fatal("a probe's success after Forget did not count")
@@ -397,11 +282,11 @@ func TestProbeOutcomeWithoutASnapshotReadsTheRecord(t *testing.T) {
 	}
 
 	clock2 := fakeclock.New(rulesT0)
-	h2 := esNewHooked()
+	h2 := newFlakyDriver()
 	c2 := ruleCircuit(t, h2, clock2, func(cfg *sharedstate.Config) {
 		cfg.OnError = func(err error) { reported = append(reported, err) }
 	})
-	p = esProbe(t, c2, clock2)
+	p = openThenProbe(t, c2, clock2)
 	c2.Forget()
 	h2.failLoads(errDown)
 	reported = nil
@@ -420,10 +305,10 @@ func TestProbeOutcomeWithoutASnapshotReadsTheRecord(t *testing.T) {
 // generation) changes nothing and writes nothing.
 func TestProbeOutcomeAfterAnotherReplicaMovedOn(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	h := esNewHooked()
+	h := newFlakyDriver()
 	c := ruleCircuit(t, h, clock, nil)
-	p := esProbe(t, c, clock)
-	moved := esEdit(t, h.m, func(r *sharedstate.Record) {
+	p := openThenProbe(t, c, clock)
+	moved := editRecord(t, h.m, func(r *sharedstate.Record) {
 		r.State, r.Generation, r.Leases = breaker.Open, r.Generation+1, nil
 		r.OpenUntil, r.FailedProbes = clock.Now().Add(2*time.Minute).UnixNano(), 1
 	})
@@ -439,10 +324,10 @@ func TestProbeOutcomeAfterAnotherReplicaMovedOn(t *testing.T) {
 // the circuit leaves that opening as it is: no second OPEN, no new deadline.
 func TestCounterResetAfterAnotherReplicaOpenedWritesNothing(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
-	h := &esHookedCounter{esHooked: esNewHooked()}
+	h := &flakyCounter{flakyDriver: newFlakyDriver()}
 	c := ruleCircuit(t, h, clock, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
 	outcome(t, c, breaker.Failure)
-	opened := esEdit(t, h.m, func(r *sharedstate.Record) {
+	opened := editRecord(t, h.m, func(r *sharedstate.Record) {
 		r.State, r.Generation, r.Failures = breaker.Open, r.Generation+1, 3
 		r.OpenUntil, r.Reason, r.Since = clock.Now().Add(time.Minute).UnixNano(), breaker.ReasonFailureThreshold, clock.Now().UnixNano()
 	})
@@ -471,8 +356,8 @@ func TestSuccessesSendNothingOnACleanOrTrippedSnapshot(t *testing.T) {
 	if n := requests() - before; n != 0 {
 		t.Fatalf("5 successes on a clean snapshot sent %d requests; want 0", n)
 	}
-	p := esAcquire(t, c)
-	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { r.Failures = 3 }) // tripped, OPEN not yet written
+	p := mustAcquire(t, c)
+	editRecord(t, d.MemoryDriver, func(r *sharedstate.Record) { r.Failures = 3 }) // tripped, OPEN not yet written
 	if err := c.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -489,14 +374,14 @@ func TestSuccessesSendNothingOnACleanOrTrippedSnapshot(t *testing.T) {
 func TestFailureOfAnEndedClosedGenerationDoesNotCount(t *testing.T) {
 	for _, counter := range []bool{false, true} {
 		clock := fakeclock.New(rulesT0)
-		h := esNewHooked()
+		h := newFlakyDriver()
 		var d sharedstate.Driver = h
 		if counter {
-			d = &esHookedCounter{esHooked: h}
+			d = &flakyCounter{flakyDriver: h}
 		}
 		c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
-		p := esAcquire(t, c)
-		moved := esEdit(t, h.m, func(r *sharedstate.Record) {
+		p := mustAcquire(t, c)
+		moved := editRecord(t, h.m, func(r *sharedstate.Record) {
 			r.Generation, r.Reason, r.Since = r.Generation+2, breaker.ReasonProbeSucceeded, clock.Now().UnixNano()
 		})
 		if p.Complete(breaker.Failure) {
@@ -505,5 +390,288 @@ func TestFailureOfAnEndedClosedGenerationDoesNotCount(t *testing.T) {
 		if r := h.stored(t); r.Version != moved.Version || r.Failures != 0 {
 			t.Fatalf("counter %v: stored %+v; want the new generation untouched", counter, r)
 		}
+	}
+}
+
+// A Success whose reset could not be written leaves the failures standing; the next
+// Success must send the reset again, or failures that were not consecutive open the
+// circuit.
+func TestFailedResetIsSentAgain(t *testing.T) {
+	for name, wrap := range map[string]func(*circuittest.MemoryDriver) sharedstate.Driver{
+		"Counter":     func(m *circuittest.MemoryDriver) sharedstate.Driver { return m },
+		"ReplaceOnly": func(m *circuittest.MemoryDriver) sharedstate.Driver { return replaceOnly{m} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			store := &circuittest.MemoryDriver{}
+			c, err := sharedstate.New(sharedstate.Config{Identity: "kafka:orders", Scope: breaker.SharedDependency,
+				Policy: breaker.Policy{Scope: breaker.SharedDependency, FailureThreshold: 3, BreakDuration: time.Minute},
+				Driver: wrap(store), RetryDelay: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := func(o breaker.Outcome) bool {
+				t.Helper()
+				p, err := c.Acquire(context.Background())
+				if err != nil {
+					t.Fatalf("Acquire: %v", err)
+				}
+				return p.Complete(o)
+			}
+			call(breaker.Failure)
+			call(breaker.Failure)
+			store.Down(errDown)
+			p, err := c.Acquire(context.Background()) // on the snapshot
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Complete(breaker.Success) {
+				t.Fatal("a reset that could not be written counted")
+			}
+			store.Down(nil)
+			call(breaker.Success)
+			call(breaker.Failure)
+			if s := c.Snapshot(); s.State != breaker.Closed || s.Failures != 1 {
+				t.Fatalf("after F F S(lost) S F: %v with %d failures; want closed with 1", s.State, s.Failures)
+			}
+		})
+	}
+}
+
+// A reset the store refuses is handled like any refused write (complete.go:
+// resetFailures, degraded.go: writeFailed): OnError is told, and under KeepLocal the
+// replica keeps its evidence locally (degraded), under FailClosed it refuses calls for
+// RetryDelay.
+
+// resetRefusingDriver is a Counter driver whose ResetFailures the store refuses.
+type resetRefusingDriver struct {
+	*circuittest.MemoryDriver
+}
+
+func (resetRefusingDriver) ResetFailures(context.Context, string, sharedstate.Closed) (sharedstate.Record, error) {
+	return sharedstate.Record{}, errOOM
+}
+
+// After a failure counted in the store, the Success whose reset the store refuses is
+// not taken into account, OnError is told the refusal, and the replica is degraded
+// (KeepLocal) or refuses the next call (FailClosed).
+func TestRefusedResetIsReportedAndKept(t *testing.T) {
+	for _, mode := range []sharedstate.StoreFailure{sharedstate.KeepLocal, sharedstate.FailClosed} {
+		t.Run(map[sharedstate.StoreFailure]string{sharedstate.KeepLocal: "KeepLocal", sharedstate.FailClosed: "FailClosed"}[mode], func(t *testing.T) {
+			clock := fakeclock.New(rulesT0)
+			var mu sync.Mutex
+			var reported []error
+			c := ruleCircuit(t, resetRefusingDriver{&circuittest.MemoryDriver{}}, clock, func(cfg *sharedstate.Config) {
+				cfg.OnStoreFailure = mode
+				cfg.OnError = func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() }
+			})
+			outcome(t, c, breaker.Failure) // counted in the store
+			if outcome(t, c, breaker.Success) {
+				t.Fatal("a Success whose reset the store refused was taken into account")
+			}
+			mu.Lock()
+			n := len(reported)
+			told := n > 0 && errors.Is(reported[n-1], errOOM)
+			mu.Unlock()
+			if !told {
+				t.Fatalf("OnError after a refused reset: %d errors, the last not the refusal; want it told", n)
+			}
+			switch mode {
+			case sharedstate.KeepLocal:
+				if s := c.Snapshot(); s.DegradedSince.IsZero() {
+					t.Fatalf("Snapshot after a refused reset under KeepLocal: %+v; want degraded", s)
+				}
+			case sharedstate.FailClosed:
+				if _, err := c.Acquire(context.Background()); !errors.Is(err, breaker.ErrUnavailable) {
+					t.Fatalf("Acquire within RetryDelay of a refused reset under FailClosed: %v; want ErrUnavailable", err)
+				}
+			}
+		})
+	}
+}
+
+// Probe outcomes at their edges: the break doubling per failed probe and its reset
+// by a success, a lease that ends exactly as the probe completes, and the cost of a
+// probe's outcome in requests.
+
+// A failed probe doubles the break and is counted in FailedProbes; the probe that
+// closes the circuit clears them, so that the next outage starts from the policy's
+// break again.
+func TestFailedProbesDoubleTheBreakUntilAProbeSucceeds(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.MaxBreakDuration = time.Hour })
+	openThenProbe(t, c, clock).Complete(breaker.Failure)
+	until := clock.Now().Add(2 * time.Minute)
+	if s := c.Snapshot(); s.State != breaker.Open || !s.NotBefore.Equal(until) || s.FailedProbes != 1 {
+		t.Fatalf("after a failed probe: %+v; want open until %v with 1 failed probe", s, until)
+	}
+	clock.Set(until)
+	p := mustAcquire(t, c)
+	if !p.Probe() || !p.Complete(breaker.Success) {
+		t.Fatal("the second probe was not admitted or its success not counted")
+	}
+	if s := c.Snapshot(); s.State != breaker.Closed || s.FailedProbes != 0 {
+		t.Fatalf("after a successful probe: %+v; want closed with no failed probes", s)
+	}
+	if r, _ := d.Load(context.Background(), "kafka:orders"); r.FailedProbes != 0 {
+		t.Fatalf("stored %d failed probes after the close; want 0", r.FailedProbes)
+	}
+	openThenProbe(t, c, clock).Complete(breaker.Failure) // a new outage: the first failed probe again
+	if s := c.Snapshot(); !s.NotBefore.Equal(clock.Now().Add(2 * time.Minute)) {
+		t.Fatalf("the first failed probe of a new outage breaks until %v; want 2 minutes", s.NotBefore)
+	}
+}
+
+// A probe that completes exactly when its lease ends no longer counts: another
+// replica may have taken the slot over.
+func TestProbeAtItsLeaseEndDoesNotCount(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.Policy.ProbeLease = 10 * time.Second })
+	p := openThenProbe(t, c, clock)
+	clock.Advance(10*time.Second - time.Nanosecond)
+	if _, err := c.Acquire(context.Background()); err == nil {
+		t.Fatal("a second probe admitted while the first lease holds")
+	}
+	clock.Advance(time.Nanosecond)
+	if p.Complete(breaker.Success) {
+		t.Fatal("a probe completed at its lease's end counted")
+	}
+	if r, _ := d.Load(context.Background(), "kafka:orders"); r.State != breaker.HalfOpen {
+		t.Fatalf("stored %+v; want still half-open", r)
+	}
+}
+
+// A probe's outcome on a fresh snapshot of its generation costs one write and no read.
+func TestProbeOutcomeOnAFreshSnapshotReadsNothing(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, nil)
+	p := openThenProbe(t, c, clock)
+	loads, writes := d.count("load"), d.count("replace")
+	if !p.Complete(breaker.Success) {
+		t.Fatal("the probe's success did not count")
+	}
+	if l, w := d.count("load")-loads, d.count("replace")-writes; l != 0 || w != 1 {
+		t.Fatalf("the probe's outcome cost %d reads and %d writes; want 0 and 1", l, w)
+	}
+}
+
+// A probe that fails after another succeeded opens a clean record: no success count
+// and no lease of the half-open state carried into the break (Record.Check refuses
+// leases on an open record).
+func TestFailedProbeOpensACleanRecord(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) {
+		cfg.Policy.HalfOpenMaxProbes, cfg.Policy.SuccessesToClose = 2, 2
+	})
+	first := openThenProbe(t, c, clock)
+	second := mustAcquire(t, c)
+	if !second.Probe() {
+		t.Fatal("the second call after the break is no probe")
+	}
+	first.Complete(breaker.Success) // one of two successes
+	second.Complete(breaker.Failure)
+	r, err := d.Load(context.Background(), "kafka:orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != breaker.Open || r.Successes != 0 || len(r.Leases) != 0 || r.Check("kafka:orders") != nil {
+		t.Fatalf("record after the failed probe: %+v (check: %v); want open, no successes, no leases", r, r.Check("kafka:orders"))
+	}
+}
+
+// Over a driver without a Counter, the failure that reaches the threshold opens the
+// circuit in the same write, and not one failure before it.
+func TestReplacePathOpensAtTheThreshold(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, replaceOnly{d.MemoryDriver}, clock, nil)
+	outcome(t, c, breaker.Failure)
+	outcome(t, c, breaker.Failure)
+	if s := c.Snapshot(); s.State != breaker.Closed || s.Failures != 2 {
+		t.Fatalf("after 2 of 3 failures: %+v; want closed with 2", s)
+	}
+	outcome(t, c, breaker.Failure)
+	r, _ := d.Load(context.Background(), "kafka:orders")
+	if r.State != breaker.Open {
+		t.Fatalf("stored after the third failure: %+v; want open", r)
+	}
+}
+
+// A burst of successes after a failure sends one reset, not one each.
+func TestResetIsSentOncePerVersion(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, nil)
+	outcome(t, c, breaker.Failure)
+	permits := make([]breaker.Permit, 10)
+	for i := range permits {
+		p, err := c.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		permits[i] = p
+	}
+	// The first reset is held in flight while the other nine successes complete: they
+	// must count on it rather than send their own.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	d.onReset = func() {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(entered)
+			<-release
+		}
+	}
+	var counted atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		if permits[0].Complete(breaker.Success) {
+			counted.Add(1)
+		}
+		close(done)
+	}()
+	<-entered
+	for _, p := range permits[1:] {
+		if p.Complete(breaker.Success) {
+			counted.Add(1)
+		}
+	}
+	close(release)
+	<-done
+	if got := d.count("reset"); got != 1 {
+		t.Fatalf("%d resets for a burst of 10 successes; want 1", got)
+	}
+	if counted.Load() != 10 {
+		t.Fatalf("%d of 10 successes counted; want all", counted.Load())
+	}
+}
+
+// Under an override, outcomes change nothing: a ForceClose does not count failures,
+// and writes nothing for them.
+func TestOutcomesUnderAnOverrideChangeNothing(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, nil)
+	if err := c.ForceClose(context.Background(), clock.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	writes := d.count("add") + d.count("replace")
+	for range 5 {
+		if outcome(t, c, breaker.Failure) {
+			t.Fatal("a failure under ForceClose counted")
+		}
+	}
+	if got := d.count("add") + d.count("replace") - writes; got != 0 {
+		t.Fatalf("%d writes for failures under ForceClose; want 0", got)
+	}
+	if s := c.Snapshot(); s.State != breaker.Closed || s.Failures != 0 {
+		t.Fatalf("after 5 failures under ForceClose: %+v; want closed with none", s)
+	}
+	if _, err := c.Acquire(context.Background()); errors.Is(err, breaker.ErrOpen) {
+		t.Fatal("ForceClose did not hold")
 	}
 }

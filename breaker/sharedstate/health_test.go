@@ -15,28 +15,18 @@ import (
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 
-// sa3Stored returns the test circuit's record in the store.
-func sa3Stored(t *testing.T, d *counting) sharedstate.Record {
-	t.Helper()
-	r, err := d.MemoryDriver.Load(context.Background(), "kafka:orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 // A ForceOpen opens by an operator's hand, not by failures: the record it writes
 // does not carry the failure text of a call that failed before it.
 func TestForceOpenCarriesNoFailureText(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newCounting()
 	c := ruleCircuit(t, d, clock, nil)
-	esAcquire(t, c).CompleteWith(breaker.Failure, errors.New("sa3: broker said no")) // one of three
+	mustAcquire(t, c).CompleteWith(breaker.Failure, errors.New("broker said no")) // one of three
 	clock.Advance(time.Second)
 	if err := c.ForceOpen(context.Background(), clock.Now().Add(10*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if r := sa3Stored(t, d); r.State != breaker.Open || r.LastError != "" || r.LastErrorAt != 0 {
+	if r := storedRecord(t, d.MemoryDriver); r.State != breaker.Open || r.LastError != "" || r.LastErrorAt != 0 {
 		t.Fatalf("record after ForceOpen: %v, LastError %q at %d; want open with no failure text", r.State, r.LastError, r.LastErrorAt)
 	}
 }
@@ -55,12 +45,12 @@ func TestFailureAtItsGenerationsStartIsNoted(t *testing.T) {
 	if err := c.ClearOverride(ctx); err != nil { // closed, Since now
 		t.Fatal(err)
 	}
-	if r := sa3Stored(t, d); r.Since != clock.Now().UnixNano() {
+	if r := storedRecord(t, d.MemoryDriver); r.Since != clock.Now().UnixNano() {
 		t.Fatalf("cleared ForceClose: Since %d; want now, %d", r.Since, clock.Now().UnixNano())
 	}
-	esAcquire(t, c).CompleteWith(breaker.Failure, errors.New("sa3: broker said no")) // the same instant: opens
-	r := sa3Stored(t, d)
-	if r.State != breaker.Open || r.LastError != "sa3: broker said no" || r.LastErrorAt != clock.Now().UnixNano() {
+	mustAcquire(t, c).CompleteWith(breaker.Failure, errors.New("broker said no")) // the same instant: opens
+	r := storedRecord(t, d.MemoryDriver)
+	if r.State != breaker.Open || r.LastError != "broker said no" || r.LastErrorAt != clock.Now().UnixNano() {
 		t.Fatalf("record opened by a failure at its generation's start: %v, LastError %q at %d; want open with the failure's text at %d",
 			r.State, r.LastError, r.LastErrorAt, clock.Now().UnixNano())
 	}
