@@ -311,7 +311,7 @@ func TestOpenRejectionAllocatesNothing(t *testing.T) {
 	}
 }
 
-// Issue 17 (1): the failure that reaches the threshold and the write of OPEN are two
+// The failure that reaches the threshold and the write of OPEN are two
 // requests. A Success of another replica slipped in between must not reset the count
 // (its reset is conditional on a count below the threshold), so the circuit opens.
 func TestSuccessBetweenThresholdAndOpenCannotWipeTheThreshold(t *testing.T) {
@@ -333,7 +333,7 @@ func TestSuccessBetweenThresholdAndOpenCannotWipeTheThreshold(t *testing.T) {
 	mustReject(t, b)
 }
 
-// Issue 17 (4): one failure followed by 64 concurrent successes sends one reset, not
+// One failure followed by 64 concurrent successes sends one reset, not
 // one each (nor a read for each that lost).
 func TestBurstOfSuccessesSendsOneReset(t *testing.T) {
 	f := newFleet(t, 1, sharedPolicy())

@@ -211,7 +211,7 @@ func TestJitterSpreadsTheBreak(t *testing.T) {
 	}
 }
 
-// Issue 17 (3): a probe lease whose write reached the table but whose answer was lost
+// A probe lease whose write reached the table but whose answer was lost
 // is found by reading the item again: the caller gets its probe, or, when its context
 // ended meanwhile, the lease is given back so that another replica can probe at once
 // rather than after the lease runs out.

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,7 +88,7 @@ func TestOutcomesAreDroppedWhileTheTableIsUnreachable(t *testing.T) {
 	}
 }
 
-// Issue 17 (6): the refusal names the field that differs, not two hashes, and
+// The refusal of another policy names the field that differs, not two hashes, and
 // replicas that differ only in a per-process field (MaxInFlight) share the circuit.
 func TestFingerprintMismatchNamesTheField(t *testing.T) {
 	f := newFleet(t, 1, sharedPolicy())
@@ -267,7 +268,7 @@ func TestPermitFromBeforeADeletionIsStale(t *testing.T) {
 	}
 }
 
-// Issue 17 (2): the caller that refreshes a three-quarters-stale snapshot may wait
+// The caller that refreshes a three-quarters-stale snapshot may wait
 // for the table up to its I/O timeout. If the refresh fails and the wait made the
 // snapshot older than MaxStaleness, the caller is refused rather than admitted
 // on the time it read before waiting.
@@ -298,5 +299,28 @@ func TestItemWithThePreviousFingerprintIsAccepted(t *testing.T) {
 	fail(t, f.r[0], 3)
 	if it := f.item(); it.State != breaker.Open || it.Fingerprint != legacy.Fingerprint {
 		t.Fatalf("item = %+v; want opened by three failures, with the fingerprint kept", it)
+	}
+}
+
+// WithErrorHandler is told the write Permit.Complete could not make: a failure the
+// table refused to count.
+func TestErrorHandlerHearsTheWritesCompleteCannotReturn(t *testing.T) {
+	var mu sync.Mutex
+	var heard []error
+	f := newFleet(t, 1, sharedPolicy(), sharedstate.WithErrorHandler(func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, err)
+	}))
+	p := mustAcquire(t, f.r[0]) // reads the item while the table answers
+	refused := errors.New("throttled")
+	f.st.mu.Lock()
+	f.st.refuse = refused
+	f.st.mu.Unlock()
+	p.Complete(breaker.Failure)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) == 0 || !errors.Is(heard[0], refused) {
+		t.Fatalf("error handler heard %v; want the refused write (%v)", heard, refused)
 	}
 }

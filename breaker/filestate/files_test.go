@@ -16,6 +16,8 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
 )
 
 func TestCorruptRecordsFailClosedUntilCleared(t *testing.T) {
@@ -173,7 +175,7 @@ func TestStateFilesThatAreNotPrivateAreRefused(t *testing.T) {
 		unavailable(t, e.circuit(id, policy))
 	})
 	// A FIFO blocks an open for reading until a writer comes; nothing is ever written
-	// to it, so a read that waited would wait past every deadline (issue 32).
+	// to it, so a read that waited would wait past every deadline.
 	for _, which := range []string{".json", ".lock"} {
 		t.Run("FIFO in place of the "+which+" file", func(t *testing.T) {
 			e := newEnv(t)
@@ -285,8 +287,7 @@ func TestListSkipsOtherFilesAndReportsUnreadableOnes(t *testing.T) {
 }
 
 // A state file larger than any record is refused after reading at most the bound, not
-// decoded (issue 32: a shared record's size is checked before it is decoded, on every
-// store).
+// decoded (as on every store: a shared record's size is checked before it is decoded).
 func TestOversizedStateFileIsRefusedUnread(t *testing.T) {
 	const id = "kafka:orders"
 	e := newEnv(t)
@@ -299,4 +300,41 @@ func TestOversizedStateFileIsRefusedUnread(t *testing.T) {
 	if !strings.Contains(err.Error(), "larger than") {
 		t.Fatalf("Acquire over a %d-byte state file: %v; want it refused by its size", len(big), err)
 	}
+}
+
+func TestRegistryGuardsThroughFileCircuits(t *testing.T) {
+	e := newEnv(t)
+	p := policy
+	p.FailureThreshold = 1
+	reg, err := registry.New(p, registry.WithCircuitFactory(breaker.SingleHost, e.store().Factory()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	pub := reg.Guard(publisherFunc(func(context.Context, transport.Destination, ...transport.Message) error {
+		calls++
+		return errors.New("connection refused")
+	}), nil)
+	orders := transport.Destination{Broker: "kafka", Name: "orders"}
+	ctx := context.Background()
+	if err := pub.Publish(ctx, orders, transport.Message{Value: []byte("o")}); err == nil || errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("first publish: %v, want the publisher's error", err)
+	}
+	if err := pub.Publish(ctx, orders, transport.Message{Value: []byte("o")}); !errors.Is(err, breaker.ErrOpen) || calls != 1 {
+		t.Fatalf("second publish: %v after %d calls, want a rejection without a call", err, calls)
+	}
+	// Another process sees the destination's circuit open.
+	rejected(t, e.circuit("kafka:orders", p))
+
+	// A destination whose name is not a valid identity is refused, not renamed.
+	bad := transport.Destination{Broker: "amqp", Name: "events/eu"}
+	if _, err := reg.Circuit(bad); !errors.Is(err, filestate.ErrInvalidIdentity) {
+		t.Fatalf("Circuit(%v): %v, want ErrInvalidIdentity", bad, err)
+	}
+}
+
+type publisherFunc func(context.Context, transport.Destination, ...transport.Message) error
+
+func (f publisherFunc) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
+	return f(ctx, d, msgs...)
 }

@@ -31,7 +31,7 @@ func holdLock(t *testing.T, e *env, id string) func() {
 	return func() { lock.Close() }
 }
 
-// Issue 17 (5): a process holding the lock cannot keep Acquire past the caller's
+// A process holding the lock cannot keep Acquire past the caller's
 // context; the caller is refused when its context ends, while the lock is still held.
 func TestLockHolderCannotStallAcquirePastItsContext(t *testing.T) {
 	e := newEnv(t)
@@ -64,7 +64,7 @@ func TestLockHolderCannotStallAcquirePastItsContext(t *testing.T) {
 	}
 }
 
-// Issue 17 (5): a writer killed between creating its temporary file and renaming it
+// A writer killed between creating its temporary file and renaming it
 // leaves the file behind; the next write under the lock removes it.
 func TestTemporaryFilesOfKilledWritersAreRemoved(t *testing.T) {
 	e := newEnv(t)

@@ -131,7 +131,7 @@ end
 // {tooLarge, field, size} for the first field larger than its bound, without reading
 // it. Only the fields a record has are read, so whatever else a key holds costs a
 // replica nothing. The bounds are checked by the server, before any byte of the field
-// reaches the client (issue 32: a 36 MiB record cost every replica 200 MiB to decode).
+// reaches the client (a 36 MiB record would cost every replica 200 MiB to decode).
 var readFields = `
 local fieldBounds = {` + luaBounds() + `}
 local function readFields()
