@@ -152,21 +152,42 @@ func TestCounterAddConflictThenFailedReadKeepsTheFailureHere(t *testing.T) {
 	}
 }
 
-// Over a replace-only store, a failure that finds the circuit moved to a new
-// generation changes nothing and writes nothing.
-func TestReplacePathFailureAfterTheGenerationMovedOn(t *testing.T) {
-	clock := fakeclock.New(rulesT0)
-	h := newFlakyDriver()
-	c := ruleCircuit(t, h, clock, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
-	p := mustAcquire(t, c)
-	moved := editRecord(t, h.m, func(r *sharedstate.Record) {
-		r.State, r.Generation, r.OpenUntil, r.Failures = breaker.Open, r.Generation+1, clock.Now().Add(time.Minute).UnixNano(), 3
-	})
-	if p.Complete(breaker.Failure) {
-		t.Fatal("a failure of a generation that ended counted")
-	}
-	if r := h.stored(t); r.Version != moved.Version {
-		t.Fatalf("stored version %d; want %d (nothing written)", r.Version, moved.Version)
+// An outcome of a generation that ended (another replica moved the record on) changes
+// nothing and writes nothing: a closed call's failure over a replace-only store, and a
+// probe's success after another replica reopened the circuit.
+func TestOutcomeOfAnEndedGenerationWritesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		permit  func(t *testing.T, c *sharedstate.Circuit, clock *fakeclock.Clock) breaker.Permit
+		move    func(r *sharedstate.Record, now time.Time)
+		outcome breaker.Outcome
+		edit    func(*sharedstate.Config)
+	}{
+		{"failure of a closed generation", func(t *testing.T, c *sharedstate.Circuit, _ *fakeclock.Clock) breaker.Permit {
+			return mustAcquire(t, c)
+		},
+			func(r *sharedstate.Record, now time.Time) {
+				r.State, r.Generation, r.OpenUntil, r.Failures = breaker.Open, r.Generation+1, now.Add(time.Minute).UnixNano(), 3
+			}, breaker.Failure, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour }},
+		{"success of a probe", openThenProbe,
+			func(r *sharedstate.Record, now time.Time) {
+				r.State, r.Generation, r.Leases = breaker.Open, r.Generation+1, nil
+				r.OpenUntil, r.FailedProbes = now.Add(2*time.Minute).UnixNano(), 1
+			}, breaker.Success, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fakeclock.New(rulesT0)
+			h := newFlakyDriver()
+			c := ruleCircuit(t, h, clock, tc.edit)
+			p := tc.permit(t, c, clock)
+			moved := editRecord(t, h.m, func(r *sharedstate.Record) { tc.move(r, clock.Now()) })
+			if p.Complete(tc.outcome) {
+				t.Fatalf("%v of a generation another replica ended counted", tc.outcome)
+			}
+			if r := h.stored(t); r.Version != moved.Version {
+				t.Fatalf("stored version %d; want %d (nothing written)", r.Version, moved.Version)
+			}
+		})
 	}
 }
 
@@ -298,25 +319,6 @@ func TestProbeOutcomeWithoutASnapshotReadsTheRecord(t *testing.T) {
 	}
 	if r := h2.stored(t); r.State != breaker.HalfOpen {
 		t.Fatalf("stored %+v; want still half-open", r)
-	}
-}
-
-// A probe whose record another replica moved on (its probe failed: a new open
-// generation) changes nothing and writes nothing.
-func TestProbeOutcomeAfterAnotherReplicaMovedOn(t *testing.T) {
-	clock := fakeclock.New(rulesT0)
-	h := newFlakyDriver()
-	c := ruleCircuit(t, h, clock, nil)
-	p := openThenProbe(t, c, clock)
-	moved := editRecord(t, h.m, func(r *sharedstate.Record) {
-		r.State, r.Generation, r.Leases = breaker.Open, r.Generation+1, nil
-		r.OpenUntil, r.FailedProbes = clock.Now().Add(2*time.Minute).UnixNano(), 1
-	})
-	if p.Complete(breaker.Success) {
-		t.Fatal("a probe of a generation another replica ended counted")
-	}
-	if r := h.stored(t); r.Version != moved.Version {
-		t.Fatalf("stored version %d; want %d (nothing written)", r.Version, moved.Version)
 	}
 }
 
