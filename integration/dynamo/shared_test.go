@@ -336,7 +336,7 @@ func TestRegistryMixesLocalAndSharedCircuits(t *testing.T) {
 	}
 }
 
-// Issue 17 (4), on dynalite: one failure followed by 64 concurrent successes sends one
+// On dynalite, one failure followed by 64 concurrent successes sends one
 // UpdateItem and no GetItem.
 func TestBurstOfSuccessesSendsOneUpdate(t *testing.T) {
 	e := setup(t)

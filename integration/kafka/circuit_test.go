@@ -6,16 +6,17 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // The broker stops: the topic's circuit opens at the threshold and later calls are
@@ -139,5 +140,40 @@ func TestBatchWaitIsNotABrokerTimeout(t *testing.T) {
 	}
 	if s := e.reg.Snapshots()[d]; s.State != breaker.Closed || s.Failures != 0 {
 		t.Fatalf("%d calls ended by their deadline in the writer's batch wait counted against a healthy broker: %+v", timedOut, s)
+	}
+}
+
+// A first hour with the library: the guarded kafka.Publisher guarded again by
+// its own registry, an outage, then a healthy broker. Guarding twice used to hold
+// the only probe slot in the outer call and refuse the inner one for good (0
+// published, circuit half-open); Guard now hands the publisher back as it is, so the
+// circuit closes on the first probe and every later publish goes through.
+func TestGuardedPublisherGuardedAgainRecovers(t *testing.T) {
+	e := newEnv(t, breaker.Policy{FailureThreshold: 2, BreakDuration: time.Second}, nil, "guardtwice")
+	e.needKFake()
+	pub := e.reg.Guard(e.pub, kafka.Classify)
+	var down atomic.Bool
+	down.Store(true)
+	answerProduce(e.cluster, int16(kafkago.NotEnoughReplicas), true, func(string) bool { return down.Load() })
+	ctx := context.Background()
+	d := e.dest(0)
+	for range 2 {
+		if err := pub.Publish(ctx, d, msg(1)); err == nil {
+			t.Fatal("a publish during the outage succeeded")
+		}
+	}
+	if err := pub.Publish(ctx, d, msg(1)); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("after the outage: %v; want the circuit open", err)
+	}
+	down.Store(false)
+	e.clock.Advance(2 * time.Second)
+	published := 0
+	for i := range 20 {
+		if err := pub.Publish(ctx, d, msg(i)); err == nil {
+			published++
+		}
+	}
+	if s := e.circuit(0); published != 20 || s.State != breaker.Closed {
+		t.Fatalf("healthy broker after the break: %d of 20 published, circuit %v", published, s.State)
 	}
 }

@@ -5,16 +5,17 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
 	"github.com/brokerguard/brokerguard/transport"
+	"github.com/jackc/pgx/v5"
 )
 
 // waitTimeout bounds every wait for something the server or the dispatcher does.
@@ -349,4 +350,151 @@ func TestTwoServicesShareADatabase(t *testing.T) {
 	if len(wakes) != 0 {
 		t.Errorf("the second service's Listener was woken %d more times: by the first one's commits", len(wakes))
 	}
+}
+
+// TestProcessorWakesOnCommitByDefault: a Processor on a Store made from a pool,
+// given no Waker, publishes a committed row long before its poll interval (an hour
+// here); made WithoutNotify, the Store gives no Waker and the row waits.
+func TestProcessorWakesOnCommitByDefault(t *testing.T) {
+	dsn := harness.PostgresSchema(t)
+	db := newPool(t, dsn, nil)
+	if err := postgres.Migrate(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	if w := postgres.New(db, postgres.WithoutNotify()).CommitWaker(); w != nil {
+		t.Errorf("a Store made WithoutNotify gives a Waker: %T", w)
+	}
+	// A table of its own, so that its channel (and LISTEN) are the test's alone.
+	tbl, err := postgres.NewTableName("", randomName("outbox_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.Migrate(context.Background(), db, postgres.WithTable(tbl)); err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.New(db, postgres.WithTable(tbl))
+	pub := newCounting(nopPublisher{})
+	runRelays(t, 1, store, pub, nil, outbox.WithPollInterval(time.Hour))
+	waitFor(t, "the Store's Listener to listen", 10*time.Second, func() bool {
+		var n int
+		err := db.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE query = $1`,
+			"LISTEN "+pgx.Identifier{tbl.Channel()}.Sanitize()).Scan(&n)
+		return err == nil && n == 1
+	})
+	committed := time.Now()
+	ids := enqueueRows(t, db, store, 1)
+	done := waitPublished(t, pub, ids, waitTimeout) // the poll interval is an hour: no need for a tight bound
+	t.Logf("published %v after the commit, poll interval 1h", done.Sub(committed).Round(time.Millisecond))
+}
+
+// waitFor polls cond until it holds or within passes (then the test fails).
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", within, what)
+		}
+	}
+}
+
+// bouncerDSN is dsn's database reached through PgBouncer at addr with pgx's exec
+// mode mode. The search_path a session parameter would set does not survive
+// transaction pooling, so tables are named with their schema instead.
+func bouncerDSN(t *testing.T, dsn, addr, mode string) (bounced, schema string) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema = u.Query().Get("search_path")
+	q := url.Values{"sslmode": {"disable"}, "connect_timeout": {"5"}}
+	if mode != "" {
+		q.Set("default_query_exec_mode", mode)
+	}
+	u.Host, u.RawQuery = addr, q.Encode()
+	return u.String(), schema
+}
+
+// TestPgBouncer (transaction pooling; a short name, as the schema is named after it)
+// runs the outbox, enqueues included,
+// through a PgBouncer of the test's own in transaction mode, with each pgx exec mode
+// that is safe there (docs/outbox-database.md): three relays, every row published
+// once, no error. The Listener, behind the same PgBouncer, reports that it receives
+// nothing.
+func TestPgBouncer(t *testing.T) {
+	dsn := harness.PostgresSchema(t)
+	direct := newPool(t, dsn, nil)
+	bouncer := harness.StartPgBouncer(t, upstreamOf(t, dsn), "transaction")
+	for _, mode := range []string{"exec", "simple_protocol", "cache_describe"} {
+		t.Run(mode, func(t *testing.T) {
+			bounced, schema := bouncerDSN(t, dsn, bouncer.Addr(), mode)
+			tbl, err := postgres.NewTableName(schema, "ob_"+mode[:min(len(mode), 6)])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := postgres.Migrate(context.Background(), direct, postgres.WithTable(tbl)); err != nil {
+				t.Fatal(err)
+			}
+			pool := newPool(t, bounced, nil)
+			store := postgres.New(pool, postgres.WithTable(tbl), postgres.WithoutNotify())
+			pub := newCounting(nopPublisher{})
+			log := &errorLog{}
+			runRelays(t, 3, store, pub, log)
+			var ids []int64
+			for range 3 {
+				ids = append(ids, enqueueRows(t, pool, store, 500)...)
+			}
+			waitPublished(t, pub, ids, 60*time.Second)
+			if d := duplicates(pub, ids); d != 0 {
+				t.Errorf("%d duplicate publishes", d)
+			}
+			log.mu.Lock()
+			defer log.mu.Unlock()
+			if log.last != nil {
+				t.Errorf("relays reported errors, the last: %v", log.last)
+			}
+		})
+	}
+	t.Run("listener", func(t *testing.T) {
+		bounced, schema := bouncerDSN(t, dsn, bouncer.Addr(), "exec")
+		tbl, err := postgres.NewTableName(schema, "ob_listen")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := postgres.Migrate(context.Background(), direct, postgres.WithTable(tbl)); err != nil {
+			t.Fatal(err)
+		}
+		store := postgres.New(newPool(t, bounced, nil), postgres.WithTable(tbl), postgres.WithTimeout(time.Second))
+		errs := make(chan error, 10)
+		l, err := store.Listener(postgres.ConnString(bounced), postgres.WithListenErrors(func(err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}), postgres.WithOnListen(func(uint32) { t.Error("the Listener reported listening behind transaction pooling") }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- l.Listen(ctx, func() {}) }()
+		defer func() { cancel(); <-done }()
+		// A loaded machine may also time the LISTEN itself out (the Store's timeout is
+		// a second): the Listener reports that and tries again. What it must come to is
+		// ErrNotReceiving.
+		timeout := time.After(waitTimeout)
+		var seen []error
+		for len(seen) < 5 {
+			select {
+			case err := <-errs:
+				if errors.Is(err, postgres.ErrNotReceiving) {
+					return
+				}
+				seen = append(seen, err)
+			case <-timeout:
+				t.Fatalf("the Listener did not report ErrNotReceiving in %v; reported %v", waitTimeout, seen)
+			}
+		}
+		t.Errorf("Listener reported %v; want ErrNotReceiving", seen)
+	})
 }

@@ -1,5 +1,8 @@
 package chaos
 
+// Shared circuits under faults: fleets of replicas on DynamoDB (dynalite) and Redis,
+// their recovery herds, ramps and probes.
+
 import (
 	"context"
 	"errors"
@@ -13,12 +16,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
-
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
+	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/internal/harness"
+	"github.com/brokerguard/brokerguard/transport"
+	"github.com/redis/go-redis/v9"
 )
 
 // tableWatch sees every request a replica's client makes, and what the table answered:
@@ -74,7 +79,7 @@ func (w *tableWatch) install(o *dynamodb.Options) {
 	})
 }
 
-// The review's fleet, as a test: 8 replicas, each with its own SDK client, share one
+// A fleet, as a test: 8 replicas, each with its own SDK client, share one
 // circuit on dynalite. Half the fleet fails, then all of it, then it recovers; three
 // times over. Time is a fake clock advanced between rounds of concurrent calls, so the
 // figures do not depend on how fast the machine is.
@@ -237,4 +242,178 @@ func openedLongAgo(t *testing.T, client *dynamodb.Client, table string, now time
 	}
 	since := int64(attrN(out.Item, "since"))
 	return since != 0 && now.UnixNano()-since >= int64(staleness)
+}
+
+// The recovery herd against one shared circuit: a fleet of replicas, all released at
+// the instant the circuit may half-open, admits exactly HalfOpenMaxProbes probes.
+func TestSharedCircuitHerdAdmitsExactlyMaxProbes(t *testing.T) {
+	const fleet, perReplica, maxProbes = 20, 50, 3
+	endpoint := harness.Dynalite(t)
+	client := harness.DynamoDBClient(endpoint)
+	table := harness.DynamoDBTable(t, client, "chaos-herd-")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clock := fakeclock.New(time.Now())
+	policy := breaker.Policy{FailureThreshold: 1, BreakDuration: 10 * time.Second, HalfOpenMaxProbes: maxProbes,
+		ProbeLease: time.Minute, Scope: breaker.SharedDependency}
+	replicas := make([]*dynamo.Circuit, fleet)
+	for i := range replicas {
+		c, err := dynamo.New(client, table, "kafka:orders", policy, sharedstate.WithClock(clock),
+			sharedstate.WithOwner("replica-"+strconv.Itoa(i)), sharedstate.WithIOTimeout(15*time.Second)) // a loaded machine must not starve the probe writes
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas[i] = c
+	}
+	p, err := replicas[0].Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Complete(breaker.Failure) {
+		t.Fatal("the failure did not count")
+	}
+	clock.Advance(10 * time.Second) // the open deadline, and every snapshot is stale
+
+	circuits := make([]breaker.Circuit, len(replicas))
+	for i, c := range replicas {
+		circuits[i] = c
+	}
+	if probes := releaseHerd(t, ctx, circuits, perReplica); probes != maxProbes {
+		t.Fatalf("the fleet admitted %d probes, want exactly HalfOpenMaxProbes = %d", probes, maxProbes)
+	}
+	record(result{"shared herd: 1,000 calls on 20 replicas of one DynamoDB circuit (probes admitted)", fleet * perReplica, maxProbes, 0, 0, 0})
+}
+
+// releaseHerd releases perReplica goroutines on each replica of one shared circuit at
+// once, each making one Acquire, and returns how many probes were admitted. Probes are
+// held, not completed: a second wave of probes would be a herd. Any admission that is
+// not a probe, or an error other than a rejection or an unavailable store, fails t.
+func releaseHerd(t *testing.T, ctx context.Context, replicas []breaker.Circuit, perReplica int) int {
+	var probes, rejected, unavailable atomic.Int64
+	var start sync.WaitGroup
+	start.Add(1)
+	var wg sync.WaitGroup
+	for i, c := range replicas {
+		for range perReplica {
+			wg.Go(func() {
+				start.Wait()
+				p, err := c.Acquire(ctx)
+				switch {
+				case err == nil && p.Probe():
+					probes.Add(1)
+				case err == nil:
+					t.Errorf("replica %d admitted a call that is not a probe", i)
+				case errors.Is(err, breaker.ErrOpen):
+					rejected.Add(1)
+				case errors.Is(err, breaker.ErrUnavailable):
+					unavailable.Add(1)
+				default:
+					t.Errorf("replica %d: %v", i, err)
+				}
+			})
+		}
+	}
+	start.Done()
+	wg.Wait()
+	t.Logf("%d goroutines: %d probes, %d rejected, %d could not reach the store",
+		len(replicas)*perReplica, probes.Load(), rejected.Load(), unavailable.Load())
+	return int(probes.Load())
+}
+
+// The fleet ramps together: 8 replicas share one circuit on dynalite, and one of them
+// closes it with its probe. Every replica reads the close time from the shared item,
+// so the 1,000 callers of the whole fleet get the ramp's share in each 100 ms, to
+// within 2 % of the full load, though 7 of the replicas never saw the probe.
+func TestSharedFleetRampsTogether(t *testing.T) {
+	const fleetSize, perReplica = 8, 125
+	endpoint := harness.Dynalite(t)
+	client := harness.DynamoDBClient(endpoint)
+	table := harness.DynamoDBTable(t, client, "chaos-ramp-")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	clock := fakeclock.New(start)
+	policy := breaker.Policy{FailureThreshold: 1, BreakDuration: breakTime, ProbeLease: time.Minute,
+		RampDuration: herdRamp, Scope: breaker.SharedDependency}
+	fleet := make([]*dynamo.Circuit, fleetSize)
+	for i := range fleet {
+		c, err := dynamo.New(client, table, "kafka:orders", policy, sharedstate.WithClock(clock),
+			sharedstate.WithOwner("replica-"+strconv.Itoa(i)), sharedstate.WithMaxStaleness(herdTick),
+			sharedstate.WithIOTimeout(15*time.Second)) // a loaded machine must not turn slow answers into outages
+		if err != nil {
+			t.Fatal(err)
+		}
+		fleet[i] = c
+	}
+	broker := &recoveringBroker{clock: clock, recovered: start.Add(breakTime), bins: make([]atomic.Int64, herdTicks)}
+	p, err := fleet[0].Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Complete(breaker.Failure)
+	clock.Set(broker.recovered)
+	probe, err := fleet[0].Acquire(ctx)
+	if err != nil || !probe.Probe() || !probe.Complete(breaker.Success) {
+		t.Fatalf("the probe after recovery did not close the shared circuit: %v", err)
+	}
+
+	run := herdRun{probes: 1}
+	run.offered = rampTicks(t, clock, broker.recovered, fleetSize*perReplica, func(c int) error {
+		p, err := fleet[c%fleetSize].Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer p.Complete(breaker.Success)
+		return broker.Publish(ctx, transport.Destination{})
+	})
+	run.broker = broker.counts()
+	const all = fleetSize * perReplica
+	report := checkRamp(t, policy, run, nil, all, all/50)
+	t.Logf("shared fleet ramp, 1,000 callers on 8 replicas of one DynamoDB circuit, calls per 100 ms:\n%s", report)
+	for i, c := range fleet {
+		if s := c.Snapshot(); s.RampRefused == 0 {
+			t.Errorf("replica %d refused nothing while the fleet ramped: %+v", i, s)
+		}
+	}
+	record(result{"shared fleet ramp on DynamoDB, 2s: calls at the broker in the first 100ms", all, run.broker[0], 0, 0, 0})
+}
+
+// The recovery herd against one circuit shared through Redis: 20 replicas, each with
+// its own client (its own connections, as separate processes would have), release
+// 1,000 calls at the instant the circuit may half-open; exactly HalfOpenMaxProbes
+// probes are admitted.
+func TestRedisSharedCircuitHerdAdmitsExactlyMaxProbes(t *testing.T) {
+	const fleet, perReplica, maxProbes = 20, 50, 3
+	addr := harness.RedisAddr(t)
+	prefix := harness.RedisKeyPrefix(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clock := fakeclock.New(time.Now())
+	policy := breaker.Policy{FailureThreshold: 1, BreakDuration: 10 * time.Second, HalfOpenMaxProbes: maxProbes,
+		ProbeLease: time.Minute, Scope: breaker.SharedDependency}
+	replicas := make([]breaker.Circuit, fleet)
+	var first *redisstate.Circuit
+	for i := range replicas {
+		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { client.Close() })
+		c, err := redisstate.New(client, "kafka:orders", policy, redisstate.WithKeyPrefix(prefix), sharedstate.WithClock(clock),
+			sharedstate.WithOwner("replica-"+strconv.Itoa(i)), sharedstate.WithIOTimeout(15*time.Second)) // a loaded machine must not starve the probe writes
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas[i] = c
+		first = c
+	}
+	p, err := first.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Complete(breaker.Failure) {
+		t.Fatal("the failure did not count")
+	}
+	clock.Advance(10 * time.Second) // the open deadline, and every snapshot is stale
+	if probes := releaseHerd(t, ctx, replicas, perReplica); probes != maxProbes {
+		t.Fatalf("the fleet admitted %d probes, want exactly HalfOpenMaxProbes = %d", probes, maxProbes)
+	}
+	record(result{"shared herd: 1,000 calls on 20 replicas of one Redis circuit (probes admitted)", fleet * perReplica, maxProbes, 0, 0, 0})
 }
