@@ -175,8 +175,11 @@ type Throttle struct {
 const throttleBuckets = 8
 
 // A counter word packs a bucket's tag (its index modulo 2^28) with its sent and
-// accepted counts (18 bits each). Tagging the word lets a completion start a new
-// bucket with one compare-and-swap, with no separate rotation to race with.
+// accepted counts (18 bits each, up to 262,143 calls a stripe a bucket). Tagging the
+// word lets a completion start a new bucket with one compare-and-swap, with no
+// separate rotation to race with. A word left untouched for a multiple of 2^28
+// buckets (a year at the default window, 3 days at the smallest) would pass for
+// current once: a window's worth of stale evidence, no more.
 const (
 	throttleCountBits = 18
 	throttleCountMask = 1<<throttleCountBits - 1
@@ -203,21 +206,27 @@ func NewThrottle(p ThrottlePolicy, now func() time.Time) (*Throttle, error) {
 	if !p.Enabled() {
 		return nil, nil
 	}
+	epoch := time.Now()
+	if now != nil {
+		epoch = now()
+	}
+	return newThrottle(p, now, epoch), nil
+}
+
+// newThrottle makes an enabled throttle counting time from epoch, so that an
+// admission controller can share its epoch and hand the throttle its own clock
+// readings (recordAt, admitAt).
+func newThrottle(p ThrottlePolicy, now func() time.Time, epoch time.Time) *Throttle {
 	p = p.normalized()
 	n := min(1<<bits.Len(uint(2*runtime.GOMAXPROCS(0)-1)), throttleMaxStripe)
-	t := &Throttle{
+	return &Throttle{
 		p:       p,
 		width:   int64(p.Window / throttleBuckets),
 		clock:   now,
+		epoch:   epoch,
 		stripes: make([]throttleStripe, n),
 		mask:    uint32(n - 1),
 	}
-	if now != nil {
-		t.epoch = now()
-	} else {
-		t.epoch = time.Now()
-	}
-	return t, nil
 }
 
 // Policy returns the throttle's policy with defaults written out.
@@ -255,8 +264,11 @@ func (t *Throttle) Admit() error {
 	if t == nil || t.threshold.Load() == 0 {
 		return nil
 	}
-	return t.admitAt(t.now())
+	return t.admitNow()
 }
+
+// admitNow is Admit's path while refusing, out of line so that Admit inlines.
+func (t *Throttle) admitNow() error { return t.admitAt(t.now()) }
 
 // admitAt decides at now (nanoseconds since the epoch), revising the probability
 // first when the bucket has moved on since the last revision.
