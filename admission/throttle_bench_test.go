@@ -22,48 +22,41 @@ func BenchmarkThrottleBaselineCounter(b *testing.B) {
 }
 
 // BenchmarkThrottleAdmitRecord is a call on the zero-probability path: Admit (one
-// atomic load) and Record (a clock read and a compare-and-swap on a random stripe).
+// atomic load) and a Record (a compare-and-swap on a random stripe). "clock": Record
+// reads the clock, most of the cost. "timed": the caller has already read the clock
+// (the admission controller reads it for the adaptive limit and hands the reading
+// on), the throttle's own share of a call; each goroutine's time moves 1µs a call, so
+// that buckets fill and rotate as under real traffic.
 func BenchmarkThrottleAdmitRecord(b *testing.B) {
-	th, err := NewThrottle(DefaultThrottlePolicy(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if th.Admit() != nil {
-				b.Error("refused at probability 0")
-				return
-			}
-			th.Record(true)
+	for _, timed := range []bool{false, true} {
+		name := "clock"
+		if timed {
+			name = "timed"
 		}
-	})
-	if p := th.Stats().RejectProbability; p != 0 {
-		b.Fatalf("reject probability %v after successes only", p)
-	}
-}
-
-// BenchmarkThrottleAdmitRecordTimed is the same call for a caller that has already
-// read the clock (the admission controller reads it for the adaptive limit and hands
-// the reading on): the throttle's own share of a call. Each goroutine's time moves
-// 1µs a call, so that buckets fill and rotate as under real traffic.
-func BenchmarkThrottleAdmitRecordTimed(b *testing.B) {
-	th, err := NewThrottle(DefaultThrottlePolicy(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.RunParallel(func(pb *testing.PB) {
-		var now int64
-		for pb.Next() {
-			if th.Admit() != nil {
-				b.Error("refused at probability 0")
-				return
+		b.Run(name, func(b *testing.B) {
+			th, err := NewThrottle(DefaultThrottlePolicy(), nil)
+			if err != nil {
+				b.Fatal(err)
 			}
-			now += int64(time.Microsecond)
-			th.recordAt(now, true)
-		}
-	})
-	if p := throttleProbability(th.threshold.Load()); p != 0 {
-		b.Fatalf("reject probability %v after successes only", p)
+			b.RunParallel(func(pb *testing.PB) {
+				var now int64
+				for pb.Next() {
+					if th.Admit() != nil {
+						b.Error("refused at probability 0")
+						return
+					}
+					if timed {
+						now += int64(time.Microsecond)
+						th.recordAt(now, true)
+					} else {
+						th.Record(true)
+					}
+				}
+			})
+			if p := throttleProbability(th.threshold.Load()); p != 0 {
+				b.Fatalf("reject probability %v after successes only", p)
+			}
+		})
 	}
 }
 
