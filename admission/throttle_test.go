@@ -396,9 +396,17 @@ type throttleDestination func(at time.Duration, r *rand.Rand) bool
 
 // throttleRandomFailures fails a share of the calls sent within [from, to) at random.
 func throttleRandomFailures(share float64, from, to time.Duration) throttleDestination {
-	return func(at time.Duration, r *rand.Rand) bool {
-		return at < from || at >= to || r.Float64() >= share
-	}
+	return throttleFailing(func(at time.Duration) float64 {
+		if at < from || at >= to {
+			return 0
+		}
+		return share
+	})
+}
+
+// throttleFailing fails the share of the calls that share(at) says, at random.
+func throttleFailing(share func(at time.Duration) float64) throttleDestination {
+	return func(at time.Duration, r *rand.Rand) bool { return r.Float64() >= share(at) }
 }
 
 // throttleDownDuring accepts nothing while down(at) and everything otherwise.
@@ -839,4 +847,58 @@ func TestThrottleModelCountingRefusedCollapses(t *testing.T) {
 		t.Errorf("counting every attempt: p %.3f and goodput %d; want p >= 0.95 and under a fifth of %d", pAll, gAll, gSent)
 	}
 	requireRecoveredWithin(t, sentOnly, to*time.Second, m.length, throttleRecovery)
+}
+
+// TestThrottleModelGradual: the failing share climbs from 0 to 100 % over 10 s and
+// falls back over 10 s. The probability follows max(0, 1 - K*(1-f)) for the share the
+// window saw (the share half a window earlier), within 0.1, both ways.
+func TestThrottleModelGradual(t *testing.T) {
+	m := throttleStandardModel
+	m.length = 22 * time.Second
+	share := func(at time.Duration) float64 {
+		s := at.Seconds() - 1
+		switch {
+		case s < 0 || s >= 20:
+			return 0
+		case s < 10:
+			return s / 10
+		default:
+			return (20 - s) / 10
+		}
+	}
+	none := m.run(t, ThrottlePolicy{}, throttleFailing(share), 13)
+	with := m.run(t, DefaultThrottlePolicy(), throttleFailing(share), 13)
+	logSchedule(t, "gradual degradation and recovery", none, with, func(s int) string {
+		return fmt.Sprintf("fail %.0f%%", 100*share(time.Duration(s)*time.Second+time.Second/2)) // mid-second
+	})
+	for s, row := range with.rows {
+		end := time.Duration(s+1) * time.Second
+		want := max(0, 1-throttleDefaultK*(1-share(end-throttleDefaultWindow/2)))
+		if math.Abs(row.p-want) > 0.1 {
+			t.Errorf("second %d: reject probability %.3f, want %.3f within 0.1 (failing %.0f %% half a window earlier)",
+				s, row.p, want, 100*share(end-throttleDefaultWindow/2))
+		}
+	}
+	requireNeverRefusesEverything(t, none, with, 0, len(with.rows))
+}
+
+// TestThrottleModelBlip: every call fails for 200ms, at full traffic. A blip shorter
+// than a third of the window never outweighs K times the window's successes, so the
+// throttle refuses nothing (the circuit is what judges a destination that accepts
+// nothing).
+func TestThrottleModelBlip(t *testing.T) {
+	m := throttleStandardModel
+	m.length = 4 * time.Second
+	down := func(at time.Duration) bool { return at >= 2*time.Second && at < 2200*time.Millisecond }
+	none := m.run(t, ThrottlePolicy{}, throttleDownDuring(down), 17)
+	with := m.run(t, DefaultThrottlePolicy(), throttleDownDuring(down), 17)
+	logSchedule(t, "a 200ms blip", none, with, func(s int) string {
+		if s == 2 {
+			return "blip"
+		}
+		return "healthy"
+	})
+	if n := len(with.refusals); n > 0 {
+		t.Errorf("the throttle refused %d calls over a 200ms blip, want none", n)
+	}
 }
