@@ -149,9 +149,10 @@ type ThrottleStats struct {
 // reads one atomic and no clock. The probability is revised from the window at most
 // once per bucket (Window/8), by the first Record (or, while refusing, the first
 // Admit) of a new bucket; between revisions it is a single atomic word. Record reads
-// the clock and adds to one of several cache-line-sized stripes of counters chosen at
-// random, so that completions on different cores rarely write the same line. Random
-// draws come from math/rand/v2's per-thread generator.
+// the clock and adds to one of several cache-line-sized stripes of counters (twice
+// GOMAXPROCS, rounded up to a power of two, at most 16), picked by a hash of the clock
+// reading, so that completions on different cores rarely write the same line. The
+// draws that decide refusals come from math/rand/v2's per-thread generator.
 //
 // A nil *Throttle is off: it admits every call and records nothing. A Throttle is
 // safe for concurrent use.
@@ -165,7 +166,7 @@ type Throttle struct {
 	width   int64 // nanoseconds of a bucket
 	clock   func() time.Time
 	epoch   time.Time
-	mask    uint32           // len(stripes) - 1
+	shift   uint             // 64 - log2(len(stripes))
 	stripes []throttleStripe // written by completions and refusals
 	rnd     func() uint64    // nil: rand.Uint64 (tests make the draws repeatable)
 }
@@ -225,7 +226,7 @@ func newThrottle(p ThrottlePolicy, now func() time.Time, epoch time.Time) *Throt
 		clock:   now,
 		epoch:   epoch,
 		stripes: make([]throttleStripe, n),
-		mask:    uint32(n - 1),
+		shift:   uint(64 - bits.TrailingZeros(uint(n))),
 	}
 }
 
@@ -251,11 +252,12 @@ func (t *Throttle) draw() uint64 {
 	return rand.Uint64()
 }
 
-func (t *Throttle) stripe() *throttleStripe {
-	if t.mask == 0 {
-		return &t.stripes[0]
-	}
-	return &t.stripes[rand.Uint32()&t.mask]
+// stripe picks the stripe a call at now writes to, by a Fibonacci hash of the clock
+// reading: readings on different cores differ in their low bits, and hashing costs
+// less than a random draw. (A fake clock that stands still sends every write to one
+// stripe: correct, only contended.)
+func (t *Throttle) stripe(now int64) *throttleStripe {
+	return &t.stripes[uint64(now)*0x9E3779B97F4A7C15>>t.shift]
 }
 
 // Admit decides whether a call may be sent: nil, or a *ThrottleError. While the
@@ -281,7 +283,7 @@ func (t *Throttle) admitAt(now int64) error {
 	if thr == 0 || t.draw() >= thr {
 		return nil
 	}
-	t.stripe().refused.Add(1)
+	t.stripe(now).refused.Add(1)
 	return t.refuse(b, thr)
 }
 
@@ -315,7 +317,7 @@ func (t *Throttle) recordAt(now int64, accepted bool) {
 	if accepted {
 		add |= 1 << throttleCountBits
 	}
-	w := &t.stripe().words[b%throttleBuckets]
+	w := &t.stripe(now).words[b%throttleBuckets]
 	for {
 		old := w.Load()
 		next := tag<<throttleTagShift | add

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// The throttle's hot path against a bare atomic counter, in the same run: run with
-// -cpu 1,2 -benchmem and read ns/op as a ratio to BenchmarkThrottleBaselineCounter.
+// The throttle's hot path against bare atomic counters, in the same run: run with
+// -cpu 1,2 -benchmem and read ns/op as ratios to BenchmarkThrottleBaselineCounter (one
+// shared line) and BenchmarkThrottleBaselinePrivateCounter (a line per goroutine).
 
 // BenchmarkThrottleBaselineCounter is the baseline: one shared atomic add per call,
 // what the least a per-call count costs.
@@ -21,12 +22,26 @@ func BenchmarkThrottleBaselineCounter(b *testing.B) {
 	})
 }
 
+// BenchmarkThrottleBaselinePrivateCounter is the other bound: an atomic add on a
+// cache line of each goroutine's own, what perfect striping would cost.
+func BenchmarkThrottleBaselinePrivateCounter(b *testing.B) {
+	lines := make([]throttleStripe, 64)
+	var goroutines atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		n := &lines[goroutines.Add(1)%int64(len(lines))].refused
+		for pb.Next() {
+			n.Add(1)
+		}
+	})
+}
+
 // BenchmarkThrottleAdmitRecord is a call on the zero-probability path: Admit (one
-// atomic load) and a Record (a compare-and-swap on a random stripe). "clock": Record
+// atomic load) and a Record (a compare-and-swap on one of the stripes). "clock": Record
 // reads the clock, most of the cost. "timed": the caller has already read the clock
 // (the admission controller reads it for the adaptive limit and hands the reading
-// on), the throttle's own share of a call; each goroutine's time moves 1µs a call, so
-// that buckets fill and rotate as under real traffic.
+// on), the throttle's own share of a call; each goroutine's time moves 1µs a call
+// from a start of its own (real readings on two cores differ), so that buckets fill
+// and rotate as under real traffic.
 func BenchmarkThrottleAdmitRecord(b *testing.B) {
 	for _, timed := range []bool{false, true} {
 		name := "clock"
@@ -38,8 +53,9 @@ func BenchmarkThrottleAdmitRecord(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			var goroutines atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
-				var now int64
+				now := goroutines.Add(1) * 7919 // nanoseconds
 				for pb.Next() {
 					if th.Admit() != nil {
 						b.Error("refused at probability 0")

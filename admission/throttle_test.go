@@ -376,8 +376,7 @@ func TestThrottleConcurrentUse(t *testing.T) {
 // TestThrottleFullBucketDoesNotWrap: a stripe's bucket that reaches its counters'
 // capacity drops further samples instead of carrying into the bucket's tag.
 func TestThrottleFullBucketDoesNotWrap(t *testing.T) {
-	th, _ := newClockedThrottle(t, ThrottlePolicy{K: 3})
-	th.mask = 0 // one stripe takes every record
+	th, _ := newClockedThrottle(t, ThrottlePolicy{K: 3}) // the clock stands still: one stripe takes every record
 	recordN(th, throttleCountMask+10, throttleCountMask+10)
 	if s := th.Stats(); s.Sent != throttleCountMask || s.Accepted != throttleCountMask {
 		t.Fatalf("window holds %d sent, %d accepted; want both %d", s.Sent, s.Accepted, throttleCountMask)
