@@ -69,38 +69,37 @@ func (p *Publisher) PublishAsync(ctx context.Context, d transport.Destination, m
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// The call counts among the lanes' work, so that Close waits for what it sends.
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return ErrClosed
-	}
-	p.lanesG.Add(1)
-	p.mu.Unlock()
-	defer p.lanesG.Done()
+	// The message counts as pending from here, so that Close waits for what it sends.
 	if p.pending.Add(1) > p.maxPending {
-		p.pending.Add(-1)
+		p.release()
 		return fmt.Errorf("%w (WithMaxPending %d)", ErrTooManyPending, p.maxPending)
+	}
+	if p.closed.Load() {
+		p.release()
+		return ErrClosed
 	}
 	t, err := p.g.begin(ctx, d)
 	if err != nil {
-		p.pending.Add(-1)
+		p.release()
 		return err
 	}
-	wait := stallWait
+	var opts []jetstream.PublishOpt
 	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl))
+		switch wait := time.Until(dl); {
+		case wait <= 0:
+			err = context.DeadlineExceeded
+		case wait < stallWait: // nats.go's own wait would outlast the caller's deadline
+			opts = []jetstream.PublishOpt{jetstream.WithStallWait(wait)}
+		}
 	}
 	var f jetstream.PubAckFuture
-	if wait <= 0 {
-		err = context.DeadlineExceeded
-	} else {
-		f, err = p.js.PublishMsgAsync(m, jetstream.WithStallWait(wait))
+	if err == nil {
+		f, err = p.js.PublishMsgAsync(m, opts...)
 	}
 	if err != nil {
 		err = p.result(ctx, d, m.Subject, err)
 		p.g.end(ctx, &t, err)
-		p.pending.Add(-1)
+		p.release()
 		return err
 	}
 	p.enqueue(&inflight{ctx: ctx, f: f, t: t, subject: m.Subject, deadline: time.Now().Add(p.timeout), promise: promise})
@@ -108,7 +107,8 @@ func (p *Publisher) PublishAsync(ctx context.Context, d transport.Destination, m
 }
 
 // enqueue puts x at the end of its stream's lane and starts the lane's goroutine if
-// it does not run. The caller holds a count of lanesG.
+// it does not run. The caller holds a count of pending, so Close has not reached its
+// wait for the lanes yet.
 func (p *Publisher) enqueue(x *inflight) {
 	p.mu.Lock()
 	l := p.lanes[x.t.d]
@@ -163,10 +163,10 @@ func (p *Publisher) settle(x *inflight, timer *time.Timer) {
 		}
 		p.g.end(x.ctx, &x.t, err)
 	}
-	p.pending.Add(-1)
 	if x.promise != nil {
 		x.promise(ack, err)
 	}
+	p.release()
 }
 
 // await returns x's ack or the error that ends the wait for it.

@@ -94,12 +94,15 @@ type Publisher struct {
 	g          guard
 	timeout    time.Duration // the JetStream context's DefaultTimeout
 	maxPending int64
-	pending    atomic.Int64 // asynchronous messages admitted and not yet settled
+	// pending counts the asynchronous messages admitted whose promises have not
+	// returned yet; with closed set, its fall to zero closes drained.
+	pending   atomic.Int64
+	closed    atomic.Bool
+	drained   chan struct{}
+	drainOnce sync.Once
 
-	// mu guards lanes and closed; a lane's queue has the lane's own lock.
-	mu     sync.Mutex
+	mu     sync.Mutex // guards lanes
 	lanes  map[transport.Destination]*lane
-	closed bool
 	lanesG sync.WaitGroup // the lanes' goroutines
 	// connClosed is closed once the connection is closed for good: acks that were
 	// pending then will never come.
@@ -128,6 +131,7 @@ func NewPublisher(js jetstream.JetStream, reg *registry.Registry, opts ...Option
 	p := &Publisher{
 		js: js, nc: js.Conn(), maxPending: DefaultMaxPending, timeout: js.Options().DefaultTimeout,
 		lanes: map[transport.Destination]*lane{}, connClosed: make(chan struct{}), abandon: make(chan struct{}),
+		drained: make(chan struct{}),
 		g: guard{reg: reg, classify: Classify, epoch: time.Now()},
 	}
 	if p.timeout <= 0 {
@@ -248,10 +252,7 @@ func (p *Publisher) check(d transport.Destination) error {
 	if strings.ContainsAny(d.Name, ".*> \t/\\") {
 		return &InvalidStreamError{Stream: d.Name}
 	}
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
+	if p.closed.Load() {
 		return ErrClosed
 	}
 	return nil
@@ -357,26 +358,31 @@ func toMsg(d transport.Destination, m transport.Message, id string) (*nats.Msg, 
 // goroutine that watches the connection. It closes neither the JetStream context nor
 // the connection. Calling Close again waits again.
 func (p *Publisher) Close(ctx context.Context) error {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	drained := make(chan struct{})
-	go func() {
-		p.lanesG.Wait()
-		close(drained)
-	}()
+	p.closed.Store(true)
+	if p.pending.Load() == 0 {
+		p.drainOnce.Do(func() { close(p.drained) })
+	}
 	var cause error
 	select {
-	case <-drained:
+	case <-p.drained:
 	case <-ctx.Done():
 		cause = ctx.Err()
 		p.closeOnce.Do(func() { close(p.abandon) })
-		<-drained // the lanes settle what is left at once
+		<-p.drained // the lanes settle what is left at once
 	}
+	p.lanesG.Wait()
 	p.nc.RemoveStatusListener(p.status)
 	p.watcher.Wait()
 	if cause != nil {
 		return fmt.Errorf("%w: %w; gave up %d pending asynchronous message(s)", ErrClosed, cause, p.abandoned.Load())
 	}
 	return nil
+}
+
+// release ends the count of one asynchronous message, and after Close, once none is
+// left, tells Close.
+func (p *Publisher) release() {
+	if p.pending.Add(-1) == 0 && p.closed.Load() {
+		p.drainOnce.Do(func() { close(p.drained) })
+	}
 }
