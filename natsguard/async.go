@@ -98,7 +98,13 @@ func (p *Publisher) PublishAsync(ctx context.Context, d transport.Destination, m
 	}
 	if err != nil {
 		err = p.result(ctx, d, m.Subject, err)
-		p.g.end(ctx, &t, err)
+		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			// This process's own saturation, even when the wait for room ended with the
+			// caller's deadline: nothing went to the server, nothing to judge.
+			p.g.drop(&t)
+		} else {
+			p.g.end(ctx, &t, err)
+		}
 		p.release()
 		return err
 	}

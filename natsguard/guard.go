@@ -100,7 +100,8 @@ func (g *guard) end(ctx context.Context, t *ticket, err error) breaker.Outcome {
 }
 
 // drop completes both permits of t as Neutral: the publisher gave the message up
-// (Close) before its answer came, which says nothing about the server.
+// (Close) before its answer came, or never sent it for want of room among the
+// pending acks, which says nothing about the server.
 func (g *guard) drop(t *ticket) {
 	g.reg.Complete(t.d, t.stream, breaker.Neutral)
 	g.reg.Complete(g.conn, t.conn, breaker.Neutral)

@@ -132,7 +132,7 @@ func NewPublisher(js jetstream.JetStream, reg *registry.Registry, opts ...Option
 		js: js, nc: js.Conn(), maxPending: DefaultMaxPending, timeout: js.Options().DefaultTimeout,
 		lanes: map[transport.Destination]*lane{}, connClosed: make(chan struct{}), abandon: make(chan struct{}),
 		drained: make(chan struct{}),
-		g: guard{reg: reg, classify: Classify, epoch: time.Now()},
+		g:       guard{reg: reg, classify: Classify, epoch: time.Now()},
 	}
 	if p.timeout <= 0 {
 		p.timeout = defaultTimeout
