@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/natsguard"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -22,7 +21,7 @@ import (
 // (none in flight afterwards), and each circuit counted exactly the calls whose
 // promises came.
 func TestAsyncCompletesEveryPermitOnceAcrossARestart(t *testing.T) {
-	server := harness.NewNATSServer(t)
+	server := privateServer(t)
 	e := newEnv(t, server.URL(), counting, []jetstream.JetStreamOpt{jetstream.WithDefaultTimeout(2 * time.Second)})
 	var dests [2]transport.Destination
 	var subjects [2]func(string) string

@@ -210,7 +210,7 @@ type stalledEnv struct {
 
 func newStalledEnv(t *testing.T, jsOpts []jetstream.JetStreamOpt, opts ...natsguard.Option) *stalledEnv {
 	t.Helper()
-	server := harness.NewNATSServer(t)
+	server := privateServer(t)
 	s := &stalledEnv{proxy: harness.NewProxy(t, server.Addr())}
 	s.env = newEnv(t, "nats://"+s.proxy.Addr(), counting, jsOpts)
 	if len(opts) > 0 {
@@ -251,6 +251,7 @@ type faultRow struct {
 // The rows of a server that stops answering, of the publisher's own limits and of
 // the connection's end, on a private server.
 func TestClassificationOfFaults(t *testing.T) {
+	privateServer(t) // once, so that -short skips the whole table at once
 	short := []jetstream.JetStreamOpt{jetstream.WithDefaultTimeout(300 * time.Millisecond)}
 	bg := context.Background()
 	rows := []faultRow{

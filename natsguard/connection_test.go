@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/natsguard"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
@@ -24,7 +23,7 @@ import (
 // the connection's circuit, while the stream that failed keeps its own open circuit
 // until its own probe closes it.
 func TestOutageOpensTheConnectionCircuitAndARestartClosesIt(t *testing.T) {
-	server := harness.NewNATSServer(t)
+	server := privateServer(t)
 	policy := breaker.Policy{FailureThreshold: 3, BreakDuration: time.Second}
 	e := newEnv(t, server.URL(), policy, nil)
 	failing, subjA := newStream(t, e.js, "a", jetstream.StreamConfig{})

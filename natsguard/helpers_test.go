@@ -163,3 +163,14 @@ func (e *env) idle(d transport.Destination) {
 		}
 	}
 }
+
+// privateServer starts a nats-server of the test's own (the tests that stop, restart
+// or stall a server never touch the machine's). It skips under -short (make
+// test-unit), which starts no server.
+func privateServer(t testing.TB) *harness.NATSServer {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a nats-server of its own; skipped under -short")
+	}
+	return harness.NewNATSServer(t)
+}
