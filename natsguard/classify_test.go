@@ -251,7 +251,9 @@ type faultRow struct {
 // The rows of a server that stops answering, of the publisher's own limits and of
 // the connection's end, on a private server.
 func TestClassificationOfFaults(t *testing.T) {
-	privateServer(t) // once, so that -short skips the whole table at once
+	if testing.Short() {
+		t.Skip("starts nats-servers of its own; skipped under -short")
+	}
 	short := []jetstream.JetStreamOpt{jetstream.WithDefaultTimeout(300 * time.Millisecond)}
 	bg := context.Background()
 	rows := []faultRow{
