@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,45 +11,61 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// lane awaits the acks of one stream's asynchronous messages in the order they were
-// sent. JetStream answers one stream's publishes in order, so waiting on the oldest
-// loses no time, and a stream that stops answering holds up its own lane only. A
-// lane's goroutine runs while its queue has messages and ends when it is empty.
-type lane struct {
-	q       []*inflight // guarded by Publisher.mu
-	running bool        // a goroutine drains q; guarded by Publisher.mu
-}
-
-// inflight is one asynchronous message awaiting its ack.
+// inflight is one asynchronous message that was sent and awaits its ack. It is in
+// Publisher.inflight from just before its send until the one that takes it out
+// (take) finishes it: nats.go's ack or error handler, the watcher when the
+// connection closes, or Close when it gives the message up.
 type inflight struct {
-	ctx      context.Context // the caller's, whose end also ends the wait
-	f        jetstream.PubAckFuture
-	t        ticket
-	subject  string
-	deadline time.Time // the JetStream context's timeout after the send
-	promise  func(*jetstream.PubAck, error)
+	t       ticket
+	subject string
+	promise func(*jetstream.PubAck, error)
 }
 
 // errAbandoned is what a message Close gave up gets.
 var errAbandoned = fmt.Errorf("%w before the message's ack came; it may or may not have been stored", ErrClosed)
 
+// asyncJetStream returns the JetStream context that sends the Publisher's
+// asynchronous messages, on nc: its ack and error handlers finish them, its bound of
+// pending acks is the Publisher's, and its ack timeout the Publisher's timeout.
+// Publishing does not depend on the API prefix or domain of the caller's context.
+func (p *Publisher) asyncJetStream(nc *nats.Conn) (jetstream.JetStream, error) {
+	return jetstream.New(nc,
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubAck) {
+			if x := p.take(m); x != nil {
+				p.finish(x, ack, nil)
+			}
+		}),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
+			if x := p.take(m); x != nil {
+				if errors.Is(err, jetstream.ErrNoStreamResponse) {
+					// Finding out whether the stream exists is a request: not on the
+					// goroutine that reads every ack.
+					go p.finish(x, nil, err)
+					return
+				}
+				p.finish(x, nil, err)
+			}
+		}),
+		jetstream.WithPublishAsyncMaxPending(int(p.maxPending)),
+		jetstream.WithPublishAsyncTimeout(p.timeout),
+		jetstream.WithDefaultTimeout(p.timeout))
+}
+
 // PublishAsync sends msg to d's stream without waiting for its ack, under a permit of
-// the stream's circuit and one of the connection's, both completed exactly once from
-// the message's PubAckFuture: when its ack or its error comes, when the
-// connection's reconnection or close ends the wait (nats.ErrDisconnected,
-// nats.ErrConnectionClosed), when ctx ends, or when the JetStream context's timeout
-// passes (ErrAckTimeout) — whichever comes first.
+// the stream's circuit and one of the connection's, both completed exactly once when
+// the message's answer comes: its ack, the server's error, the end of the wait when
+// the connection reconnects (nats.ErrDisconnected) or closes
+// (nats.ErrConnectionClosed), or the JetStream context's timeout ([ErrAckTimeout]).
 //
 // It returns nil once the message is sent, and then calls promise (which may be nil)
-// exactly once with the ack or the error, from the stream's own goroutine, after the
-// permits are completed: promise must not block for long, as the stream's later acks
-// wait for it, and ctx must live until promise is called (ending it ends the wait, as
-// franz-go's record contexts do). It returns an error, and never calls promise, when
-// the message was not sent: a destination or message it cannot take, Close, a
-// circuit's refusal (*registry.RejectedError), ErrTooManyPending when the bound of
-// WithMaxPending is reached (at once, without waiting for room), or what nats.go
-// refused to send (a closed connection, jetstream.ErrTooManyStalledMsgs after
-// waiting for room no longer than ctx allows).
+// exactly once with the ack or the error, after the permits are completed. promise
+// runs on nats.go's goroutines (the one that reads the acks, above all), or in Close:
+// it must not block. It returns an error, and never calls promise, when the message
+// was not sent: a destination or message it cannot take, Close, a circuit's refusal
+// (*registry.RejectedError), ErrTooManyPending when the bound of WithMaxPending is
+// reached (at once, without waiting for room), or what nats.go refused to send (a
+// closed connection, say). ctx governs the admission and the send; once the message
+// is sent its wait is bounded by the JetStream context's timeout, not by ctx.
 //
 // The message's id (Nats-Msg-Id) is the single id of transport.MessageIDs(ctx), if
 // any, unless a header sets it.
@@ -83,122 +98,82 @@ func (p *Publisher) PublishAsync(ctx context.Context, d transport.Destination, m
 		p.release()
 		return err
 	}
-	var opts []jetstream.PublishOpt
-	if dl, ok := ctx.Deadline(); ok {
-		switch wait := time.Until(dl); {
-		case wait <= 0:
-			err = context.DeadlineExceeded
-		case wait < stallWait: // nats.go's own wait would outlast the caller's deadline
-			opts = []jetstream.PublishOpt{jetstream.WithStallWait(wait)}
-		}
-	}
-	var f jetstream.PubAckFuture
+	// In the map before the send: its ack may come before PublishMsgAsync returns.
+	p.amu.Lock()
+	p.inflight[m] = &inflight{t: t, subject: m.Subject, promise: promise}
+	p.amu.Unlock()
+	_, err = p.ajs.PublishMsgAsync(m)
 	if err == nil {
-		f, err = p.js.PublishMsgAsync(m, opts...)
+		if p.abandoning.Load() {
+			p.abandon() // Close gave up the others while this one was being sent
+		}
+		return nil
 	}
+	if p.take(m) == nil {
+		return nil // the watcher or Close took it meanwhile, and finishes it
+	}
+	err = p.result(ctx, d, m.Subject, err)
+	p.g.end(ctx, &t, err)
+	p.release()
+	return err
+}
+
+// take removes m's entry from the messages awaiting their acks and returns it, or
+// nil when another took it: whoever takes an entry finishes it, exactly once.
+func (p *Publisher) take(m *nats.Msg) *inflight {
+	p.amu.Lock()
+	x := p.inflight[m]
+	delete(p.inflight, m)
+	p.amu.Unlock()
+	return x
+}
+
+// takeAll removes every entry awaiting its ack and returns them.
+func (p *Publisher) takeAll() []*inflight {
+	p.amu.Lock()
+	xs := make([]*inflight, 0, len(p.inflight))
+	for m, x := range p.inflight {
+		xs = append(xs, x)
+		delete(p.inflight, m)
+	}
+	p.amu.Unlock()
+	return xs
+}
+
+// finish completes x's permits for its answer, ack or err, and calls its promise.
+func (p *Publisher) finish(x *inflight, ack *jetstream.PubAck, err error) {
+	// The wait for the answer was bounded by the timeout, not by the caller's
+	// context: the answer is judged alone.
+	ctx := context.Background()
 	if err != nil {
-		err = p.result(ctx, d, m.Subject, err)
-		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-			// This process's own saturation, even when the wait for room ended with the
-			// caller's deadline: nothing went to the server, nothing to judge.
-			p.g.drop(&t)
-		} else {
-			p.g.end(ctx, &t, err)
-		}
-		p.release()
-		return err
+		ack = nil
+		err = p.result(ctx, x.t.d, x.subject, err)
 	}
-	p.enqueue(&inflight{ctx: ctx, f: f, t: t, subject: m.Subject, deadline: time.Now().Add(p.timeout), promise: promise})
-	return nil
-}
-
-// enqueue puts x at the end of its stream's lane and starts the lane's goroutine if
-// it does not run. The caller holds a count of pending, so Close has not reached its
-// wait for the lanes yet.
-func (p *Publisher) enqueue(x *inflight) {
-	p.mu.Lock()
-	l := p.lanes[x.t.d]
-	if l == nil {
-		l = &lane{}
-		p.lanes[x.t.d] = l
-	}
-	l.q = append(l.q, x)
-	start := !l.running
-	if start {
-		l.running = true
-		p.lanesG.Add(1)
-	}
-	p.mu.Unlock()
-	if start {
-		go p.drain(l)
-	}
-}
-
-// drain settles l's messages in order until its queue is empty.
-func (p *Publisher) drain(l *lane) {
-	defer p.lanesG.Done()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		p.mu.Lock()
-		if len(l.q) == 0 {
-			l.running = false
-			l.q = nil
-			p.mu.Unlock()
-			return
-		}
-		x := l.q[0]
-		l.q[0] = nil
-		l.q = l.q[1:]
-		p.mu.Unlock()
-		p.settle(x, timer)
-	}
-}
-
-// settle waits for x's answer, completes its permits and calls its promise: the one
-// place an admitted asynchronous message is finished.
-func (p *Publisher) settle(x *inflight, timer *time.Timer) {
-	ack, err := p.await(x, timer)
-	if errors.Is(err, errAbandoned) {
-		p.g.drop(&x.t)
-		p.abandoned.Add(1)
-	} else {
-		if err != nil {
-			ack = nil
-			err = p.result(x.ctx, x.t.d, x.subject, err)
-		}
-		p.g.end(x.ctx, &x.t, err)
-	}
+	p.g.end(ctx, &x.t, err)
 	if x.promise != nil {
 		x.promise(ack, err)
 	}
 	p.release()
 }
 
-// await returns x's ack or the error that ends the wait for it.
-func (p *Publisher) await(x *inflight, timer *time.Timer) (*jetstream.PubAck, error) {
-	ok, failed := x.f.Ok(), x.f.Err()
-	select { // an answer already in wins over a deadline that has passed meanwhile
-	case ack := <-ok:
-		return ack, nil
-	case err := <-failed:
-		return nil, err
-	default:
+// abandon gives up every message awaiting its ack: Neutral for the circuits, and
+// errAbandoned for the promises.
+func (p *Publisher) abandon() {
+	p.abandoning.Store(true)
+	for _, x := range p.takeAll() {
+		p.g.drop(&x.t)
+		p.abandoned.Add(1)
+		if x.promise != nil {
+			x.promise(nil, errAbandoned)
+		}
+		p.release()
 	}
-	timer.Reset(time.Until(x.deadline))
-	defer timer.Stop()
-	select {
-	case ack := <-ok:
-		return ack, nil
-	case err := <-failed:
-		return nil, err
-	case <-x.ctx.Done():
-		return nil, x.ctx.Err()
-	case <-timer.C:
-		return nil, fmt.Errorf("%w (%v): %w", ErrAckTimeout, p.timeout, context.DeadlineExceeded)
-	case <-p.connClosed:
-		return nil, nats.ErrConnectionClosed
-	case <-p.abandon:
-		return nil, errAbandoned
+}
+
+// connectionClosed finishes every message awaiting its ack with
+// nats.ErrConnectionClosed: nats.go ends no pending ack when the connection closes.
+func (p *Publisher) connectionClosed() {
+	for _, x := range p.takeAll() {
+		p.finish(x, nil, nats.ErrConnectionClosed)
 	}
 }

@@ -34,6 +34,7 @@ func BenchmarkPublish(b *testing.B) {
 
 	rawSync := func() error { _, err := e.js.PublishMsg(ctx, raw()); return err }
 	run("sync", rawSync, func() error { return e.p.Publish(ctx, d, tm) })
+	run("raw-vs-raw-sync", rawSync, rawSync)
 
 	const burst = 100
 	rawAsync := func() error {

@@ -329,18 +329,6 @@ func TestClassificationOfFaults(t *testing.T) {
 				}
 				return err
 			}, opts: []natsguard.Option{natsguard.WithMaxPending(1)}},
-		{classRow: classRow{name: "async: the JetStream context's own bound, stalled past the caller's deadline",
-			is: jetstream.ErrTooManyStalledMsgs, want: breaker.Neutral, counted: countedNeutral},
-			do: func(t *testing.T, s *stalledEnv) error {
-				if _, err := s.js.PublishAsync(s.subj("a"), []byte("x")); err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithTimeout(bg, 150*time.Millisecond)
-				defer cancel()
-				err := asyncResult(ctx, s.p, s.d, s.subj("a"), nil)
-				s.proxy.Resume()
-				return err
-			}, jsOpts: []jetstream.JetStreamOpt{jetstream.WithPublishAsyncMaxPending(1)}},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {

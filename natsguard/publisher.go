@@ -31,11 +31,6 @@ const ConnectionBroker = "nats-connection"
 // PublishAsyncMaxPending.
 const DefaultMaxPending = 4000
 
-// stallWait bounds how long PublishAsync lets nats.go wait for room among the
-// JetStream context's own pending acks (its PublishAsyncMaxPending, when lower than
-// the Publisher's bound), within the caller's deadline: nats.go's own default.
-const stallWait = 200 * time.Millisecond
-
 // defaultTimeout is nats.go's default JetStream API timeout, for a JetStream context
 // that reports none.
 const defaultTimeout = 5 * time.Second
@@ -73,7 +68,7 @@ func WithConnectionName(name string) Option {
 
 // WithMaxPending bounds the asynchronous messages that await their acks (default
 // DefaultMaxPending). A PublishAsync beyond it is refused at once with an error
-// matching ErrTooManyPending, before any permit is taken.
+// matching ErrTooManyPending, before any permit is taken; it never waits for room.
 func WithMaxPending(n int) Option {
 	return func(p *Publisher) error {
 		if n <= 0 {
@@ -101,17 +96,17 @@ type Publisher struct {
 	drained   chan struct{}
 	drainOnce sync.Once
 
-	mu     sync.Mutex // guards lanes
-	lanes  map[transport.Destination]*lane
-	lanesG sync.WaitGroup // the lanes' goroutines
-	// connClosed is closed once the connection is closed for good: acks that were
-	// pending then will never come.
-	connClosed chan struct{}
-	status     chan nats.Status // the watcher's status listener
-	watcher    sync.WaitGroup
-	// abandon is closed when Close stops waiting for pending acks.
-	abandon   chan struct{}
-	closeOnce sync.Once
+	// ajs sends the asynchronous messages (asyncJetStream); inflight holds those
+	// awaiting their acks, guarded by amu.
+	ajs      jetstream.JetStream
+	amu      sync.Mutex
+	inflight map[*nats.Msg]*inflight
+	// abandoning is set once Close gives the pending messages up: one sent after that
+	// is given up too.
+	abandoning atomic.Bool
+
+	status    chan nats.Status // the watcher's status listener
+	watcher   sync.WaitGroup
 	abandoned atomic.Int64 // messages given up by Close
 }
 
@@ -130,9 +125,8 @@ func NewPublisher(js jetstream.JetStream, reg *registry.Registry, opts ...Option
 	}
 	p := &Publisher{
 		js: js, nc: js.Conn(), maxPending: DefaultMaxPending, timeout: js.Options().DefaultTimeout,
-		lanes: map[transport.Destination]*lane{}, connClosed: make(chan struct{}), abandon: make(chan struct{}),
-		drained: make(chan struct{}),
-		g:       guard{reg: reg, classify: Classify, epoch: time.Now()},
+		inflight: map[*nats.Msg]*inflight{}, drained: make(chan struct{}),
+		g: guard{reg: reg, classify: Classify, epoch: time.Now()},
 	}
 	if p.timeout <= 0 {
 		p.timeout = defaultTimeout
@@ -146,12 +140,13 @@ func NewPublisher(js jetstream.JetStream, reg *registry.Registry, opts ...Option
 	if err := p.g.conn.Validate(); err != nil {
 		return nil, fmt.Errorf("natsguard: NewPublisher: the connection circuit's name: %w", err)
 	}
-	p.status = p.nc.StatusChanged(nats.CLOSED)
-	if p.nc.IsClosed() {
-		close(p.connClosed)
-	} else {
-		p.watcher.Go(p.watch)
+	ajs, err := p.asyncJetStream(p.nc)
+	if err != nil {
+		return nil, fmt.Errorf("natsguard: NewPublisher: %w", err)
 	}
+	p.ajs = ajs
+	p.status = p.nc.StatusChanged(nats.CLOSED)
+	p.watcher.Go(p.watch)
 	return p, nil
 }
 
@@ -174,12 +169,12 @@ func connectionName(nc *nats.Conn) string {
 	return "default"
 }
 
-// watch closes connClosed when the connection closes for good; it ends then, or
-// when Close removes its listener.
+// watch finishes the messages awaiting their acks when the connection closes for
+// good; it ends then, or when Close removes its listener.
 func (p *Publisher) watch() {
 	for s := range p.status {
 		if s == nats.CLOSED {
-			close(p.connClosed)
+			p.connectionClosed()
 			return
 		}
 	}
@@ -285,7 +280,8 @@ func (p *Publisher) result(ctx context.Context, d transport.Destination, subject
 // (ErrSubjectNotInStream).
 func (p *Publisher) publishErr(ctx context.Context, d transport.Destination, subject string, err error) error {
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrAckTimeout):
+	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrAckTimeout),
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout):
 		err = fmt.Errorf("%w (%v): %w", ErrAckTimeout, p.timeout, err)
 	case errors.Is(err, jetstream.ErrNoStreamResponse) && p.streamExists(ctx, d.Name):
 		err = fmt.Errorf("%w: %w", ErrSubjectNotInStream, err)
@@ -367,10 +363,9 @@ func (p *Publisher) Close(ctx context.Context) error {
 	case <-p.drained:
 	case <-ctx.Done():
 		cause = ctx.Err()
-		p.closeOnce.Do(func() { close(p.abandon) })
-		<-p.drained // the lanes settle what is left at once
+		p.abandon()
+		<-p.drained // a promise running elsewhere returns
 	}
-	p.lanesG.Wait()
 	p.nc.RemoveStatusListener(p.status)
 	p.watcher.Wait()
 	if cause != nil {
