@@ -21,7 +21,10 @@ import (
 // the guarded throughput relative to the raw one (1 means no cost); the raw-vs-raw
 // pair is this machine's noise floor for it.
 func BenchmarkPublish(b *testing.B) {
-	e := newEnv(b, machine(b), breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute}, nil)
+	// The raw context has the ack timeout the Publisher's own asynchronous context has
+	// (without one, a stalled server's futures never end): the same client settings.
+	e := newEnv(b, machine(b), breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute},
+		[]jetstream.JetStreamOpt{jetstream.WithPublishAsyncTimeout(5 * time.Second)})
 	d, subj := newStream(b, e.js, "bench", jetstream.StreamConfig{MaxMsgs: 100_000})
 	ctx := context.Background()
 	value := make([]byte, 256)

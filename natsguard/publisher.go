@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -236,7 +235,8 @@ func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs .
 	})
 }
 
-// check refuses a destination the publisher cannot send to, and any call after Close.
+// check refuses a destination the publisher cannot send to, and any call after Close,
+// before any permit is taken.
 func (p *Publisher) check(d transport.Destination) error {
 	if d.Broker != Broker {
 		return fmt.Errorf("%w: %q has broker %q", ErrNotNATS, d.String(), d.Broker)
@@ -244,8 +244,11 @@ func (p *Publisher) check(d transport.Destination) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
-	if strings.ContainsAny(d.Name, ".*> \t/\\") {
-		return &InvalidStreamError{Stream: d.Name}
+	for i := 0; i < len(d.Name); i++ {
+		switch d.Name[i] {
+		case '.', '*', '>', ' ', '\t', '/', '\\':
+			return &InvalidStreamError{Stream: d.Name}
+		}
 	}
 	if p.closed.Load() {
 		return ErrClosed
@@ -330,10 +333,8 @@ func toMsgs(ctx context.Context, d transport.Destination, msgs []transport.Messa
 // order per key kept), the stream is expected (Nats-Expected-Stream) and, unless a
 // header sets one, id becomes the message id (Nats-Msg-Id).
 func toMsg(d transport.Destination, m transport.Message, id string) (*nats.Msg, error) {
-	subject := string(m.Key)
-	if subject == "" || strings.ContainsAny(subject, " \t\r\n") || strings.HasPrefix(subject, ".") ||
-		strings.HasSuffix(subject, ".") || strings.Contains(subject, "..") || strings.ContainsAny(subject, "*>") {
-		return nil, &InvalidMessageError{Reason: fmt.Sprintf("subject %q (the message's Key) is not a subject to publish to", subject)}
+	if !publishable(m.Key) {
+		return nil, &InvalidMessageError{Reason: fmt.Sprintf("subject %q (the message's Key) is not a subject to publish to", m.Key)}
 	}
 	h := make(nats.Header, len(m.Headers)+2)
 	for _, kv := range m.Headers {
@@ -343,7 +344,26 @@ func toMsg(d transport.Destination, m transport.Message, id string) (*nats.Msg, 
 	if id != "" && len(h[jetstream.MsgIDHeader]) == 0 {
 		h[jetstream.MsgIDHeader] = []string{id}
 	}
-	return &nats.Msg{Subject: subject, Data: m.Value, Header: h}, nil
+	return &nats.Msg{Subject: string(m.Key), Data: m.Value, Header: h}, nil
+}
+
+// publishable reports whether subject can be published to: tokens separated by
+// single dots, none empty, no wildcard and no white space.
+func publishable(subject []byte) bool {
+	if len(subject) == 0 || subject[0] == '.' || subject[len(subject)-1] == '.' {
+		return false
+	}
+	for i, c := range subject {
+		switch c {
+		case ' ', '\t', '\r', '\n', '*', '>':
+			return false
+		case '.':
+			if subject[i-1] == '.' {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Close stops new publishes and waits until every asynchronous message has its
