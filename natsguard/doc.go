@@ -55,17 +55,22 @@
 //
 // [Publisher.Publish] sends its messages one after the other, each awaiting its ack
 // (PublishMsg), under one permit of the stream's circuit weighed by the number of
-// messages. [Publisher.PublishAsync] sends one message (PublishMsgAsync) under a
-// permit of its own and completes it exactly once, from the message's
-// PubAckFuture, when its ack or error comes, when the connection's reconnection
-// (nats.ErrDisconnected) or close ends the wait, when the caller's context ends or
-// when the JetStream context's timeout passes ([ErrAckTimeout]). One goroutine per
-// stream with messages in flight awaits their futures in order, and ends when none
-// is left. A bound on the messages awaiting their acks ([WithMaxPending], default
-// [DefaultMaxPending]) refuses at once beyond it ([ErrTooManyPending]), and the
-// JetStream context's own bound (PublishAsyncMaxPending) is waited for no longer
-// than the caller's deadline. [Publisher.Close] waits for the pending acks within
-// its context and gives the rest up (Neutral, [ErrClosed]).
+// messages. [Publisher.PublishAsync] sends one message under a permit of its own and
+// completes it exactly once when the message's answer comes: its ack or the
+// server's error, the end of the wait when the connection reconnects
+// (nats.ErrDisconnected) or closes (nats.ErrConnectionClosed, which nats.go itself
+// never gives a pending ack), or the JetStream context's timeout ([ErrAckTimeout]).
+// The Publisher sends asynchronous messages through a JetStream context of its own
+// on the same connection, whose ack and error handlers receive each message's
+// result, the one nats.go puts in its PubAckFuture; the first of the handler, the
+// connection's close and Close to take a message from the Publisher's table finishes
+// it. A goroutine per stream waiting on the futures in order cost 15-25 % of the
+// asynchronous throughput on two cores; the handlers run on the goroutine that reads
+// the acks anyway. The caller's context governs the admission and the send; once
+// sent, a message's wait is bounded by the timeout. A bound on the messages awaiting
+// their acks ([WithMaxPending], default [DefaultMaxPending]) refuses at once beyond
+// it ([ErrTooManyPending]), never waiting for room. [Publisher.Close] waits for the
+// pending acks within its context and gives the rest up (Neutral, [ErrClosed]).
 //
 // Headers become NATS headers (several values of a key are kept in order). A
 // message's id (Nats-Msg-Id) is, unless a header sets it, the id the caller put in
@@ -79,39 +84,45 @@
 //
 // # Classification
 //
-// [Classify] is the table below, each row produced by the real server in this
-// module's tests. It looks through wrapping and through a *transport.BatchError
-// (its entries' worst, transport.Worst).
+// [Classify] is the table below; the publisher's tests produce each row with a real
+// nats-server (the machine's, or one of the test's own for the faults). It looks
+// through wrapping and through a *transport.BatchError (its entries' worst,
+// transport.Worst).
 //
 //	What happened                                        Error                                      Outcome
 //	acked, or acked as a duplicate of an earlier id      nil                                        Success
-//	no ack within the JetStream timeout, no caller       *PublishError (ErrAckTimeout,              Failure
-//	  deadline (a stalled server or connection)            jetstream.ErrAsyncPublishTimeout)
+//	no ack within the JetStream timeout, no caller       *PublishError (ErrAckTimeout)              Failure
+//	  deadline (a stalled server or connection)
 //	acks pending when the connection drops               nats.ErrDisconnected                       Failure
-//	connection closed (by its owner, or nats.go gave up  nats.ErrConnectionClosed                   Failure
-//	  reconnecting), also with acks pending
-//	reconnect buffer full, no servers, stale connection  nats.ErrReconnectBufExceeded, ...          Failure
-//	the store failed (10077 with another reason), 5xx    *jetstream.APIError                        Failure
+//	connection closed by its owner, also with acks       nats.ErrConnectionClosed                   Failure
+//	  pending
 //	no stream of the destination's name                  jetstream.ErrNoStreamResponse              Unusable
 //	stream full: MaxMsgs or MaxBytes with DiscardNew     *jetstream.APIError 503/10077 "maximum     Unusable
 //	                                                       messages exceeded", "maximum bytes ..."
-//	JetStream off (10076, 10039), 401, 403, permissions  *jetstream.APIError, nats errors           Unusable
 //	a name no stream can have ("orders.eu")              *InvalidStreamError                        Unusable
 //	subject full: MaxMsgsPerSubject with                 *jetstream.APIError 503/10077 "maximum     Rejected
 //	  DiscardNewPerSubject                                 messages per subject exceeded"
-//	over the stream's MaxMsgSize (10054)                 *jetstream.APIError                        Rejected
+//	over the stream's MaxMsgSize                         *jetstream.APIError 400/10054              Rejected
 //	over the server's max payload                        nats.ErrMaxPayload                         Rejected
-//	wrong expected last sequence (10071, 10164),         *jetstream.APIError                        Rejected
-//	  last msg id (10070), subject of another stream
-//	  (10060), other 4xx
+//	wrong expected last sequence                         *jetstream.APIError 400/10071              Rejected
+//	subject of another stream (Nats-Expected-Stream)     *jetstream.APIError 400/10060              Rejected
 //	the stream exists, its subjects do not include the   ErrSubjectNotInStream                      Rejected
 //	  message's
 //	no subject (empty Key)                               *InvalidMessageError                       Rejected
 //	the caller cancelled, or its deadline passed         context.Canceled, DeadlineExceeded         Neutral (see below)
 //	the Publisher's Close (before, or giving up acks)    ErrClosed                                  Neutral
-//	too many messages await their acks                   ErrTooManyPending (breaker.ErrSaturated),  Neutral
-//	                                                       jetstream.ErrTooManyStalledMsgs
-//	anything else                                                                                   Neutral
+//	too many messages await their acks                   ErrTooManyPending (breaker.ErrSaturated)   Neutral
+//
+// Classify also maps errors the tests do not produce, by what they say: the
+// connection broken or gone (nats.ErrReconnectBufExceeded, ErrNoServers,
+// ErrStaleConnection, network errors, jetstream.ErrAsyncPublishTimeout) and a store
+// that failed (10077 with another reason) or any other 5xx answer are Failures;
+// JetStream off (10076, 10039), a missing stream (10059), 401 and 403 answers,
+// permission and authorization errors are Unusable; a wrong expected last message
+// id (10070), a wrong sequence on a replicated stream (10164) and any other 4xx
+// answer are Rejected; jetstream.ErrTooManyStalledMsgs (a JetStream context's own
+// bound, for code that classifies a raw context's errors), a draining connection and
+// anything else are Neutral.
 //
 // The full stream and the full subject share their code, 10077, which nats-server
 // gives whenever its store refuses a message, with the store's reason as the
@@ -149,6 +160,6 @@
 // # Goroutines
 //
 // NewPublisher starts one goroutine that watches the connection for its close, and
-// Close stops it. Each stream with asynchronous messages in flight has one goroutine
-// that awaits their acks; it ends when none is left. nats.go runs its own.
+// Close stops it. The asynchronous messages' promises run on nats.go's goroutines:
+// the one that reads the acks, its ack timers', its reconnection's; or in Close.
 package natsguard
