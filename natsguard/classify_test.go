@@ -27,7 +27,7 @@ const (
 // server and returns the publish's error and its destination.
 type classRow struct {
 	name    string
-	do      func(t *testing.T, e *env) (error, transport.Destination)
+	do      func(t *testing.T, e *env) (transport.Destination, error)
 	is      error // errors.Is target; nil for a row whose publish succeeds
 	want    breaker.Outcome
 	counted string
@@ -71,12 +71,12 @@ func TestClassificationAgainstTheServer(t *testing.T) {
 	ctx := context.Background()
 	rows := []classRow{
 		{name: "acked", want: breaker.Success, counted: countedPublished,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, subj := newStream(t, e.js, "ok", jetstream.StreamConfig{})
-				return publishOne(ctx, e, d, subj("a"), []byte("x")), d
+				return d, publishOne(ctx, e, d, subj("a"), []byte("x"))
 			}},
 		{name: "duplicate acked (same Nats-Msg-Id)", want: breaker.Success, counted: countedPublished,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, subj := newStream(t, e.js, "dup", jetstream.StreamConfig{})
 				if _, err := e.js.Publish(ctx, subj("a"), []byte("x"), jetstream.WithMsgID("row-1")); err != nil {
 					t.Fatal(err)
@@ -85,38 +85,38 @@ func TestClassificationAgainstTheServer(t *testing.T) {
 				if n := stored(t, e.js, d); n != 1 {
 					t.Errorf("the stream holds %d messages, want 1", n)
 				}
-				return err, d
+				return d, err
 			}},
 		{name: "no stream of that name", is: jetstream.ErrNoStreamResponse, want: breaker.Unusable, counted: countedNeutral,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d := natsguard.Stream("BGTNOSUCHSTREAM")
-				return publishOne(ctx, e, d, "bgtnosuchstream.a", []byte("x")), d
+				return d, publishOne(ctx, e, d, "bgtnosuchstream.a", []byte("x"))
 			}},
 		{name: "subject of no stream", is: natsguard.ErrSubjectNotInStream, want: breaker.Rejected, counted: countedNeutral,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, _ := newStream(t, e.js, "nosubj", jetstream.StreamConfig{})
-				return publishOne(ctx, e, d, "bgtunbound.subject", []byte("x")), d
+				return d, publishOne(ctx, e, d, "bgtunbound.subject", []byte("x"))
 			}},
 		{name: "subject of another stream (10060)", is: &jetstream.APIError{ErrorCode: 10060}, want: breaker.Rejected, counted: countedNeutral,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, _ := newStream(t, e.js, "mine", jetstream.StreamConfig{})
 				_, theirs := newStream(t, e.js, "theirs", jetstream.StreamConfig{})
-				return publishOne(ctx, e, d, theirs("a"), []byte("x")), d
+				return d, publishOne(ctx, e, d, theirs("a"), []byte("x"))
 			}},
 		{name: "stream full: MaxMsgs, DiscardNew (10077)", is: &jetstream.APIError{ErrorCode: 10077}, want: breaker.Unusable, counted: countedNeutral,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, subj := newStream(t, e.js, "fullmsgs", jetstream.StreamConfig{MaxMsgs: 1, Discard: jetstream.DiscardNew})
 				fill(t, e.js, subj("a"), 1, 1)
-				return publishOne(ctx, e, d, subj("b"), []byte("x")), d
+				return d, publishOne(ctx, e, d, subj("b"), []byte("x"))
 			}},
 		{name: "stream full: MaxBytes, DiscardNew (10077)", is: &jetstream.APIError{ErrorCode: 10077}, want: breaker.Unusable, counted: countedNeutral,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, subj := newStream(t, e.js, "fullbytes", jetstream.StreamConfig{MaxBytes: 300, Discard: jetstream.DiscardNew})
 				fill(t, e.js, subj("a"), 100, 2)
-				return publishOne(ctx, e, d, subj("b"), make([]byte, 100)), d
+				return d, publishOne(ctx, e, d, subj("b"), make([]byte, 100))
 			}},
 		{name: "subject full: MaxMsgsPerSubject, DiscardNewPerSubject (10077)", is: &jetstream.APIError{ErrorCode: 10077}, want: breaker.Rejected, counted: countedNeutral,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, subj := newStream(t, e.js, "fullsubj", jetstream.StreamConfig{MaxMsgsPerSubject: 1,
 					Discard: jetstream.DiscardNew, DiscardNewPerSubject: true})
 				fill(t, e.js, subj("a"), 1, 1)
@@ -124,36 +124,36 @@ func TestClassificationAgainstTheServer(t *testing.T) {
 				if _, other := e.js.Publish(ctx, subj("b"), []byte("x")); other != nil {
 					t.Errorf("another subject of the stream: %v", other)
 				}
-				return err, d
+				return d, err
 			}},
 		{name: "over the stream's MaxMsgSize (10054)", is: &jetstream.APIError{ErrorCode: 10054}, want: breaker.Rejected, counted: countedNeutral,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, subj := newStream(t, e.js, "big", jetstream.StreamConfig{MaxMsgSize: 100})
-				return publishOne(ctx, e, d, subj("a"), make([]byte, 200)), d
+				return d, publishOne(ctx, e, d, subj("a"), make([]byte, 200))
 			}},
 		{name: "over the server's max payload", is: nats.ErrMaxPayload, want: breaker.Rejected, counted: countedNeutral,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, subj := newStream(t, e.js, "huge", jetstream.StreamConfig{})
-				return publishOne(ctx, e, d, subj("a"), make([]byte, e.nc.MaxPayload()+1)), d
+				return d, publishOne(ctx, e, d, subj("a"), make([]byte, e.nc.MaxPayload()+1))
 			}},
 		{name: "wrong expected last sequence (10071)", is: &jetstream.APIError{ErrorCode: 10071}, want: breaker.Rejected, counted: countedNeutral,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, subj := newStream(t, e.js, "lastseq", jetstream.StreamConfig{})
-				return publishOne(ctx, e, d, subj("a"), []byte("x"),
-					transport.Header{Key: jetstream.ExpectedLastSeqHeader, Value: []byte("42")}), d
+				return d, publishOne(ctx, e, d, subj("a"), []byte("x"),
+					transport.Header{Key: jetstream.ExpectedLastSeqHeader, Value: []byte("42")})
 			}},
 		{name: "message without a subject", is: natsguard.ErrInvalidMessage, want: breaker.Rejected, counted: countedNone,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, _ := newStream(t, e.js, "nokey", jetstream.StreamConfig{})
-				return publishOne(ctx, e, d, "", []byte("x")), d
+				return d, publishOne(ctx, e, d, "", []byte("x"))
 			}},
 		{name: "a name no stream can have", is: natsguard.ErrInvalidStream, want: breaker.Unusable, counted: countedNone,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d := natsguard.Stream("orders.eu")
-				return publishOne(ctx, e, d, "orders.eu.a", []byte("x")), d
+				return d, publishOne(ctx, e, d, "orders.eu.a", []byte("x"))
 			}},
 		{name: "a connection its owner closed", is: nats.ErrConnectionClosed, want: breaker.Failure, counted: countedFailed,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, subj := newStream(t, e.js, "connclosed", jetstream.StreamConfig{})
 				other, _ := connect(t, url, nil)
 				js, err := jetstream.New(other)
@@ -165,10 +165,10 @@ func TestClassificationAgainstTheServer(t *testing.T) {
 					t.Fatal(err)
 				}
 				other.Close()
-				return p.Publish(ctx, d, msgs(subj("a"), 1)...), d
+				return d, p.Publish(ctx, d, msgs(subj("a"), 1)...)
 			}},
 		{name: "the publisher's own Close", is: natsguard.ErrClosed, want: breaker.Neutral, counted: countedNone,
-			do: func(t *testing.T, e *env) (error, transport.Destination) {
+			do: func(t *testing.T, e *env) (transport.Destination, error) {
 				d, subj := newStream(t, e.js, "closed", jetstream.StreamConfig{})
 				p, err := natsguard.NewPublisher(e.js, e.reg)
 				if err != nil {
@@ -177,13 +177,13 @@ func TestClassificationAgainstTheServer(t *testing.T) {
 				if err := p.Close(ctx); err != nil {
 					t.Fatal(err)
 				}
-				return p.Publish(ctx, d, msgs(subj("a"), 1)...), d
+				return d, p.Publish(ctx, d, msgs(subj("a"), 1)...)
 			}},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
 			e := newEnv(t, url, counting, nil)
-			err, d := r.do(t, e)
+			d, err := r.do(t, e)
 			checkRow(t, e, r, err, d)
 		})
 	}
@@ -290,6 +290,7 @@ func TestClassificationOfFaults(t *testing.T) {
 		{classRow: classRow{name: "async: acks pending when the connection drops", is: nats.ErrDisconnected,
 			want: breaker.Failure, counted: countedFailed},
 			do: func(t *testing.T, s *stalledEnv) error {
+				s.proxy.BlackHole() // nothing goes through: no ack can be on its way when the connection drops
 				return asyncResult(bg, s.p, s.d, s.subj("a"), s.proxy.Close)
 			}},
 		{classRow: classRow{name: "async: acks pending when the owner closes the connection", is: nats.ErrConnectionClosed,
