@@ -87,7 +87,7 @@ func TestComposeMatchesTestsAndReadme(t *testing.T) {
 			published[host] = name
 		}
 	}
-	for _, want := range []string{"kafka", "rabbitmq", "localstack", "postgres", "redis"} {
+	for _, want := range []string{"kafka", "rabbitmq", "localstack", "postgres", "redis", "nats"} {
 		if _, ok := compose.Services[want]; !ok {
 			t.Errorf("docker-compose.yml lacks %s", want)
 		}
@@ -100,6 +100,7 @@ func TestComposeMatchesTestsAndReadme(t *testing.T) {
 	wantService := map[string]string{
 		"KAFKA_BROKERS": "kafka", "AMQP_URL": "rabbitmq", "SQS_ENDPOINT": "localstack",
 		"DYNAMODB_ENDPOINT": "localstack", "DATABASE_URL": "postgres", "REDIS_ADDR": "redis",
+		"NATS_URL": "nats",
 	}
 	readme, err := os.ReadFile("../docs/contributing.md")
 	if err != nil {
@@ -127,9 +128,9 @@ func TestComposeMatchesTestsAndReadme(t *testing.T) {
 	}
 	// The machine-local defaults are the compose values, so one set of tests fits both.
 	if env["DATABASE_URL"] != harness.DefaultDatabaseURL || env["AMQP_URL"] != harness.DefaultAMQPURL ||
-		env["REDIS_ADDR"] != harness.DefaultRedisAddr {
-		t.Errorf("compose.env and the harness defaults disagree: %s / %s / %s vs %s / %s / %s",
-			env["DATABASE_URL"], env["AMQP_URL"], env["REDIS_ADDR"],
-			harness.DefaultDatabaseURL, harness.DefaultAMQPURL, harness.DefaultRedisAddr)
+		env["REDIS_ADDR"] != harness.DefaultRedisAddr || env["NATS_URL"] != harness.DefaultNATSURL {
+		t.Errorf("compose.env and the harness defaults disagree: %s / %s / %s / %s vs %s / %s / %s / %s",
+			env["DATABASE_URL"], env["AMQP_URL"], env["REDIS_ADDR"], env["NATS_URL"],
+			harness.DefaultDatabaseURL, harness.DefaultAMQPURL, harness.DefaultRedisAddr, harness.DefaultNATSURL)
 	}
 }

@@ -12,6 +12,9 @@
 #               redis-server when missing (tests also start private ones on free ports)
 #   pgbouncer   Debian's pgbouncer package for the outbox's PgBouncer test; only
 #               installed: the test runs its own on a free port
+#   NATS        127.0.0.1:4222 with JetStream   skipped when NATS_URL is set; installs
+#               Debian's nats-server when missing (natsguard's fault tests start private
+#               ones on free ports)
 #
 # Kafka (kfake) and SQS run inside the test binaries and need nothing here.
 # Exits non-zero, naming the server, when one cannot be made ready.
@@ -75,6 +78,17 @@ fi
 [[ -n "${REDIS_ADDR:-}" ]] || wait_port Redis 6379 30
 
 PATH=$PATH:/usr/sbin apt_install pgbouncer pgbouncer
+
+# No test stops or stalls this server: natsguard's fault tests start nats-servers of
+# their own (internal/harness, NewNATSServer). Started as the machine starts it.
+PATH=$PATH:/usr/sbin apt_install nats-server nats-server
+if [[ -z "${NATS_URL:-}" ]] && ! port_open 4222; then
+	echo "services: starting nats-server with JetStream"
+	mkdir -p /var/lib/nats-server
+	start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+		-a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log || true
+fi
+[[ -n "${NATS_URL:-}" ]] || wait_port NATS 4222 30
 
 if [[ -z "${DYNAMODB_ENDPOINT:-}" ]]; then
 	dir=integration/dynalite

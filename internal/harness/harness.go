@@ -1,12 +1,12 @@
 // Package harness finds, starts and checks the real servers that the integration tests
 // in integration/ run against: PostgreSQL, RabbitMQ, Kafka (in-process kfake), SQS,
-// DynamoDB (dynalite, from npm) and Redis.
+// DynamoDB (dynalite, from npm), Redis and NATS JetStream.
 //
 // Every server has a lookup function that needs no testing.TB (Postgres, RabbitMQ,
-// Kafka, SQS, DynamoDB, Redis): it reads the server's environment variable, falls back
+// Kafka, SQS, DynamoDB, Redis, NATS): it reads the server's environment variable, falls back
 // to the default for a development machine and returns an *UnavailableError when the
 // server cannot be reached. The test helpers (PostgresSchema, AMQPURL, KafkaBrokers,
-// SQSEndpoint, Dynalite, RedisAddr) call the lookup and hand any error to Require, which
+// SQSEndpoint, Dynalite, RedisAddr, NATSURL) call the lookup and hand any error to Require, which
 // fails the test under CI=true and otherwise skips it with one line saying how to start
 // the server.
 //
@@ -18,9 +18,10 @@
 //	SQS_ENDPOINT       SQS endpoint URL; unset means the caller's in-process test server
 //	DYNAMODB_ENDPOINT  DynamoDB endpoint URL; unset means a dynalite child process
 //	REDIS_ADDR         Redis host:port; default 127.0.0.1:6379
+//	NATS_URL           NATS server URL (JetStream on); default nats://127.0.0.1:4222
 //	CI                 "true" (or any true value of strconv.ParseBool) turns skips into failures
 //
-// When DATABASE_URL, AMQP_URL or REDIS_ADDR is unset and the local server is down, the
+// When DATABASE_URL, AMQP_URL, REDIS_ADDR or NATS_URL is unset and the local server is down, the
 // harness tries once per test binary to start it with the machine's own command.
 // scripts/services.sh does the same before a CI run.
 package harness
