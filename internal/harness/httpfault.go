@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log"
@@ -10,6 +11,9 @@ import (
 	"net/url"
 	"sync/atomic"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/brokerguard/brokerguard/sqs/sqstest"
 )
@@ -122,4 +126,24 @@ func SQSErrorResponse(f sqstest.Fault) HTTPResponse {
 		"X-Amzn-Query-Error": {f.Code + ";" + side},
 		"X-Amzn-Requestid":   {"harness-fault"},
 	}}
+}
+
+// FaultedSQS starts an SQS test server of the test's own with queue created on it,
+// behind an HTTPFault that fails with fail, behind a Proxy, and returns an AWS SDK
+// client with its defaults that reaches the server through both, the proxy (to make
+// the server slow or refuse connections) and the fault layer (to fail a share of
+// requests, and count them). All end with the test.
+func FaultedSQS(t testing.TB, queue string, fail sqstest.Fault) (*awssqs.Client, *Proxy, *HTTPFault) {
+	t.Helper()
+	srv, err := sqstest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	if _, err := sqsClient(srv.URL()).CreateQueue(context.Background(), &awssqs.CreateQueueInput{QueueName: aws.String(queue)}); err != nil {
+		t.Fatal(err)
+	}
+	fault := NewHTTPFault(t, srv.URL(), SQSErrorResponse(fail))
+	proxy := NewProxy(t, fault.Addr())
+	return sqsClient("http://" + proxy.Addr()), proxy, fault
 }
