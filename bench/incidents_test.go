@@ -234,12 +234,11 @@ func openIncidentSQS(t *testing.T, reg *registry.Registry) incidentTarget {
 }
 
 // openIncidentKafka is openKafka's kafka-go writer on a fresh kfake whose produce
-// requests fail, a share of them, with NOT_ENOUGH_REPLICAS (a broker whose followers
-// lag: the write is refused before it is applied).
+// requests fail, a share of them, with incidentKafkaError.
 func openIncidentKafka(t *testing.T, reg *registry.Registry) incidentTarget {
 	topic := slowName()
 	cluster := harness.KFake(t, kfake.SeedTopics(1, topic))
-	fault := harness.NewProduceFault(cluster, kerr.NotEnoughReplicas)
+	fault := harness.NewProduceFault(cluster, incidentKafkaError(t))
 	tg := kafkaTarget(t, reg, cluster, topic)
 	return incidentTarget{pub: tg.pub, d: tg.d, set: proxyConditions(tg.proxy, fault.SetFailShare),
 		count: func() brokerCount {
@@ -247,6 +246,26 @@ func openIncidentKafka(t *testing.T, reg *registry.Registry) incidentTarget {
 			_, refused := tg.proxy.Connections()
 			return brokerCount{n, failed, refused}
 		}}
+}
+
+// incidentKafkaError is the code the brownout's failed produce requests get:
+// UNKNOWN_SERVER_ERROR (kfake's default fault; a Failure for the breaker), which
+// kafka-go does not retry, so a failure is fast, as issue 40 saw. With
+// GOODPUT_KAFKA_ERROR=not-enough-replicas the code is one kafka-go retries: its
+// writer then sleeps 100 ms, 400 ms, ... between attempts while the partition's
+// later batches (one per BatchTimeout of 1 ms) queue behind, so a publisher
+// without a breaker collapses at 10 % failing already, and the row measures
+// kafka-go's retry loop rather than any protection.
+func incidentKafkaError(t *testing.T) *kerr.Error {
+	switch s := os.Getenv("GOODPUT_KAFKA_ERROR"); s {
+	case "", "unknown":
+		return kerr.UnknownServerError
+	case "not-enough-replicas":
+		return kerr.NotEnoughReplicas
+	default:
+		t.Fatalf("GOODPUT_KAFKA_ERROR=%q: want unknown or not-enough-replicas", s)
+		return nil
+	}
 }
 
 // openIncidentRabbit is openRabbit's publisher on the machine's RabbitMQ through a
@@ -382,14 +401,7 @@ func runIncidentChild(t *testing.T, mode, column string) {
 	}
 	tg := b.open(t, reg)
 	publish := columnWrap(column, tg.pub.Publish)
-	// One publish before the schedule, not recorded, so that every column starts with
-	// its client connected and its destination resolved.
-	warm, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	err = tg.pub.Publish(warm, tg.d, transport.Message{Value: []byte("warm-up")})
-	cancel()
-	if err != nil {
-		t.Fatalf("%s: the publish before the schedule: %v", column, err)
-	}
+	warmUp(t, column, tg)
 	if late := time.Since(start); late > 0 {
 		t.Fatalf("%s: ready %v after the common start: raise incidentMargin", column, late)
 	}
@@ -427,6 +439,24 @@ func runIncidentChild(t *testing.T, mode, column string) {
 	}
 	if err := os.WriteFile(os.Getenv(incidentOutEnv), data, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// warmUp publishes a few messages at once before the schedule, not recorded, so
+// that every column starts with its client connected (a few connections, as many
+// as the SDK's HTTP client keeps idle) and its destination resolved.
+func warmUp(t *testing.T, column string, tg incidentTarget) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errs := make(chan error, 10)
+	for range cap(errs) {
+		go func() { errs <- tg.pub.Publish(ctx, tg.d, transport.Message{Value: []byte("warm-up")}) }()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Fatalf("%s: a publish before the schedule: %v", column, err)
+		}
 	}
 }
 
