@@ -20,19 +20,7 @@ func readErr(c net.Conn) error {
 // TestProxyRefuseConnections: refusing resets the open connections and every new one,
 // counts the new ones, and AcceptConnections forwards again.
 func TestProxyRefuseConnections(t *testing.T) {
-	p := NewProxy(t, echoServer(t))
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", p.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	before := dial()
-	if !echoes(t, before) {
-		t.Fatal("no echo through the proxy")
-	}
+	p, dial, before := echoProxy(t)
 	p.RefuseConnections()
 	if err := readErr(before); !errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("a connection open when the proxy began refusing: read got %v, want a reset", err)
