@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
+	"github.com/sony/gobreaker/v2"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
@@ -90,11 +91,26 @@ func selected(env, name string) bool {
 }
 
 // refused reports whether err is a refusal without a call to the broker: a circuit's
-// (or a ramp's, or a limit's) or failsafe-go's limiter's.
+// (or a ramp's, or a limit's), failsafe-go's limiter's or gobreaker's.
 func refused(err error) bool {
 	var rej *registry.RejectedError
 	return errors.As(err, &rej) || errors.Is(err, breaker.ErrOpen) || errors.Is(err, breaker.ErrSaturated) ||
-		errors.Is(err, adaptivelimiter.ErrExceeded)
+		errors.Is(err, adaptivelimiter.ErrExceeded) ||
+		errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests)
+}
+
+// goodputInterval is the pause between one caller's calls: GOODPUT_INTERVAL, or 400ms.
+func goodputInterval(t *testing.T) time.Duration {
+	t.Helper()
+	s := os.Getenv("GOODPUT_INTERVAL")
+	if s == "" {
+		return 400 * time.Millisecond
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		t.Fatalf("GOODPUT_INTERVAL=%q: not a positive duration", s)
+	}
+	return d
 }
 
 // fastRefusal is the time within which a refusal counts as failing fast.

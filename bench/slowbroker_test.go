@@ -6,14 +6,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	fsgo "github.com/failsafe-go/failsafe-go"
-	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -107,14 +104,7 @@ var slowBrokers = []struct {
 func TestSlowBroker(t *testing.T) {
 	mode := goodputMode(t, "TestSlowBroker")
 	durs := phaseDurations(t, mode, slowShort, slowFull)
-	interval := 400 * time.Millisecond
-	if s := os.Getenv("GOODPUT_INTERVAL"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			t.Fatalf("GOODPUT_INTERVAL=%q: not a positive duration", s)
-		}
-		interval = d
-	}
+	interval := goodputInterval(t)
 	for _, b := range slowBrokers {
 		if !selected("GOODPUT_BROKERS", b.name) {
 			continue
@@ -150,11 +140,7 @@ func runSlow(t *testing.T, open func(*testing.T, *registry.Registry) slowTarget,
 	tg := open(t, reg)
 	publish := tg.pub.Publish
 	if s.failsafe {
-		lim := adaptivelimiter.NewBuilder[any]().Build() // defaults, as in the issue
-		inner := publish
-		publish = func(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
-			return fsgo.With[any](lim).WithContext(ctx).Run(func() error { return inner(ctx, d, msgs...) })
-		}
+		publish = withFailsafeLimiter(publish)
 	}
 	phases := make([]phase, len(durs))
 	for i, d := range durs {
@@ -375,7 +361,11 @@ func phaseList(durs []time.Duration) string {
 // through a fresh proxy.
 func openKafka(t *testing.T, reg *registry.Registry) slowTarget {
 	topic := slowName()
-	cluster := harness.KFake(t, kfake.SeedTopics(1, topic))
+	return kafkaTarget(t, reg, harness.KFake(t, kfake.SeedTopics(1, topic)), topic)
+}
+
+// kafkaTarget is openKafka's publisher of topic on cluster.
+func kafkaTarget(t *testing.T, reg *registry.Registry, cluster *kfake.Cluster, topic string) slowTarget {
 	proxy := harness.NewProxy(t, cluster.ListenAddrs()[0])
 	tr := &kafkago.Transport{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, proxy.Addr()) // the advertised address too

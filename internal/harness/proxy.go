@@ -23,7 +23,8 @@ import (
 //
 // It can also make the server slow without any error: SetLatency delays what the
 // server sends, and SetRate bounds the bytes per second the link passes (see
-// shape.go).
+// shape.go); and make it look down: RefuseConnections resets every connection until
+// AcceptConnections (see refuse.go).
 type Proxy struct {
 	ln   net.Listener
 	sent atomic.Int64 // bytes read from clients
@@ -39,6 +40,7 @@ type Proxy struct {
 	wg       sync.WaitGroup
 
 	shaper                  // latency and bandwidth (shape.go)
+	refuser                 // refused connections (refuse.go)
 	stop      chan struct{} // closed by close: ends the shaper's waits
 	closeOnce sync.Once     // Close and the test's cleanup may both close
 }
@@ -71,9 +73,15 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
+		if p.arrived(down) {
+			continue
+		}
 		silent, upstream, ok := p.track(down)
 		if !ok {
 			return
+		}
+		if p.refused(down) { // RefuseConnections ran between the two checks
+			continue
 		}
 		if silent.Load() {
 			p.wg.Add(1)

@@ -52,11 +52,12 @@ func echoWithin(c net.Conn, within time.Duration) bool {
 	return err == nil && line == "ping\n"
 }
 
-// TestProxyBlackHoleThenForward: a black hole hangs open and new connections; after
-// Forward (to another server) new connections work and the hung ones stay hung.
-func TestProxyBlackHoleThenForward(t *testing.T) {
-	p := NewProxy(t, echoServer(t))
-	dial := func() net.Conn {
+// echoProxy returns a proxy to an echo server, a dial through it (the test closes
+// the connections when it ends), and a first connection that has echoed.
+func echoProxy(t *testing.T) (p *Proxy, dial func() net.Conn, first net.Conn) {
+	t.Helper()
+	p = NewProxy(t, echoServer(t))
+	dial = func() net.Conn {
 		c, err := net.Dial("tcp", p.Addr())
 		if err != nil {
 			t.Fatal(err)
@@ -64,10 +65,17 @@ func TestProxyBlackHoleThenForward(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	before := dial()
-	if !echoes(t, before) {
+	first = dial()
+	if !echoes(t, first) {
 		t.Fatal("no echo through the proxy")
 	}
+	return p, dial, first
+}
+
+// TestProxyBlackHoleThenForward: a black hole hangs open and new connections; after
+// Forward (to another server) new connections work and the hung ones stay hung.
+func TestProxyBlackHoleThenForward(t *testing.T) {
+	p, dial, before := echoProxy(t)
 	p.BlackHole()
 	during := dial()
 	if !echoSilent(t, before) || !echoSilent(t, during) {

@@ -43,14 +43,17 @@ func ProxiedSQS(t testing.TB, queue string) (*awssqs.Client, *Proxy) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := func(endpoint string) *awssqs.Client {
-		return awssqs.New(awssqs.Options{BaseEndpoint: aws.String(endpoint), Region: "us-east-1",
-			Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
-	}
 	// The queue is created directly, so that a proxy already shaped cannot delay it.
-	if _, err := client(srv.URL()).CreateQueue(context.Background(), &awssqs.CreateQueueInput{QueueName: aws.String(queue)}); err != nil {
+	if _, err := sqsClient(srv.URL()).CreateQueue(context.Background(), &awssqs.CreateQueueInput{QueueName: aws.String(queue)}); err != nil {
 		t.Fatal(err)
 	}
 	proxy := NewProxy(t, u.Host)
-	return client("http://" + proxy.Addr()), proxy
+	return sqsClient("http://" + proxy.Addr()), proxy
+}
+
+// sqsClient is the AWS SDK's SQS client with its defaults for the server at
+// endpoint, with test credentials.
+func sqsClient(endpoint string) *awssqs.Client {
+	return awssqs.New(awssqs.Options{BaseEndpoint: aws.String(endpoint), Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
 }
