@@ -1,8 +1,8 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"time"
 )
 
@@ -42,7 +42,10 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		rep, token, err := p.process(ctx)
 		if ctx.Err() != nil {
-			return errors.Join(release(token), p.releaseAll(unreleased, release))
+			// The first failure only: the others repeat the same cause (a store that
+			// does not answer), one line each.
+			err := release(token)
+			return cmp.Or(err, p.releaseAll(unreleased, release))
 		}
 		var more bool
 		if err != nil {

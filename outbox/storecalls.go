@@ -79,7 +79,8 @@ func (b boundedStore) call(ctx context.Context, op string, f func(ctx context.Co
 		return err
 	}
 	if cctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("no answer within %v: %w", b.timeout, errors.Join(context.DeadlineExceeded, err))
+		// One line that matches both: errors.Join would write the cause on a second.
+		err = fmt.Errorf("no answer within %v (%w): %w", b.timeout, context.DeadlineExceeded, err)
 	} else if cctx.Err() != nil {
 		err = fmt.Errorf("no answer within %v: %w", b.timeout, err)
 	}

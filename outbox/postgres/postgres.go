@@ -190,7 +190,7 @@ func (t sqlTx) insert(ctx context.Context, query string, args ...any) (ids []int
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, rows.Close()) }()
+	defer func() { err = firstErr(err, rows.Close()) }()
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
@@ -504,13 +504,23 @@ func (s *Store) planned(ctx context.Context, setup []string, f func(br pgx.Batch
 	}
 	b.Queue(stmt, args...)
 	br := s.db.SendBatch(ctx, b)
-	defer func() { err = errors.Join(err, br.Close()) }()
+	defer func() { err = firstErr(err, br.Close()) }()
 	for range setup {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
 	}
 	return f(br)
+}
+
+// firstErr returns err, or the error of closing when there was none. Closing after
+// a failed statement answers that statement's error again (pgx's batch results do):
+// joined to it, one cause would read as two, on two lines of a log.
+func firstErr(err, closeErr error) error {
+	if err != nil {
+		return err
+	}
+	return closeErr
 }
 
 // The setups of planned.
