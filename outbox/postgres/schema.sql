@@ -1,4 +1,4 @@
--- brokerguard outbox tables, version 4. Safe to run more than once (also over version
+-- brokerguard outbox tables, version 5. Safe to run more than once (also over version
 -- 1); Migrate runs it as one transaction under an advisory lock so concurrent starts
 -- do not race.
 SELECT pg_advisory_xact_lock(7362890145221);
@@ -71,3 +71,9 @@ CREATE INDEX IF NOT EXISTS brokerguard_outbox_settled
 -- many dead rows there are.
 CREATE INDEX IF NOT EXISTS brokerguard_outbox_dead_reason
     ON brokerguard_outbox ((split_part(coalesce(last_error, ''), ': ', 1)), id) WHERE status = 'dead';
+-- Version 5: dead rows by destination, and by destination and reason, for the same
+-- reason: a filter on a destination that has no dead row reads nothing.
+CREATE INDEX IF NOT EXISTS brokerguard_outbox_dead_dest
+    ON brokerguard_outbox (destination, id) WHERE status = 'dead';
+CREATE INDEX IF NOT EXISTS brokerguard_outbox_dead_dest_rsn
+    ON brokerguard_outbox (destination, (split_part(coalesce(last_error, ''), ': ', 1)), id) WHERE status = 'dead';
