@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,18 +61,94 @@ type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// Migrate creates the outbox tables and their indexes if they do not exist, in one
-// transaction under an advisory lock. Of the options only WithTable matters here.
+// Migrate brings the outbox tables and their indexes to this version's schema, so
+// that every relay can run it at start-up during a rolling deploy. Of the options only
+// WithTable matters here.
+//
+// When the table already carries this version's mark (SchemaVersion), Migrate reads
+// that one catalog row and returns: it takes no lock, so relays starting beside open
+// business transactions and running claims wait for nothing. Otherwise it runs
+// SchemaFor in one transaction under an advisory lock (concurrent starts take turns),
+// after the table's claims' lock (a claim waits for the migration rather than
+// deadlocking with it), with every lock wait bounded by MigrateLockTimeout: a
+// migration that would queue behind a long transaction, and hold every Enqueue behind
+// its own queued request meanwhile, gives up its place at once and tries again after
+// a short pause, until ctx ends or MigrateAttempts tries have failed. The indexes a
+// new version adds are built while writes wait (CREATE INDEX, not CONCURRENTLY, so
+// that the whole migration is one transaction); docs/outbox-database.md says how to
+// build them beforehand on a large table.
+//
+// db is usually a *pgxpool.Pool; with an Execer that cannot read (none of pgx's
+// types) the version is not checked and the schema runs every time.
 func Migrate(ctx context.Context, db Execer, opts ...Option) error {
 	var s Store
 	for _, o := range opts {
 		o(&s)
 	}
-	if _, err := db.Exec(ctx, SchemaFor(s.table)); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
+	if r, ok := db.(rowQuerier); ok {
+		current, err := schemaCurrent(ctx, r, s.table)
+		if err != nil {
+			return fmt.Errorf("postgres: migrate: reading the schema's version: %w", err)
+		}
+		if current {
+			return nil
+		}
 	}
-	return nil
+	script := migrateSetup + SchemaFor(s.table)
+	pause := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := db.Exec(ctx, script)
+		if err == nil {
+			return nil
+		}
+		var pe *pgconn.PgError
+		waited := errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01") // lock_not_available, deadlock_detected
+		if !waited || attempt == MigrateAttempts || ctx.Err() != nil {
+			return fmt.Errorf("postgres: migrate (try %d): %w", attempt, err)
+		}
+		t := time.NewTimer(pause + rand.N(pause))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("postgres: migrate (try %d): %w", attempt, err)
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
+
+// SchemaVersion is the version of Schema, which Migrate writes as the table's comment
+// ("brokerguard outbox schema 5") and reads back to skip a schema that is current.
+const SchemaVersion = 5
+
+// MigrateLockTimeout bounds each lock wait of a migration; MigrateAttempts bounds its
+// tries. An Enqueue that arrives while a migration waits for the table queues behind
+// it for at most MigrateLockTimeout.
+const (
+	MigrateLockTimeout = 200 * time.Millisecond
+	MigrateAttempts    = 100
+)
+
+// migrateSetup bounds the lock waits of the migration's transaction.
+var migrateSetup = "SELECT set_config('lock_timeout', '" + strconv.FormatInt(MigrateLockTimeout.Milliseconds(), 10) + "ms', true);\n"
+
+// rowQuerier is what Migrate needs to read the schema's version: *pgxpool.Pool,
+// *pgx.Conn and pgx.Tx have it.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// schemaCurrent reports whether table t carries this version's mark. It reads the
+// catalogs only: to_regclass and obj_description take no lock on the table.
+func schemaCurrent(ctx context.Context, db rowQuerier, t TableName) (bool, error) {
+	var current bool
+	err := db.QueryRow(ctx, `SELECT coalesce(obj_description(to_regclass($1), 'pg_class') = $2, false)`,
+		t.String(), schemaMark).Scan(&current)
+	return current, err
+}
+
+// schemaMark is the comment the schema's last statement puts on the table.
+var schemaMark = "brokerguard outbox schema " + strconv.Itoa(SchemaVersion)
 
 // DB is the connection pool the Store works on; *pgxpool.Pool is one. Each method
 // call runs its statements on their own (no transaction is held between calls).
