@@ -86,6 +86,7 @@ type Processor struct {
 	owner    string
 	idHeader string
 	waker    Waker
+	sessions Sessions // the store's, when it has them (session.go)
 	// retention, when set, is applied by Run; nextPurge is when Run deletes next
 	// (used by Run's goroutine only).
 	retention *Retention

@@ -54,6 +54,7 @@ func (c *capture) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceB
 	for _, q := range d.Batch.QueuedQueries {
 		switch {
 		case strings.HasPrefix(q.SQL, "SELECT pg_advisory_xact_lock("): // the claims' lock, not a statement to explain
+		case strings.HasPrefix(q.SQL, "WITH gone AS ("): // the claim's freeing of gone relays' rows
 		case strings.HasPrefix(q.SQL, "SELECT set_config("):
 			setup = q.SQL
 		case c.on:

@@ -127,3 +127,17 @@ func TestMigrateBehindAnOpenTransactionLetsEnqueuesThrough(t *testing.T) {
 		t.Fatalf("the table's mark after Migrate: %q, %v", mark, err)
 	}
 }
+
+// pgEnqueue commits entries in a transaction of their own and returns their ids.
+func pgEnqueue(ctx context.Context, t *testing.T, s *postgres.Store, pool *pgxpool.Pool, entries ...outbox.Entry) []int64 {
+	t.Helper()
+	var ids []int64
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
+		ids, err = s.Enqueue(ctx, postgres.Pgx(tx), entries...)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}

@@ -614,7 +614,8 @@ const claimLockClass = 7362890
 
 // claimSetup is the claim's planner setup, the bounds of its waits on the server
 // (the Store's timeout: a claim whose client gave up must not go on waiting for the
-// lock and lease rows nobody will publish), and the claims' lock.
+// lock and lease rows nobody will publish), the claims' lock, and the freeing of the
+// rows of relays whose session is gone (freeGoneSQL, session.go).
 //
 // The lock takes concurrent claims of one table one at a time, each in its own
 // transaction with the claim; the claim statement runs after the lock is had, so its
@@ -638,7 +639,7 @@ func (s *Store) claimSetup() []string {
 		t := strconv.FormatInt(ms, 10)
 		setup += `, set_config('lock_timeout', '` + t + `', true), set_config('statement_timeout', '` + t + `', true)`
 	}
-	return []string{setup, s.claimLock}
+	return []string{setup, s.claimLock, s.sql(freeGoneSQL)}
 }
 
 // heldBy limits a write to the rows the claim with token $2 still leases. Every write
@@ -753,8 +754,9 @@ func (s *Store) Fail(ctx context.Context, token string, failures []outbox.Failur
 
 // Release implements outbox.Store.
 func (s *Store) Release(ctx context.Context, token string) error {
+	// Along the leased index: the rows of one claim, whatever else is pending.
 	_, err := s.db.Exec(ctx, s.sql(`UPDATE `+Table+` SET lease_owner = NULL, lease_until = NULL
-		WHERE lease_owner = $1 AND status = 'pending'`), token)
+		WHERE (lease_owner COLLATE "C") = $1 AND status = 'pending'`), token)
 	if err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
 	}

@@ -95,7 +95,9 @@ CREATE TABLE IF NOT EXISTS brokerguard_outbox_relay (
 );
 -- The leased rows by lease owner, in byte order, so that a gone relay's rows (a range
 -- of tokens) and a claim's rows (one token) are found without reading the others.
+-- Its predicate names the status so that the write-backs, which leave the status out
+-- of their condition, never pick it over the primary key.
 CREATE INDEX IF NOT EXISTS brokerguard_outbox_leased
-    ON brokerguard_outbox ((lease_owner COLLATE "C")) WHERE lease_owner IS NOT NULL;
+    ON brokerguard_outbox ((lease_owner COLLATE "C")) WHERE status = 'pending' AND lease_owner IS NOT NULL;
 
 COMMENT ON TABLE brokerguard_outbox IS 'brokerguard outbox schema 5';

@@ -92,6 +92,7 @@ var rules = []struct {
 	{"RetentionDeletesOnlySettledRows", retention},
 	{"DeadRowsArePagedFilteredAndRequeued", deadRowsAndRequeue},
 	{"OnCallListsHoldsAndDeadCounts", onCall},
+	{"AnEndedSessionsRowsAreTakenAtOnce", endedSessionsRowsAreTakenAtOnce},
 }
 
 // suite is one rule's fixture.
@@ -726,5 +727,43 @@ func onCall(x *suite) {
 	counts, err := oc.DeadCounts(x.ctx)
 	if err != nil || len(counts) != 1 || counts[0].Reason != outbox.ReasonAttemptsExhausted || counts[0].Rows != 2 {
 		x.t.Errorf("DeadCounts = %+v, %v; want 2 %s", counts, err, outbox.ReasonAttemptsExhausted)
+	}
+}
+
+// endedSessionsRowsAreTakenAtOnce: for a store with sessions (outbox.Sessions), the
+// rows a session's claims lease stay leased while it lasts, are claimed by others at
+// once (well within their lease) when it ends, and are then fenced from the ended
+// claim's write-backs; another session's rows stay where they are.
+func endedSessionsRowsAreTakenAtOnce(x *suite) {
+	ss, ok := x.s.Store.(outbox.Sessions)
+	if !ok {
+		x.t.Skip("the store has no sessions")
+	}
+	a := x.rows(orders, "k1", 2)
+	b := x.rows(orders, "k2", 1)
+	endA, err := ss.Session(x.ctx, "relay-a/1/")
+	if err != nil {
+		x.t.Fatalf("Session: %v", err)
+	}
+	defer endA()
+	endB, err := ss.Session(x.ctx, "relay-b/1/")
+	if err != nil {
+		x.t.Fatalf("Session: %v", err)
+	}
+	defer endB()
+	x.wantIDs("claim in session a", x.claimN("relay-a/1/1", 2, 1), a...)
+	x.wantIDs("claim in session b", x.claimN("relay-b/1/1", 1, 1), b...)
+	x.clock.Advance(Lease / 2)
+	x.wantIDs("claim while both sessions last", x.claim("relay-c/1/1"))
+	endA()
+	x.wantIDs("claim after session a ended, within its lease", x.claim("relay-c/1/2"), a...)
+	if n := x.published("relay-a/1/1", a); n != 0 {
+		x.t.Fatalf("MarkPublished by the ended session's claim changed %d rows, want 0", n)
+	}
+	if n := x.published("relay-b/1/1", b); n != 1 {
+		x.t.Fatalf("MarkPublished by the live session's claim changed %d rows, want 1", n)
+	}
+	if n := x.published("relay-c/1/2", a); n != 2 {
+		x.t.Fatalf("MarkPublished by the claim that took the rows over changed %d rows, want 2", n)
 	}
 }
