@@ -255,7 +255,17 @@ func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, erro
 	for _, row := range probeRows {
 		probed[row.Destination] = true
 	}
-	due := append(probeRows, rows[:min(len(rows), r.Limit-len(probeRows))]...)
+	rows = rows[:max(min(len(rows), r.Limit-len(probeRows)), 0)]
+	if r.MaxBytes > 0 { // a prefix of them, by id, within the bytes (at least one row)
+		total := 0
+		for i, row := range rows {
+			if total += (Entry{Message: row.Message}).Size(); total > r.MaxBytes && i > 0 {
+				rows = rows[:i]
+				break
+			}
+		}
+	}
+	due := append(probeRows, rows...)
 	slices.SortFunc(due, func(a, b *Record) int { return cmp.Compare(a.ID, b.ID) })
 	out := make([]Record, len(due))
 	for i, row := range due {

@@ -96,6 +96,7 @@ type Processor struct {
 	claims    atomic.Uint64 // numbers the claim tokens
 
 	batchSize      int
+	batchBytes     int
 	probeBatch     int
 	maxAttempts    int
 	lease          time.Duration
@@ -126,6 +127,7 @@ func NewProcessor(store Store, circuits Circuits, pub transport.Publisher, opts 
 		store: store, circuits: circuits, pub: pub,
 		random:         rand.Float64,
 		batchSize:      DefaultBatchSize,
+		batchBytes:     DefaultBatchBytes,
 		probeBatch:     1,
 		maxAttempts:    DefaultMaxAttempts,
 		lease:          DefaultLease,
@@ -195,7 +197,7 @@ func (p *Processor) ProcessPending(ctx context.Context) (Report, error) {
 func (p *Processor) process(ctx context.Context) (Report, string, error) {
 	token := p.newToken()
 	start := p.now()
-	recs, err := p.store.Claim(ctx, ClaimRequest{Token: token, Now: start, Limit: p.batchSize, Lease: p.lease, ProbeLimit: p.probeBatch})
+	recs, err := p.store.Claim(ctx, ClaimRequest{Token: token, Now: start, Limit: p.batchSize, Lease: p.lease, ProbeLimit: p.probeBatch, MaxBytes: p.batchBytes})
 	if err != nil {
 		return Report{}, token, err
 	}

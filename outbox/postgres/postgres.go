@@ -176,6 +176,11 @@ func WithClock(c breaker.Clock) Option { return func(s *Store) { s.clock = c } }
 // NOTIFY, which a database taking thousands of enqueueing commits a second may feel.
 func WithoutNotify() Option { return func(s *Store) { s.quiet = true } }
 
+// WithMaxEntryBytes makes Enqueue refuse (outbox.ErrTooLarge) an entry whose key,
+// value and headers pass n bytes, instead of its broker's default limit
+// (outbox.DefaultMaxEntryBytes): for a broker configured to take larger messages.
+func WithMaxEntryBytes(n int) Option { return func(s *Store) { s.maxEntry = n } }
+
 // Store is an outbox.Store on a PostgreSQL table. It is safe for concurrent use.
 type Store struct {
 	db         DB            // bounded by the timeout (deadline.go)
@@ -183,6 +188,7 @@ type Store struct {
 	clock      breaker.Clock
 	table      TableName
 	quiet      bool // no NOTIFY on Enqueue, no CommitWaker
+	maxEntry   int  // WithMaxEntryBytes; 0: outbox.DefaultMaxEntryBytes
 	timeout    time.Duration
 	timeoutSet bool
 	stmts      *statements
@@ -306,8 +312,8 @@ type header struct {
 
 // Enqueue inserts pending rows, visible at once, in tx and returns their ids in entry
 // order. The rows exist only if tx commits; then, unless WithoutNotify, the table's
-// Listeners are woken. Every entry must be valid (outbox.Entry.Validate); otherwise
-// nothing is inserted.
+// Listeners are woken. Every entry must be valid (outbox.Entry.Validate, with the
+// size limit of WithMaxEntryBytes if given); otherwise nothing is inserted.
 func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]int64, error) {
 	if len(entries) == 0 {
 		return nil, nil
@@ -317,7 +323,7 @@ func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]
 	payloads := make([][]byte, len(entries))
 	headers := make([]*string, len(entries))
 	for i, e := range entries {
-		if err := e.Validate(); err != nil {
+		if err := e.ValidateMax(s.maxEntry); err != nil {
 			return nil, fmt.Errorf("postgres: enqueue entry %d: %w", i, err)
 		}
 		dests[i], keys[i], payloads[i] = e.Destination.String(), e.Message.Key, e.Message.Value
@@ -493,14 +499,16 @@ WITH RECURSIVE ended AS (
 ), probing AS (
 	UPDATE ` + HoldTable + ` h SET held_until = $3, probe_token = $2
 	WHERE h.destination IN (SELECT destination FROM pick)
-), ` + pendingDests + `, due AS (
-	SELECT c.ctid FROM dests
+), ` + pendingDests + `, candidates AS (
+	SELECT c.ctid, c.id, c.size FROM dests
 	CROSS JOIN LATERAL (
-		SELECT o.id, o.ctid FROM ` + Table + ` o WHERE ` + sameDestination("dests.d") + ` AND ` + claimable + `
+		SELECT o.id, o.ctid, SIZE_ AS size FROM ` + Table + ` o WHERE ` + sameDestination("dests.d") + ` AND ` + claimable + `
 		ORDER BY o.destination, o.id LIMIT LIMIT_
 	) c
 	WHERE dests.d IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ` + HoldTable + ` h WHERE h.destination = dests.d)
 	ORDER BY c.id LIMIT LIMIT_ - (SELECT count(*) FROM pick)
+), due AS (
+	DUE_
 ), locked AS (
 	-- Lock only the rows taken, not every destination's candidates; a row another
 	-- claim took meanwhile is skipped, or fails the lease test once its lock is had
@@ -526,9 +534,25 @@ RETURNING o.id, o.destination, o.msg_key, o.payload, o.headers::text, o.created_
 // PostgreSQL's generic plan (the one a cached prepared statement gets after five
 // runs) does not know them and costs the lateral scans as if they read a good part of
 // the table.
-func claimStatement(limit, probe int) string {
-	return strings.NewReplacer("LIMIT_", strconv.Itoa(limit), "PROBE_", strconv.Itoa(probe)).Replace(claimSQL)
+//
+// With a bound in bytes, due keeps the candidates, by id, while their running total
+// of sizes (rowSize) stays within it, and the first one in any case; without one,
+// the size is not read and due is every candidate.
+func claimStatement(limit, probe, maxBytes int) string {
+	size, due := "0", "SELECT ctid FROM candidates"
+	if maxBytes > 0 {
+		size = rowSize
+		due = `SELECT ctid FROM (
+		SELECT ctid, sum(size) OVER (ORDER BY id) AS upto, row_number() OVER (ORDER BY id) AS n FROM candidates
+	) w WHERE w.upto <= ` + strconv.Itoa(maxBytes) + ` OR w.n = 1`
+	}
+	return strings.NewReplacer("LIMIT_", strconv.Itoa(limit), "PROBE_", strconv.Itoa(probe), "SIZE_", size, "DUE_", due).Replace(claimSQL)
 }
+
+// rowSize is a row's size as a claim's bound in bytes counts it: its value's and
+// key's lengths (read from the values' headers, without reading the values) and its
+// headers' stored size.
+const rowSize = `(octet_length(o.payload) + coalesce(octet_length(o.msg_key), 0) + coalesce(pg_column_size(o.headers), 0))`
 
 // Claim implements outbox.Store in one statement. It is safe against concurrent
 // claims; per-key order across claims that run at the same instant is not
@@ -547,7 +571,7 @@ func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Reco
 			return rec, err
 		})
 		return err
-	}, s.sql(claimStatement(r.Limit, max(r.ProbeLimit, 1))), r.Now, r.Token, r.Now.Add(r.Lease))
+	}, s.sql(claimStatement(r.Limit, max(r.ProbeLimit, 1), r.MaxBytes)), r.Now, r.Token, r.Now.Add(r.Lease))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}

@@ -93,6 +93,8 @@ var rules = []struct {
 	{"DeadRowsArePagedFilteredAndRequeued", deadRowsAndRequeue},
 	{"OnCallListsHoldsAndDeadCounts", onCall},
 	{"AnEndedSessionsRowsAreTakenAtOnce", endedSessionsRowsAreTakenAtOnce},
+	{"AClaimStopsAtItsBytes", claimStopsAtItsBytes},
+	{"AnEntryAtTheLimitIsStored", entryAtTheLimitIsStored},
 }
 
 // suite is one rule's fixture.
@@ -606,6 +608,13 @@ func invalidEntriesRefused(x *suite) {
 	if _, err := x.s.Enqueue(x.ctx, outbox.Entry{Message: good.Message}); err == nil {
 		x.t.Fatal("Enqueue without a destination succeeded")
 	}
+	// One byte over the broker's default limit, counting key, value and headers.
+	limit := outbox.DefaultMaxEntryBytes(orders.Broker)
+	large := outbox.Entry{Destination: orders, Message: transport.Message{Key: []byte("k"), Value: make([]byte, limit-5),
+		Headers: []transport.Header{{Key: "h", Value: []byte("1234")}}}}
+	if _, err := x.s.Enqueue(x.ctx, good, large); !errors.Is(err, outbox.ErrTooLarge) {
+		x.t.Fatalf("Enqueue of %d bytes for %s (limit %d) = %v; want outbox.ErrTooLarge", large.Size(), orders, limit, err)
+	}
 	if n, _, err := x.s.Backlog(x.ctx); n != 0 || err != nil {
 		x.t.Fatalf("Backlog after refused enqueues = %d, %v; want 0: nothing of a refused call is stored", n, err)
 	}
@@ -765,5 +774,48 @@ func endedSessionsRowsAreTakenAtOnce(x *suite) {
 	}
 	if n := x.published("relay-c/1/2", a); n != 2 {
 		x.t.Fatalf("MarkPublished by the claim that took the rows over changed %d rows, want 2", n)
+	}
+}
+
+// claimStopsAtItsBytes: a claim with MaxBytes takes rows oldest first while their
+// total stays within it (each row's key and value counted; these rows have no
+// headers), and a first row larger than MaxBytes alone; a later claim takes the rest.
+func claimStopsAtItsBytes(x *suite) {
+	const kib = 1 << 10
+	var entries []outbox.Entry
+	for i := range 5 {
+		entries = append(entries, outbox.Entry{Destination: orders, Message: transport.Message{Value: make([]byte, 300*kib+i)}})
+	}
+	entries = append(entries, outbox.Entry{Destination: emails, Message: transport.Message{Value: make([]byte, 700*kib)}})
+	id := x.enqueue(entries...)
+	claim := func(token string, maxBytes int) []outbox.Record {
+		x.t.Helper()
+		recs, err := x.s.Claim(x.ctx, outbox.ClaimRequest{Token: token, Now: x.clock.Now(), Limit: 100, Lease: Lease, ProbeLimit: 1, MaxBytes: maxBytes})
+		if err != nil {
+			x.t.Fatalf("Claim(%s): %v", token, err)
+		}
+		return recs
+	}
+	x.wantIDs("claim within 1000 KiB", claim("a", 1000*kib), id[:3]...)
+	x.wantIDs("claim within 100 KiB: the first row, alone", claim("b", 100*kib), id[3])
+	x.wantIDs("claim within 1000 KiB of the rest", claim("c", 1000*kib), id[4])
+	x.wantIDs("claim without a bound in bytes", claim("d", 0), id[5])
+}
+
+// entryAtTheLimitIsStored: an entry of exactly its broker's default limit (key, value
+// and headers together) is stored and read back whole.
+func entryAtTheLimitIsStored(x *suite) {
+	for _, d := range []transport.Destination{orders, {Broker: "sqs", Name: "orders"}} {
+		limit := outbox.DefaultMaxEntryBytes(d.Broker)
+		e := outbox.Entry{Destination: d, Message: transport.Message{Key: []byte("k"), Value: make([]byte, limit-5),
+			Headers: []transport.Header{{Key: "h", Value: []byte("123")}}}}
+		id := x.enqueue(e)
+		recs := x.claim("at-limit-" + d.Broker)
+		if len(recs) != 1 || recs[0].ID != id[0] || len(recs[0].Message.Value) != limit-5 {
+			x.t.Fatalf("%s: claimed %d rows; want row %d with its %d bytes", d, len(recs), id[0], limit-5)
+		}
+		if n := x.published("at-limit-"+d.Broker, id); n != 1 {
+			x.t.Fatalf("%s: MarkPublished changed %d rows", d, n)
+		}
 	}
 }
