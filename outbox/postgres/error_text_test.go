@@ -18,15 +18,15 @@ import (
 // pgBrokenDB is a database whose connection breaks under every statement: each one
 // fails at once with err, and a batch's Close answers the first result's error
 // again, as pgx's does.
-type pgBrokenDB struct{ err error }
+type pgBrokenDB struct{ cause error }
 
 func (db pgBrokenDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
-	return pgconn.CommandTag{}, db.err
+	return pgconn.CommandTag{}, db.cause
 }
-func (db pgBrokenDB) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, db.err }
-func (db pgBrokenDB) QueryRow(context.Context, string, ...any) pgx.Row        { return pgErrRow{db.err} }
+func (db pgBrokenDB) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, db.cause }
+func (db pgBrokenDB) QueryRow(context.Context, string, ...any) pgx.Row        { return pgErrRow{db.cause} }
 func (db pgBrokenDB) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults {
-	return pgBrokenBatch{err: db.err}
+	return pgBrokenBatch{err: db.cause}
 }
 
 type pgBrokenBatch struct {
@@ -43,7 +43,7 @@ func (b pgBrokenBatch) Close() error                     { return b.err }
 // "postgres: claim: unexpected EOF", not that followed by the cause again on a second
 // line (which the default log and the error handler would print as two failures).
 func TestStoreErrorsNameTheirCauseOnce(t *testing.T) {
-	s := postgres.New(pgBrokenDB{io.ErrUnexpectedEOF})
+	s := postgres.New(pgBrokenDB{cause: io.ErrUnexpectedEOF})
 	ctx := context.Background()
 	now := time.Now()
 	calls := map[string]func() error{
