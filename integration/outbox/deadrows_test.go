@@ -28,7 +28,8 @@ func TestDeadRowsPageReadsNoPayload(t *testing.T) {
 		const rows, size = 8, 4 << 20
 		entries := make([]outbox.Entry, rows)
 		for i := range entries {
-			entries[i] = outbox.Entry{Destination: transport.Destination{Broker: "kafka", Name: "orders"},
+			// AMQP: RabbitMQ takes messages of 4 MiB (outbox.DefaultMaxEntryBytes).
+			entries[i] = outbox.Entry{Destination: transport.Destination{Broker: "amqp", Name: "orders"},
 				Message: transport.Message{Key: []byte{'k', byte('0' + i)}, Value: make([]byte, size)}}
 		}
 		ids := sc.enqueue(t, entries...)
