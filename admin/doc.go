@@ -26,7 +26,8 @@
 //	POST /api/circuits/{destination}/clear         no body
 //	GET  /api/transitions?limit=N          the newest transitions first (needs a Journal)
 //	GET  /api/outbox                       backlog and oldest pending age (needs WithOutbox),
-//	                                       per destination, holds, dead rows by reason
+//	                                       per destination, holds, dead rows by reason;
+//	                                       read at most once a second, one read at a time
 //	GET  /api/outbox/dead?destination=&reason=&after=&limit=   one page of dead rows
 //	POST /api/outbox/requeue               {"ids":[...]} or {"destination":"kafka:x","reason":"..."}
 //

@@ -127,6 +127,7 @@ type Handler struct {
 	audit   func(context.Context, AuditEvent)
 	journal *Journal
 	outbox  Outbox
+	stats   statsCache // GET /api/outbox (outbox.go)
 	clock   breaker.Clock
 	maxHold time.Duration
 	origin  *http.CrossOriginProtection

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/brokerguard/brokerguard/outbox"
@@ -118,7 +119,7 @@ func (h *Handler) outboxStats(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, OutboxStats{})
 		return
 	}
-	out := ReadOutbox(r.Context(), h.outbox, h.now())
+	out := h.stats.get(r.Context(), h.outbox, h.now())
 	status := http.StatusOK
 	if out.Error != nil {
 		status = http.StatusServiceUnavailable
@@ -352,4 +353,53 @@ func (h *Handler) requeueRequest(r *http.Request, now time.Time, ev *AuditEvent)
 	n, err := dl.Requeue(r.Context(), f, now)
 	ev.Requeued = n
 	return err
+}
+
+// statsFor is how long GET /api/outbox answers with the stats it read last: the
+// dashboard's poll interval, so that any number of open dashboards (and scripts)
+// cost the database one read of the stats a second.
+const statsFor = time.Second
+
+// statsCache serves GET /api/outbox: at most one read of the store at a time, its
+// result kept for statsFor. A request that finds the result older than that reads
+// again, unless a read is under way: then it answers at once with the last result
+// (or, before the first one, waits for that read). Requests never queue reads
+// behind each other on the database, whatever their number.
+type statsCache struct {
+	mu      sync.Mutex    // guards the fields below
+	last    OutboxStats   // the last result
+	at      time.Time     // when the read of last began; zero: none yet
+	reading chan struct{} // closed when the read under way ends; nil: none
+}
+
+// get returns the stats of o as statsCache says, now being the handler's time.
+func (c *statsCache) get(ctx context.Context, o Outbox, now time.Time) OutboxStats {
+	c.mu.Lock()
+	switch {
+	case !c.at.IsZero() && (now.Sub(c.at) < statsFor || c.reading != nil):
+		last := c.last
+		c.mu.Unlock()
+		return last
+	case c.reading != nil:
+		wait := c.reading
+		c.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			msg := ctx.Err().Error()
+			return OutboxStats{Enabled: true, Error: &msg}
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.last
+	}
+	done := make(chan struct{})
+	c.reading = done
+	c.mu.Unlock()
+	out := ReadOutbox(ctx, o, now)
+	c.mu.Lock()
+	c.last, c.at, c.reading = out, now, nil
+	c.mu.Unlock()
+	close(done)
+	return out
 }

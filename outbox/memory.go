@@ -22,9 +22,10 @@ type MemoryStore struct {
 	rows       []*Record  // by id - 1
 	settled    int        // rows[:settled] are all published or dead: claims scan from there
 	holds      map[transport.Destination]*memoryHold
-	rowWrites  int64         // row changes made by claims and write-backs (not by Enqueue)
-	holdWrites int64         // holds created, changed or dropped
-	enqueued   chan struct{} // closed by the next Enqueue, for Listen
+	rowWrites  int64          // row changes made by claims and write-backs (not by Enqueue)
+	holdWrites int64          // holds created, changed or dropped
+	enqueued   chan struct{}  // closed by the next Enqueue, for Listen
+	sessions   map[string]int // open sessions by prefix: how many
 }
 
 type memoryHold struct {
@@ -38,6 +39,7 @@ var (
 	_ Purger      = (*MemoryStore)(nil)
 	_ DeadLetters = (*MemoryStore)(nil)
 	_ Waker       = (*MemoryStore)(nil)
+	_ Sessions    = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty store whose Enqueue stamps rows with clock's time
@@ -111,6 +113,40 @@ func (s *MemoryStore) Listen(ctx context.Context, wake func()) error {
 		case <-ctx.Done():
 			return nil
 		case <-next:
+		}
+	}
+}
+
+// Session implements Sessions: when the session ends (end called or ctx ended), the
+// rows the claims of prefix still lease are given back at once, as the PostgreSQL
+// store gives them back at the next claim once their relay's connection is gone.
+func (s *MemoryStore) Session(ctx context.Context, prefix string) (end func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.sessions == nil {
+		s.sessions = map[string]int{}
+	}
+	s.sessions[prefix]++
+	s.mu.Unlock()
+	var once sync.Once
+	finish := func() { once.Do(func() { s.endSession(prefix) }) }
+	stop := context.AfterFunc(ctx, finish)
+	return func() { stop(); finish() }, nil
+}
+
+// endSession gives back the rows prefix's claims lease once its last session ends.
+func (s *MemoryStore) endSession(prefix string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions[prefix]--; s.sessions[prefix] > 0 {
+		return
+	}
+	delete(s.sessions, prefix)
+	for _, r := range s.rows[s.settled:] {
+		if isPending(r) && hasPrefix(r.LeaseOwner, prefix) {
+			s.release(r)
 		}
 	}
 }
@@ -219,7 +255,17 @@ func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, erro
 	for _, row := range probeRows {
 		probed[row.Destination] = true
 	}
-	due := append(probeRows, rows[:min(len(rows), r.Limit-len(probeRows))]...)
+	rows = rows[:max(min(len(rows), r.Limit-len(probeRows)), 0)]
+	if r.MaxBytes > 0 { // a prefix of them, by id, within the bytes (at least one row)
+		total := 0
+		for i, row := range rows {
+			if total += (Entry{Message: row.Message}).Size(); total > r.MaxBytes && i > 0 {
+				rows = rows[:i]
+				break
+			}
+		}
+	}
+	due := append(probeRows, rows...)
 	slices.SortFunc(due, func(a, b *Record) int { return cmp.Compare(a.ID, b.ID) })
 	out := make([]Record, len(due))
 	for i, row := range due {

@@ -18,6 +18,7 @@ const (
 	DefaultMaxCircuitDeferral = 24 * time.Hour
 	DefaultDeferralJitter     = time.Second
 	DefaultRejectedDelay      = time.Second
+	DefaultBatchBytes         = 16 << 20
 )
 
 // ProcessorOption configures a Processor.
@@ -70,6 +71,15 @@ func WithOwner(owner string) ProcessorOption {
 // spread those over more rows; a batch must still publish well within the lease.
 func WithBatchSize(n int) ProcessorOption {
 	return positive("WithBatchSize", n, func(p *Processor) { p.batchSize = n })
+}
+
+// WithBatchBytes bounds a claim in bytes as WithBatchSize bounds it in rows (default
+// 16 MiB): a claim takes rows, oldest first, until the next one would bring their
+// keys, values and headers past n bytes (a first row larger than n is claimed alone),
+// so that a batch of large messages does not hold hundreds of megabytes in the
+// relay's memory and in one publish.
+func WithBatchBytes(n int) ProcessorOption {
+	return positive("WithBatchBytes", n, func(p *Processor) { p.batchBytes = n })
 }
 
 // WithMaxAttempts sets the failed publishes after which a row is dead (default 10).

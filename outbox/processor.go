@@ -86,6 +86,7 @@ type Processor struct {
 	owner    string
 	idHeader string
 	waker    Waker
+	sessions Sessions // the store's, when it has them (session.go)
 	// retention, when set, is applied by Run; nextPurge is when Run deletes next
 	// (used by Run's goroutine only).
 	retention *Retention
@@ -95,6 +96,7 @@ type Processor struct {
 	claims    atomic.Uint64 // numbers the claim tokens
 
 	batchSize      int
+	batchBytes     int
 	probeBatch     int
 	maxAttempts    int
 	lease          time.Duration
@@ -125,6 +127,7 @@ func NewProcessor(store Store, circuits Circuits, pub transport.Publisher, opts 
 		store: store, circuits: circuits, pub: pub,
 		random:         rand.Float64,
 		batchSize:      DefaultBatchSize,
+		batchBytes:     DefaultBatchBytes,
 		probeBatch:     1,
 		maxAttempts:    DefaultMaxAttempts,
 		lease:          DefaultLease,
@@ -194,7 +197,7 @@ func (p *Processor) ProcessPending(ctx context.Context) (Report, error) {
 func (p *Processor) process(ctx context.Context) (Report, string, error) {
 	token := p.newToken()
 	start := p.now()
-	recs, err := p.store.Claim(ctx, ClaimRequest{Token: token, Now: start, Limit: p.batchSize, Lease: p.lease, ProbeLimit: p.probeBatch})
+	recs, err := p.store.Claim(ctx, ClaimRequest{Token: token, Now: start, Limit: p.batchSize, Lease: p.lease, ProbeLimit: p.probeBatch, MaxBytes: p.batchBytes})
 	if err != nil {
 		return Report{}, token, err
 	}

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -374,6 +375,34 @@ func TestNoHeadOfLineBlockingByAnOpenDestination(t *testing.T) {
 	}
 }
 
+// A batch is bounded in bytes as in rows: of 4 rows of 400 KiB, the default 16 MiB
+// takes all of them, WithBatchBytes(1 MiB) two per batch.
+func TestBatchBytesBoundABatch(t *testing.T) {
+	for _, c := range []struct {
+		opts []outbox.ProcessorOption
+		want []int
+	}{
+		{nil, []int{4}},
+		{[]outbox.ProcessorOption{outbox.WithBatchBytes(1 << 20)}, []int{2, 2}},
+	} {
+		f := newFixture(t, policy, c.opts...)
+		entries := make([]outbox.Entry, 4)
+		for i := range entries {
+			entries[i] = outbox.Entry{Destination: orders, Message: transport.Message{Value: make([]byte, 400<<10)}}
+		}
+		if _, err := f.store.Enqueue(context.Background(), entries...); err != nil {
+			t.Fatal(err)
+		}
+		var got []int
+		for n := f.process(t).Claimed; n > 0; n = f.process(t).Claimed {
+			got = append(got, n)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("batches of %v rows, want %v", got, c.want)
+		}
+	}
+}
+
 func TestCancelledPublishLeavesRowsLeasedUntilReleased(t *testing.T) {
 	f := newFixture(t, policy)
 	ids := f.enqueue(t, orders, 2)
@@ -448,6 +477,7 @@ func TestInvalidProcessorOptions(t *testing.T) {
 	pub := &fakePublisher{}
 	for name, opt := range map[string]outbox.ProcessorOption{
 		"batch":    outbox.WithBatchSize(0),
+		"bytes":    outbox.WithBatchBytes(0),
 		"lease":    outbox.WithLease(-time.Second),
 		"attempts": outbox.WithMaxAttempts(0),
 		"deferral": outbox.WithMaxCircuitDeferral(0),

@@ -1,8 +1,8 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"time"
 )
 
@@ -11,7 +11,10 @@ import (
 // a Waker, until the Waker signals, whichever comes first. The Waker is the one given
 // to WithWaker or, without one, the store's own (CommitWaker), if it has one. With
 // WithRetention it also deletes old settled rows, one bounded batch between claims.
-// It runs in the caller's goroutine and starts none but the Waker's. When ctx ends it
+// With a store that has sessions (Sessions), Run first opens one for its claims, so
+// that if its process dies the other dispatchers take its rows at once instead of
+// waiting for its leases to end. It runs in the caller's goroutine and starts none
+// but the Waker's (and the store's session's, if any). When ctx ends it
 // releases the rows its batch still leases, so a stopped Run leaves no row leased, and
 // returns nil (or the release's error).
 //
@@ -29,6 +32,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		defer cancel()
 		return p.store.Release(rctx, token)
 	}
+	defer p.openSession(ctx)() // session.go
 	w := p.startWaker(ctx)
 	defer w.stop()
 	timer := time.NewTimer(p.poll)
@@ -42,7 +46,10 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		rep, token, err := p.process(ctx)
 		if ctx.Err() != nil {
-			return errors.Join(release(token), p.releaseAll(unreleased, release))
+			// The first failure only: the others repeat the same cause (a store that
+			// does not answer), one line each.
+			err := release(token)
+			return cmp.Or(err, p.releaseAll(unreleased, release))
 		}
 		var more bool
 		if err != nil {

@@ -49,6 +49,7 @@ func (p *Processor) bindStore() {
 			p.waker = cw.CommitWaker()
 		}
 	}
+	p.sessions, _ = p.store.(Sessions)
 	hooks, _ := p.hooks.(StoreErrorHooks)
 	p.store = boundedStore{inner: p.store, timeout: p.storeTimeout, hooks: hooks}
 }

@@ -24,7 +24,8 @@ func (s obClaimStore) Claim(ctx context.Context, _ outbox.ClaimRequest) ([]outbo
 // A store call that ran out of WithStoreTimeout says so ("no answer within" the
 // timeout) and matches context.DeadlineExceeded, whether the store returned the
 // context's error or one of its own; a store's own error within the timeout is
-// passed on as it is, not dressed as a timeout.
+// passed on as it is, not dressed as a timeout. Either way the text is one line that
+// names each cause once, as the default log and the error handler show it.
 func TestStoreErrorSaysWhetherTheStoreDidNotAnswer(t *testing.T) {
 	for _, c := range []struct {
 		name     string
@@ -50,6 +51,10 @@ func TestStoreErrorSaysWhetherTheStoreDidNotAnswer(t *testing.T) {
 			said := strings.Contains(err.Error(), "no answer within 1s")
 			if said != c.noAnswer || errors.Is(err, context.DeadlineExceeded) != c.noAnswer {
 				t.Errorf("%s: %q (matches DeadlineExceeded: %v); want a timeout: %v", c.name, err, errors.Is(err, context.DeadlineExceeded), c.noAnswer)
+			}
+			text := err.Error()
+			if strings.Contains(text, "\n") || strings.Count(text, errStore.Error()) > 1 || strings.Count(text, context.DeadlineExceeded.Error()) > 1 {
+				t.Errorf("%s: %q repeats a cause or spans lines", c.name, text)
 			}
 		})
 	}

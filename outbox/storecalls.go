@@ -11,7 +11,7 @@ import (
 
 // StoreError is an error of a call the Processor made to its store: the operation
 // ("claim", "mark_published", "defer", "fail", "hold", "unhold", "release",
-// "delete_settled") and the store's error. A call that got no answer within the
+// "delete_settled", "session") and the store's error. A call that got no answer within the
 // store timeout (WithStoreTimeout) is a StoreError whose Err wraps
 // context.DeadlineExceeded.
 type StoreError struct {
@@ -43,6 +43,7 @@ const (
 	OpRelease       = "release"
 	OpBacklog       = "backlog"
 	OpDeleteSettled = "delete_settled"
+	OpSession       = "session"
 )
 
 // WithStoreTimeout bounds every store call the Processor makes (claim, write-backs,
@@ -79,7 +80,8 @@ func (b boundedStore) call(ctx context.Context, op string, f func(ctx context.Co
 		return err
 	}
 	if cctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("no answer within %v: %w", b.timeout, errors.Join(context.DeadlineExceeded, err))
+		// One line that matches both: errors.Join would write the cause on a second.
+		err = fmt.Errorf("no answer within %v (%w): %w", b.timeout, context.DeadlineExceeded, err)
 	} else if cctx.Err() != nil {
 		err = fmt.Errorf("no answer within %v: %w", b.timeout, err)
 	}

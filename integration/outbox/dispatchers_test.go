@@ -38,6 +38,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if dsn := os.Getenv(relayEnv); dsn != "" {
+		err := runRelay(dsn)
+		fmt.Fprintln(os.Stderr, "relay process:", err)
+		os.Exit(2)
+	}
 	os.Exit(m.Run())
 }
 

@@ -67,46 +67,70 @@ func filterArgs(f outbox.DeadFilter) []any {
 }
 
 // reasonExpr is outbox.DeadReason in SQL: the text of last_error before its first
-// ': '. The dead-reason index is on it.
+// ': '. The dead-row indexes are on it.
 const reasonExpr = `split_part(coalesce(last_error, ''), ': ', 1)`
 
-// deadReasonFilter is deadFilter for a filter that sets a reason ($3), written so that
-// the dead-reason index serves it: a row whose last_error matches the reason
-// (outbox.DeadFilter.MatchesReason) has the reason's first part as its own, so the
-// index narrows the rows to those of one reason before the exact test. A reason that
-// matches nothing then reads nothing, however many dead rows there are.
-const deadReasonFilter = `status = 'dead' AND ($1::bigint[] IS NULL OR id = ANY($1))
-	AND ($2::text IS NULL OR destination = $2) AND ` + reasonExpr + ` = split_part($3::text, ': ', 1)
-	AND (last_error = $3 OR starts_with(last_error, $3 || ': '))`
+// deadAccess is how the rows of one shape of DeadFilter are found: lead is the
+// condition added to deadFilter that an index can serve (a row the filter matches
+// meets it too), order the order of that index's entries once lead holds, so that a
+// page is read in id order along the index and no plan sorts. A filter that matches
+// nothing then reads nothing, however many dead rows there are: without them, a
+// destination or a list of ids that matched no row had the page walk every dead row
+// (the filter's conditions are written with "IS NULL OR", which no index serves).
+type deadAccess struct{ lead, order string }
 
-// deadPageSQL selects cols of one page of dead rows ($4 after, $5 limit) by ascending
-// id; with a reason, along the dead-reason index (ordered by the reason, which is one
-// value, then id: the index's order, so no plan needs to sort or to scan other reasons).
-func deadPageSQL(cols string, byReason bool) string {
-	if !byReason {
-		return `SELECT ` + cols + ` FROM ` + Table + ` WHERE ` + deadFilter + ` AND id > $4 ORDER BY id LIMIT $5`
+var (
+	// By ids: the primary key, one probe per id.
+	deadByIDs = deadAccess{`id = ANY($1)`, `id`}
+	// By destination and reason: the index on both. The destination is compared
+	// as claimSQL does it (sameDestination): given a plain equality, the planner may
+	// walk the primary key in id order instead, through every dead row.
+	deadByDestinationReason = deadAccess{`destination = $2 AND ` + reasonLead, `destination, ` + reasonExpr + `, id`}
+	// By destination: the dead-destination index.
+	deadByDestination = deadAccess{sameDestination("$2::text"), `destination, id`}
+	// By reason: the dead-reason index. A row whose last_error matches the reason
+	// has the reason's first part as its own.
+	deadByReason = deadAccess{reasonLead, reasonExpr + `, id`}
+	// Every dead row: the settled index's dead part, in id order (status first).
+	deadAll = deadAccess{``, `id`}
+)
+
+// reasonLead is true of every row whose last_error matches the reason $3.
+const reasonLead = reasonExpr + ` = split_part($3::text, ': ', 1)`
+
+// access returns how the rows f matches are found.
+func access(f outbox.DeadFilter) deadAccess {
+	dest := f.Destination != (transport.Destination{})
+	switch {
+	case len(f.IDs) > 0:
+		return deadByIDs
+	case dest && f.Reason != "":
+		return deadByDestinationReason
+	case dest:
+		return deadByDestination
+	case f.Reason != "":
+		return deadByReason
 	}
-	return `SELECT ` + cols + ` FROM ` + Table + ` WHERE ` + deadReasonFilter + ` AND id > $4 ORDER BY ` + reasonExpr + `, id LIMIT $5`
+	return deadAll
+}
+
+// where is the filter with a's lead condition.
+func (a deadAccess) where() string {
+	if a.lead == "" {
+		return deadFilter
+	}
+	return deadFilter + ` AND ` + a.lead
+}
+
+// deadPageSQL selects cols of one page of dead rows ($4 after, $5 limit) by
+// ascending id, found as a says.
+func deadPageSQL(cols string, a deadAccess) string {
+	return `SELECT ` + cols + ` FROM ` + Table + ` o WHERE ` + a.where() + ` AND id > $4 ORDER BY ` + a.order + ` LIMIT $5`
 }
 
 // summaryColumns are columns without the payload, and its length last: PostgreSQL
 // knows a value's length from its header, without reading (or de-TOASTing) it.
 var summaryColumns = strings.Replace(columns, "payload", "NULL::bytea", 1) + `, octet_length(payload)`
-
-var (
-	deadRowsSQL          = deadPageSQL(columns, false)
-	deadRowsReasonSQL    = deadPageSQL(columns, true)
-	deadSummarySQL       = deadPageSQL(summaryColumns, false)
-	deadSummaryReasonSQL = deadPageSQL(summaryColumns, true)
-)
-
-// pick returns byReason when f sets a reason, else plain.
-func pick(f outbox.DeadFilter, plain, byReason string) string {
-	if f.Reason != "" {
-		return byReason
-	}
-	return plain
-}
 
 // DeadRows implements outbox.DeadLetters.
 func (s *Store) DeadRows(ctx context.Context, f outbox.DeadFilter, p outbox.Page) ([]outbox.Record, error) {
@@ -116,7 +140,7 @@ func (s *Store) DeadRows(ctx context.Context, f outbox.DeadFilter, p outbox.Page
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.Query(ctx, s.sql(pick(f, deadRowsSQL, deadRowsReasonSQL)), append(filterArgs(f), p.After, p.Size())...)
+	rows, err := s.db.Query(ctx, s.sql(deadPageSQL(columns, access(f))), append(filterArgs(f), p.After, p.Size())...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: dead rows: %w", err)
 	}
@@ -136,7 +160,7 @@ func (s *Store) DeadSummaries(ctx context.Context, f outbox.DeadFilter, p outbox
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.Query(ctx, s.sql(pick(f, deadSummarySQL, deadSummaryReasonSQL)), append(filterArgs(f), p.After, p.Size())...)
+	rows, err := s.db.Query(ctx, s.sql(deadPageSQL(summaryColumns, access(f))), append(filterArgs(f), p.After, p.Size())...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: dead rows: %w", err)
 	}
@@ -159,22 +183,18 @@ func (s *Store) DeadSummaries(ctx context.Context, f outbox.DeadFilter, p outbox
 // holds many row locks for long.
 const requeueBatch = 1000
 
-// requeueSQL makes up to $5 matching dead rows pending, visible at $4. It waits for
-// rows another statement holds rather than skip them, so that none is missed.
-func requeueStatement(filter string) string {
+// requeueStatement makes up to $5 dead rows the filter matches pending, visible at
+// $4, found as a says. It waits for rows another statement holds rather than skip
+// them, so that none is missed.
+func requeueStatement(a deadAccess) string {
 	return `
 WITH picked AS (
-	SELECT id FROM ` + Table + ` WHERE ` + filter + ` ORDER BY id LIMIT $5 FOR UPDATE
+	SELECT id FROM ` + Table + ` o WHERE ` + a.where() + ` ORDER BY ` + a.order + ` LIMIT $5 FOR UPDATE
 )
 UPDATE ` + Table + ` o SET status = 'pending', visible_after = $4, attempts = 0, deferrals = 0,
 	first_deferred_at = NULL, settled_at = NULL, lease_owner = NULL, lease_until = NULL
 FROM picked WHERE o.id = picked.id AND o.status = 'dead'`
 }
-
-var (
-	requeueSQL       = requeueStatement(deadFilter)
-	requeueReasonSQL = requeueStatement(deadReasonFilter) // along the dead-reason index
-)
 
 // Requeue implements outbox.DeadLetters, in statements of at most 1,000 rows each.
 // Rows requeued before an error stay requeued; the count says how many.
@@ -185,7 +205,7 @@ func (s *Store) Requeue(ctx context.Context, f outbox.DeadFilter, now time.Time)
 	args := append(filterArgs(f), now, requeueBatch)
 	total := 0
 	for {
-		tag, err := s.db.Exec(ctx, s.sql(pick(f, requeueSQL, requeueReasonSQL)), args...)
+		tag, err := s.db.Exec(ctx, s.sql(requeueStatement(access(f))), args...)
 		if err != nil {
 			return total, fmt.Errorf("postgres: requeue: %w", err)
 		}

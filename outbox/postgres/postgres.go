@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,18 +61,94 @@ type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// Migrate creates the outbox tables and their indexes if they do not exist, in one
-// transaction under an advisory lock. Of the options only WithTable matters here.
+// Migrate brings the outbox tables and their indexes to this version's schema, so
+// that every relay can run it at start-up during a rolling deploy. Of the options only
+// WithTable matters here.
+//
+// When the table already carries this version's mark (SchemaVersion), Migrate reads
+// that one catalog row and returns: it takes no lock, so relays starting beside open
+// business transactions and running claims wait for nothing. Otherwise it runs
+// SchemaFor in one transaction under an advisory lock (concurrent starts take turns),
+// after the table's claims' lock (a claim waits for the migration rather than
+// deadlocking with it), with every lock wait bounded by MigrateLockTimeout: a
+// migration that would queue behind a long transaction, and hold every Enqueue behind
+// its own queued request meanwhile, gives up its place at once and tries again after
+// a short pause, until ctx ends or MigrateAttempts tries have failed. The indexes a
+// new version adds are built while writes wait (CREATE INDEX, not CONCURRENTLY, so
+// that the whole migration is one transaction); docs/outbox-database.md says how to
+// build them beforehand on a large table.
+//
+// db is usually a *pgxpool.Pool; with an Execer that cannot read (none of pgx's
+// types) the version is not checked and the schema runs every time.
 func Migrate(ctx context.Context, db Execer, opts ...Option) error {
 	var s Store
 	for _, o := range opts {
 		o(&s)
 	}
-	if _, err := db.Exec(ctx, SchemaFor(s.table)); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
+	if r, ok := db.(rowQuerier); ok {
+		current, err := schemaCurrent(ctx, r, s.table)
+		if err != nil {
+			return fmt.Errorf("postgres: migrate: reading the schema's version: %w", err)
+		}
+		if current {
+			return nil
+		}
 	}
-	return nil
+	script := migrateSetup + SchemaFor(s.table)
+	pause := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := db.Exec(ctx, script)
+		if err == nil {
+			return nil
+		}
+		var pe *pgconn.PgError
+		waited := errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01") // lock_not_available, deadlock_detected
+		if !waited || attempt == MigrateAttempts || ctx.Err() != nil {
+			return fmt.Errorf("postgres: migrate (try %d): %w", attempt, err)
+		}
+		t := time.NewTimer(pause + rand.N(pause))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("postgres: migrate (try %d): %w", attempt, err)
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
+
+// SchemaVersion is the version of Schema, which Migrate writes as the table's comment
+// ("brokerguard outbox schema 5") and reads back to skip a schema that is current.
+const SchemaVersion = 5
+
+// MigrateLockTimeout bounds each lock wait of a migration; MigrateAttempts bounds its
+// tries. An Enqueue that arrives while a migration waits for the table queues behind
+// it for at most MigrateLockTimeout.
+const (
+	MigrateLockTimeout = 200 * time.Millisecond
+	MigrateAttempts    = 100
+)
+
+// migrateSetup bounds the lock waits of the migration's transaction.
+var migrateSetup = "SELECT set_config('lock_timeout', '" + strconv.FormatInt(MigrateLockTimeout.Milliseconds(), 10) + "ms', true);\n"
+
+// rowQuerier is what Migrate needs to read the schema's version: *pgxpool.Pool,
+// *pgx.Conn and pgx.Tx have it.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// schemaCurrent reports whether table t carries this version's mark. It reads the
+// catalogs only: to_regclass and obj_description take no lock on the table.
+func schemaCurrent(ctx context.Context, db rowQuerier, t TableName) (bool, error) {
+	var current bool
+	err := db.QueryRow(ctx, `SELECT coalesce(obj_description(to_regclass($1), 'pg_class') = $2, false)`,
+		t.String(), schemaMark).Scan(&current)
+	return current, err
+}
+
+// schemaMark is the comment the schema's last statement puts on the table.
+var schemaMark = "brokerguard outbox schema " + strconv.Itoa(SchemaVersion)
 
 // DB is the connection pool the Store works on; *pgxpool.Pool is one. Each method
 // call runs its statements on their own (no transaction is held between calls).
@@ -99,6 +176,11 @@ func WithClock(c breaker.Clock) Option { return func(s *Store) { s.clock = c } }
 // NOTIFY, which a database taking thousands of enqueueing commits a second may feel.
 func WithoutNotify() Option { return func(s *Store) { s.quiet = true } }
 
+// WithMaxEntryBytes makes Enqueue refuse (outbox.ErrTooLarge) an entry whose key,
+// value and headers pass n bytes, instead of its broker's default limit
+// (outbox.DefaultMaxEntryBytes): for a broker configured to take larger messages.
+func WithMaxEntryBytes(n int) Option { return func(s *Store) { s.maxEntry = n } }
+
 // Store is an outbox.Store on a PostgreSQL table. It is safe for concurrent use.
 type Store struct {
 	db         DB            // bounded by the timeout (deadline.go)
@@ -106,6 +188,7 @@ type Store struct {
 	clock      breaker.Clock
 	table      TableName
 	quiet      bool // no NOTIFY on Enqueue, no CommitWaker
+	maxEntry   int  // WithMaxEntryBytes; 0: outbox.DefaultMaxEntryBytes
 	timeout    time.Duration
 	timeoutSet bool
 	stmts      *statements
@@ -190,7 +273,7 @@ func (t sqlTx) insert(ctx context.Context, query string, args ...any) (ids []int
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, rows.Close()) }()
+	defer func() { err = firstErr(err, rows.Close()) }()
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
@@ -229,8 +312,8 @@ type header struct {
 
 // Enqueue inserts pending rows, visible at once, in tx and returns their ids in entry
 // order. The rows exist only if tx commits; then, unless WithoutNotify, the table's
-// Listeners are woken. Every entry must be valid (outbox.Entry.Validate); otherwise
-// nothing is inserted.
+// Listeners are woken. Every entry must be valid (outbox.Entry.Validate, with the
+// size limit of WithMaxEntryBytes if given); otherwise nothing is inserted.
 func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]int64, error) {
 	if len(entries) == 0 {
 		return nil, nil
@@ -240,7 +323,7 @@ func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]
 	payloads := make([][]byte, len(entries))
 	headers := make([]*string, len(entries))
 	for i, e := range entries {
-		if err := e.Validate(); err != nil {
+		if err := e.ValidateMax(s.maxEntry); err != nil {
 			return nil, fmt.Errorf("postgres: enqueue entry %d: %w", i, err)
 		}
 		dests[i], keys[i], payloads[i] = e.Destination.String(), e.Message.Key, e.Message.Value
@@ -416,14 +499,16 @@ WITH RECURSIVE ended AS (
 ), probing AS (
 	UPDATE ` + HoldTable + ` h SET held_until = $3, probe_token = $2
 	WHERE h.destination IN (SELECT destination FROM pick)
-), ` + pendingDests + `, due AS (
-	SELECT c.ctid FROM dests
+), ` + pendingDests + `, candidates AS (
+	SELECT c.ctid, c.id, c.size FROM dests
 	CROSS JOIN LATERAL (
-		SELECT o.id, o.ctid FROM ` + Table + ` o WHERE ` + sameDestination("dests.d") + ` AND ` + claimable + `
+		SELECT o.id, o.ctid, SIZE_ AS size FROM ` + Table + ` o WHERE ` + sameDestination("dests.d") + ` AND ` + claimable + `
 		ORDER BY o.destination, o.id LIMIT LIMIT_
 	) c
 	WHERE dests.d IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ` + HoldTable + ` h WHERE h.destination = dests.d)
 	ORDER BY c.id LIMIT LIMIT_ - (SELECT count(*) FROM pick)
+), due AS (
+	DUE_
 ), locked AS (
 	-- Lock only the rows taken, not every destination's candidates; a row another
 	-- claim took meanwhile is skipped, or fails the lease test once its lock is had
@@ -449,9 +534,25 @@ RETURNING o.id, o.destination, o.msg_key, o.payload, o.headers::text, o.created_
 // PostgreSQL's generic plan (the one a cached prepared statement gets after five
 // runs) does not know them and costs the lateral scans as if they read a good part of
 // the table.
-func claimStatement(limit, probe int) string {
-	return strings.NewReplacer("LIMIT_", strconv.Itoa(limit), "PROBE_", strconv.Itoa(probe)).Replace(claimSQL)
+//
+// With a bound in bytes, due keeps the candidates, by id, while their running total
+// of sizes (rowSize) stays within it, and the first one in any case; without one,
+// the size is not read and due is every candidate.
+func claimStatement(limit, probe, maxBytes int) string {
+	size, due := "0", "SELECT ctid FROM candidates"
+	if maxBytes > 0 {
+		size = rowSize
+		due = `SELECT ctid FROM (
+		SELECT ctid, sum(size) OVER (ORDER BY id) AS upto, row_number() OVER (ORDER BY id) AS n FROM candidates
+	) w WHERE w.upto <= ` + strconv.Itoa(maxBytes) + ` OR w.n = 1`
+	}
+	return strings.NewReplacer("LIMIT_", strconv.Itoa(limit), "PROBE_", strconv.Itoa(probe), "SIZE_", size, "DUE_", due).Replace(claimSQL)
 }
+
+// rowSize is a row's size as a claim's bound in bytes counts it: its value's and
+// key's lengths (read from the values' headers, without reading the values) and its
+// headers' stored size.
+const rowSize = `(octet_length(o.payload) + coalesce(octet_length(o.msg_key), 0) + coalesce(pg_column_size(o.headers), 0))`
 
 // Claim implements outbox.Store in one statement. It is safe against concurrent
 // claims; per-key order across claims that run at the same instant is not
@@ -470,7 +571,7 @@ func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Reco
 			return rec, err
 		})
 		return err
-	}, s.sql(claimStatement(r.Limit, max(r.ProbeLimit, 1))), r.Now, r.Token, r.Now.Add(r.Lease))
+	}, s.sql(claimStatement(r.Limit, max(r.ProbeLimit, 1), r.MaxBytes)), r.Now, r.Token, r.Now.Add(r.Lease))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
@@ -504,13 +605,23 @@ func (s *Store) planned(ctx context.Context, setup []string, f func(br pgx.Batch
 	}
 	b.Queue(stmt, args...)
 	br := s.db.SendBatch(ctx, b)
-	defer func() { err = errors.Join(err, br.Close()) }()
+	defer func() { err = firstErr(err, br.Close()) }()
 	for range setup {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
 	}
 	return f(br)
+}
+
+// firstErr returns err, or the error of closing when there was none. Closing after
+// a failed statement answers that statement's error again (pgx's batch results do):
+// joined to it, one cause would read as two, on two lines of a log.
+func firstErr(err, closeErr error) error {
+	if err != nil {
+		return err
+	}
+	return closeErr
 }
 
 // The setups of planned.
@@ -527,7 +638,8 @@ const claimLockClass = 7362890
 
 // claimSetup is the claim's planner setup, the bounds of its waits on the server
 // (the Store's timeout: a claim whose client gave up must not go on waiting for the
-// lock and lease rows nobody will publish), and the claims' lock.
+// lock and lease rows nobody will publish), the claims' lock, and the freeing of the
+// rows of relays whose session is gone (freeGoneSQL, session.go).
 //
 // The lock takes concurrent claims of one table one at a time, each in its own
 // transaction with the claim; the claim statement runs after the lock is had, so its
@@ -551,7 +663,7 @@ func (s *Store) claimSetup() []string {
 		t := strconv.FormatInt(ms, 10)
 		setup += `, set_config('lock_timeout', '` + t + `', true), set_config('statement_timeout', '` + t + `', true)`
 	}
-	return []string{setup, s.claimLock}
+	return []string{setup, s.claimLock, s.sql(freeGoneSQL)}
 }
 
 // heldBy limits a write to the rows the claim with token $2 still leases. Every write
@@ -666,8 +778,9 @@ func (s *Store) Fail(ctx context.Context, token string, failures []outbox.Failur
 
 // Release implements outbox.Store.
 func (s *Store) Release(ctx context.Context, token string) error {
+	// Along the leased index: the rows of one claim, whatever else is pending.
 	_, err := s.db.Exec(ctx, s.sql(`UPDATE `+Table+` SET lease_owner = NULL, lease_until = NULL
-		WHERE lease_owner = $1 AND status = 'pending'`), token)
+		WHERE (lease_owner COLLATE "C") = $1 AND status = 'pending'`), token)
 	if err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
 	}

@@ -1,7 +1,12 @@
--- brokerguard outbox tables, version 4. Safe to run more than once (also over version
+-- brokerguard outbox tables, version 5. Safe to run more than once (also over version
 -- 1); Migrate runs it as one transaction under an advisory lock so concurrent starts
--- do not race.
+-- do not race, and first takes the claims' lock of the table when it exists, so that
+-- a relay's claim waits for the migration instead of deadlocking with it. The last
+-- statement marks the table with its version: Migrate reads that mark and, when the
+-- schema is current, runs none of this (it would lock the live table for nothing).
 SELECT pg_advisory_xact_lock(7362890145221);
+SELECT pg_advisory_xact_lock(7362890, t::int)
+FROM (SELECT to_regclass('brokerguard_outbox') AS t) AS found WHERE t IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS brokerguard_outbox (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -71,3 +76,28 @@ CREATE INDEX IF NOT EXISTS brokerguard_outbox_settled
 -- many dead rows there are.
 CREATE INDEX IF NOT EXISTS brokerguard_outbox_dead_reason
     ON brokerguard_outbox ((split_part(coalesce(last_error, ''), ': ', 1)), id) WHERE status = 'dead';
+-- Version 5: dead rows by destination, and by destination and reason, for the same
+-- reason: a filter on a destination that has no dead row reads nothing.
+CREATE INDEX IF NOT EXISTS brokerguard_outbox_dead_dest
+    ON brokerguard_outbox (destination, id) WHERE status = 'dead';
+CREATE INDEX IF NOT EXISTS brokerguard_outbox_dead_dest_rsn
+    ON brokerguard_outbox (destination, (split_part(coalesce(last_error, ''), ': ', 1)), id) WHERE status = 'dead';
+
+-- Version 5: relays that hold a session (outbox.Sessions). Each live relay's own
+-- connection holds the session-level advisory lock (7362891, lock_key); a claim that
+-- can take that lock knows the relay is gone (its process died, its connection
+-- broke), deletes its row and frees the rows its claims (tokens starting with prefix)
+-- still lease, without waiting for their leases to end.
+CREATE TABLE IF NOT EXISTS brokerguard_outbox_relay (
+    prefix   text        PRIMARY KEY,  -- its claim tokens start with this; it ends in '/'
+    lock_key integer     NOT NULL,
+    since    timestamptz NOT NULL
+);
+-- The leased rows by lease owner, in byte order, so that a gone relay's rows (a range
+-- of tokens) and a claim's rows (one token) are found without reading the others.
+-- Its predicate names the status so that the write-backs, which leave the status out
+-- of their condition, never pick it over the primary key.
+CREATE INDEX IF NOT EXISTS brokerguard_outbox_leased
+    ON brokerguard_outbox ((lease_owner COLLATE "C")) WHERE status = 'pending' AND lease_owner IS NOT NULL;
+
+COMMENT ON TABLE brokerguard_outbox IS 'brokerguard outbox schema 5';

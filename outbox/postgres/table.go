@@ -77,7 +77,7 @@ func (t TableName) Channel() string {
 }
 
 // ownName matches the default table's name and the names derived from it: HoldTable,
-// and index and constraint names (a suffix after an underscore).
+// the relay table, and index and constraint names (a suffix after an underscore).
 var ownName = regexp.MustCompile(`\b` + Table + `(_[a-z_]+)?\b`)
 
 // statements holds the SQL of one table, written once per statement.
@@ -99,7 +99,7 @@ func (st *statements) sql(stmt string) string {
 		switch m {
 		case Table:
 			return st.t.String()
-		case HoldTable:
+		case HoldTable, relayTable:
 			return st.t.qualified(st.t.base() + m[len(Table):])
 		}
 		return pgx.Identifier{st.t.base() + m[len(Table):]}.Sanitize() // an index or a constraint

@@ -92,6 +92,9 @@ var rules = []struct {
 	{"RetentionDeletesOnlySettledRows", retention},
 	{"DeadRowsArePagedFilteredAndRequeued", deadRowsAndRequeue},
 	{"OnCallListsHoldsAndDeadCounts", onCall},
+	{"AnEndedSessionsRowsAreTakenAtOnce", endedSessionsRowsAreTakenAtOnce},
+	{"AClaimStopsAtItsBytes", claimStopsAtItsBytes},
+	{"AnEntryAtTheLimitIsStored", entryAtTheLimitIsStored},
 }
 
 // suite is one rule's fixture.
@@ -605,6 +608,13 @@ func invalidEntriesRefused(x *suite) {
 	if _, err := x.s.Enqueue(x.ctx, outbox.Entry{Message: good.Message}); err == nil {
 		x.t.Fatal("Enqueue without a destination succeeded")
 	}
+	// One byte over the broker's default limit, counting key, value and headers.
+	limit := outbox.DefaultMaxEntryBytes(orders.Broker)
+	large := outbox.Entry{Destination: orders, Message: transport.Message{Key: []byte("k"), Value: make([]byte, limit-5),
+		Headers: []transport.Header{{Key: "h", Value: []byte("1234")}}}}
+	if _, err := x.s.Enqueue(x.ctx, good, large); !errors.Is(err, outbox.ErrTooLarge) {
+		x.t.Fatalf("Enqueue of %d bytes for %s (limit %d) = %v; want outbox.ErrTooLarge", large.Size(), orders, limit, err)
+	}
 	if n, _, err := x.s.Backlog(x.ctx); n != 0 || err != nil {
 		x.t.Fatalf("Backlog after refused enqueues = %d, %v; want 0: nothing of a refused call is stored", n, err)
 	}
@@ -726,5 +736,86 @@ func onCall(x *suite) {
 	counts, err := oc.DeadCounts(x.ctx)
 	if err != nil || len(counts) != 1 || counts[0].Reason != outbox.ReasonAttemptsExhausted || counts[0].Rows != 2 {
 		x.t.Errorf("DeadCounts = %+v, %v; want 2 %s", counts, err, outbox.ReasonAttemptsExhausted)
+	}
+}
+
+// endedSessionsRowsAreTakenAtOnce: for a store with sessions (outbox.Sessions), the
+// rows a session's claims lease stay leased while it lasts, are claimed by others at
+// once (well within their lease) when it ends, and are then fenced from the ended
+// claim's write-backs; another session's rows stay where they are.
+func endedSessionsRowsAreTakenAtOnce(x *suite) {
+	ss, ok := x.s.Store.(outbox.Sessions)
+	if !ok {
+		x.t.Skip("the store has no sessions")
+	}
+	a := x.rows(orders, "k1", 2)
+	b := x.rows(orders, "k2", 1)
+	endA, err := ss.Session(x.ctx, "relay-a/1/")
+	if err != nil {
+		x.t.Fatalf("Session: %v", err)
+	}
+	defer endA()
+	endB, err := ss.Session(x.ctx, "relay-b/1/")
+	if err != nil {
+		x.t.Fatalf("Session: %v", err)
+	}
+	defer endB()
+	x.wantIDs("claim in session a", x.claimN("relay-a/1/1", 2, 1), a...)
+	x.wantIDs("claim in session b", x.claimN("relay-b/1/1", 1, 1), b...)
+	x.clock.Advance(Lease / 2)
+	x.wantIDs("claim while both sessions last", x.claim("relay-c/1/1"))
+	endA()
+	x.wantIDs("claim after session a ended, within its lease", x.claim("relay-c/1/2"), a...)
+	if n := x.published("relay-a/1/1", a); n != 0 {
+		x.t.Fatalf("MarkPublished by the ended session's claim changed %d rows, want 0", n)
+	}
+	if n := x.published("relay-b/1/1", b); n != 1 {
+		x.t.Fatalf("MarkPublished by the live session's claim changed %d rows, want 1", n)
+	}
+	if n := x.published("relay-c/1/2", a); n != 2 {
+		x.t.Fatalf("MarkPublished by the claim that took the rows over changed %d rows, want 2", n)
+	}
+}
+
+// claimStopsAtItsBytes: a claim with MaxBytes takes rows oldest first while their
+// total stays within it (each row's key and value counted; these rows have no
+// headers), and a first row larger than MaxBytes alone; a later claim takes the rest.
+func claimStopsAtItsBytes(x *suite) {
+	const kib = 1 << 10
+	var entries []outbox.Entry
+	for i := range 5 {
+		entries = append(entries, outbox.Entry{Destination: orders, Message: transport.Message{Value: make([]byte, 300*kib+i)}})
+	}
+	entries = append(entries, outbox.Entry{Destination: emails, Message: transport.Message{Value: make([]byte, 700*kib)}})
+	id := x.enqueue(entries...)
+	claim := func(token string, maxBytes int) []outbox.Record {
+		x.t.Helper()
+		recs, err := x.s.Claim(x.ctx, outbox.ClaimRequest{Token: token, Now: x.clock.Now(), Limit: 100, Lease: Lease, ProbeLimit: 1, MaxBytes: maxBytes})
+		if err != nil {
+			x.t.Fatalf("Claim(%s): %v", token, err)
+		}
+		return recs
+	}
+	x.wantIDs("claim within 1000 KiB", claim("a", 1000*kib), id[:3]...)
+	x.wantIDs("claim within 100 KiB: the first row, alone", claim("b", 100*kib), id[3])
+	x.wantIDs("claim within 1000 KiB of the rest", claim("c", 1000*kib), id[4])
+	x.wantIDs("claim without a bound in bytes", claim("d", 0), id[5])
+}
+
+// entryAtTheLimitIsStored: an entry of exactly its broker's default limit (key, value
+// and headers together) is stored and read back whole.
+func entryAtTheLimitIsStored(x *suite) {
+	for _, d := range []transport.Destination{orders, {Broker: "sqs", Name: "orders"}} {
+		limit := outbox.DefaultMaxEntryBytes(d.Broker)
+		e := outbox.Entry{Destination: d, Message: transport.Message{Key: []byte("k"), Value: make([]byte, limit-5),
+			Headers: []transport.Header{{Key: "h", Value: []byte("123")}}}}
+		id := x.enqueue(e)
+		recs := x.claim("at-limit-" + d.Broker)
+		if len(recs) != 1 || recs[0].ID != id[0] || len(recs[0].Message.Value) != limit-5 {
+			x.t.Fatalf("%s: claimed %d rows; want row %d with its %d bytes", d, len(recs), id[0], limit-5)
+		}
+		if n := x.published("at-limit-"+d.Broker, id); n != 1 {
+			x.t.Fatalf("%s: MarkPublished changed %d rows", d, n)
+		}
 	}
 }
