@@ -37,6 +37,13 @@ const claimable = `o.status = 'pending' AND o.destination = ? AND o.visible_afte
 // argument), read in id order along the pending index.
 const candidates = `(SELECT o.id FROM ` + Table + ` o FORCE INDEX (brokerguard_pending) WHERE ` + claimable + ` ORDER BY o.id LIMIT ?)`
 
+// claimIsolation is the claim's isolation level. At REPEATABLE READ the claim's
+// locking read of the rows it takes, by primary key, locks the gap after the last of
+// them too, which is where the applications' new rows go: their inserts waited for the
+// claim to commit (TestAnOpenClaimDoesNotHoldUpInserts). READ COMMITTED takes no gap
+// locks.
+const claimIsolation = sql.LevelReadCommitted
+
 // destsPerQuery bounds the destinations one candidates query reads.
 const destsPerQuery = 100
 
@@ -64,7 +71,7 @@ func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Reco
 	defer cancel()
 	var recs []outbox.Record
 	err := s.withConn(ctx, func(conn *sql.Conn) error {
-		tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: claimIsolation})
 		if err != nil {
 			return err
 		}

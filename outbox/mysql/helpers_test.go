@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -59,12 +60,34 @@ func testDB(t testing.TB, params ...string) *sql.DB {
 			t.Errorf("drop database %s: %v", name, err)
 		}
 	})
+	return openDB(t, name, params...)
+}
+
+// openDB returns a pool on the database name of the test server, closed when the
+// test ends, with interpolateParams on and each parameter of params set.
+func openDB(t testing.TB, name string, params ...string) *sql.DB {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(testDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.DBName = name
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}
 	for i := 0; i+1 < len(params); i += 2 {
-		cfg.Params[params[i]] = params[i+1]
+		switch params[i] {
+		case "parseTime":
+			cfg.ParseTime = params[i+1] == "true"
+		case "loc":
+			loc, err := time.LoadLocation(params[i+1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Loc = loc
+		default:
+			cfg.Params[params[i]] = params[i+1]
+		}
 	}
 	cfg.InterpolateParams = true
 	db, err := sql.Open("mysql", cfg.FormatDSN())
@@ -87,4 +110,14 @@ func testStore(t testing.TB, opts ...bgmysql.Option) (*bgmysql.Store, *sql.DB) {
 		t.Fatal(err)
 	}
 	return s, db
+}
+
+// openDBLike returns another pool on the database of db.
+func openDBLike(t testing.TB, db *sql.DB) *sql.DB {
+	t.Helper()
+	var name string
+	if err := db.QueryRow("SELECT DATABASE()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return openDB(t, name)
 }
