@@ -19,7 +19,7 @@ func (s *Store) DeleteSettled(ctx context.Context, publishedBefore, deadBefore t
 		return 0, err
 	}
 	total := 0
-	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.tx(ctx, func(ctx context.Context, q querier) error {
 		for _, c := range []struct {
 			status outbox.Status
 			before time.Time
@@ -27,7 +27,7 @@ func (s *Store) DeleteSettled(ctx context.Context, publishedBefore, deadBefore t
 			if c.before.IsZero() || limit == 0 {
 				continue
 			}
-			res, err := tx.ExecContext(ctx, s.sql(`DELETE FROM `+Table+` WHERE status = ? AND settled_at < ?
+			res, err := q.ExecContext(ctx, s.sql(`DELETE FROM `+Table+` WHERE status = ? AND settled_at < ?
 				ORDER BY status, settled_at, id LIMIT `+strconv.Itoa(limit)), string(c.status), dbTime(c.before))
 			if err != nil {
 				return err
@@ -154,15 +154,15 @@ func (s *Store) Requeue(ctx context.Context, f outbox.DeadFilter, now time.Time)
 		return 0, err
 	}
 	where, args := deadWhere(f)
-	q := s.sql(`UPDATE ` + Table + ` SET status = 'pending', visible_after = ?, attempts = 0, deferrals = 0,
+	stmt := s.sql(`UPDATE ` + Table + ` SET status = 'pending', visible_after = ?, attempts = 0, deferrals = 0,
 		first_deferred_at = NULL, settled_at = NULL, lease_owner = NULL, lease_until = NULL
 		WHERE ` + where + ` ORDER BY id LIMIT ` + strconv.Itoa(requeueBatch))
 	args = append([]any{dbTime(now)}, args...)
 	total := 0
 	for {
 		var n int64
-		err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, q, args...)
+		err := s.tx(ctx, func(ctx context.Context, q querier) error {
+			res, err := q.ExecContext(ctx, stmt, args...)
 			if err == nil {
 				n, err = res.RowsAffected()
 			}

@@ -3,7 +3,6 @@ package mysql
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -37,18 +36,15 @@ const claimable = `o.status = 'pending' AND o.destination = ? AND o.visible_afte
 // argument), read in id order along the pending index.
 const candidates = `(SELECT o.id FROM ` + Table + ` o FORCE INDEX (brokerguard_pending) WHERE ` + claimable + ` ORDER BY o.id LIMIT ?)`
 
-// claimIsolation is the claim's isolation level. At REPEATABLE READ the claim's
-// locking read of the rows it takes, by primary key, locks the gap after the last of
-// them too, which is where the applications' new rows go: their inserts waited for the
-// claim to commit (TestAnOpenClaimDoesNotHoldUpInserts). READ COMMITTED takes no gap
-// locks.
-const claimIsolation = sql.LevelReadCommitted
-
 // destsPerQuery bounds the destinations one candidates query reads.
 const destsPerQuery = 100
 
 // Claim implements outbox.Store, in one READ COMMITTED transaction on a connection
-// whose lock waits are bounded by the Store's timeout:
+// whose lock waits are bounded by the Store's timeout. At REPEATABLE READ the locking
+// read of the rows taken, by primary key, also locks the gap after the last of them,
+// which is where the applications' new rows go: their inserts waited for the claim to
+// commit (TestAnOpenClaimDoesNotHoldUpInserts). READ COMMITTED takes no gap locks.
+// The steps:
 //
 //  1. take the claims' lock (claimLockSQL);
 //  2. read the holds; lock those that ended (FOR UPDATE SKIP LOCKED) and, for each,
@@ -67,19 +63,10 @@ func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Reco
 	if r.Limit <= 0 {
 		return nil, nil
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
 	var recs []outbox.Record
-	err := s.withConn(ctx, func(conn *sql.Conn) error {
-		tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: claimIsolation})
-		if err != nil {
-			return err
-		}
-		defer func() { _ = tx.Rollback() }()
-		if recs, err = s.claim(ctx, tx, r); err != nil {
-			return err
-		}
-		return tx.Commit()
+	err := s.tx(ctx, func(ctx context.Context, q querier) (err error) {
+		recs, err = s.claim(ctx, q, r)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mysql: claim: %w", err)
@@ -87,23 +74,23 @@ func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Reco
 	return recs, nil
 }
 
-func (s *Store) claim(ctx context.Context, tx *sql.Tx, r outbox.ClaimRequest) ([]outbox.Record, error) {
+func (s *Store) claim(ctx context.Context, q querier, r outbox.ClaimRequest) ([]outbox.Record, error) {
 	now, leaseEnd := dbTime(r.Now), dbTime(r.Now.Add(r.Lease))
-	if _, err := tx.ExecContext(ctx, s.sql(claimLockSQL)); err != nil {
+	if _, err := q.ExecContext(ctx, s.sql(claimLockSQL)); err != nil {
 		return nil, err
 	}
-	held, ended, err := s.holds(ctx, tx, now)
+	held, ended, err := s.holds(ctx, q, now)
 	if err != nil {
 		return nil, err
 	}
 	var probes []int64
 	probing := map[int64]string{} // probe row -> its destination
 	if len(ended) > 0 {
-		if ended, err = s.lockEnded(ctx, tx, ended, now); err != nil {
+		if ended, err = s.lockEnded(ctx, q, ended, now); err != nil {
 			return nil, err
 		}
 		for _, d := range ended {
-			ids, err := s.candidates(ctx, tx, []string{d}, now, max(r.ProbeLimit, 1))
+			ids, err := s.candidates(ctx, q, []string{d}, now, max(r.ProbeLimit, 1))
 			if err != nil {
 				return nil, err
 			}
@@ -114,18 +101,18 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r outbox.ClaimRequest) ([
 		}
 		slices.Sort(probes)
 		probes = probes[:min(len(probes), r.Limit)]
-		if err := s.dropEmptyHolds(ctx, tx, ended, now); err != nil {
+		if err := s.dropEmptyHolds(ctx, q, ended, now); err != nil {
 			return nil, err
 		}
 	}
 	var due []int64
 	if want := r.Limit - len(probes); want > 0 {
-		dests, err := s.pendingDestinations(ctx, tx)
+		dests, err := s.pendingDestinations(ctx, q)
 		if err != nil {
 			return nil, err
 		}
 		dests = slices.DeleteFunc(dests, func(d string) bool { _, ok := held[d]; return ok })
-		if due, err = s.candidates(ctx, tx, dests, now, want); err != nil {
+		if due, err = s.candidates(ctx, q, dests, now, want); err != nil {
 			return nil, err
 		}
 	}
@@ -133,7 +120,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r outbox.ClaimRequest) ([
 	if len(picked) == 0 {
 		return nil, nil
 	}
-	recs, err := s.lockRows(ctx, tx, picked, now)
+	recs, err := s.lockRows(ctx, q, picked, now)
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
@@ -148,7 +135,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r outbox.ClaimRequest) ([
 		}
 	}
 	args := append([]any{r.Token, leaseEnd}, int64Args(ids)...)
-	if _, err := tx.ExecContext(ctx, s.sql(`UPDATE `+Table+` SET lease_owner = ?, lease_until = ? WHERE id IN (`+placeholders(len(ids))+`)`), args...); err != nil {
+	if _, err := q.ExecContext(ctx, s.sql(`UPDATE `+Table+` SET lease_owner = ?, lease_until = ? WHERE id IN (`+placeholders(len(ids))+`)`), args...); err != nil {
 		return nil, err
 	}
 	if len(probed) > 0 {
@@ -156,7 +143,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r outbox.ClaimRequest) ([
 		for d := range probed {
 			args = append(args, d)
 		}
-		if _, err := tx.ExecContext(ctx, s.sql(`UPDATE `+Table+`_hold SET held_until = ?, probe_token = ? WHERE destination IN (`+placeholders(len(probed))+`)`), args...); err != nil {
+		if _, err := q.ExecContext(ctx, s.sql(`UPDATE `+Table+`_hold SET held_until = ?, probe_token = ? WHERE destination IN (`+placeholders(len(probed))+`)`), args...); err != nil {
 			return nil, err
 		}
 	}
@@ -164,8 +151,8 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, r outbox.ClaimRequest) ([
 }
 
 // holds returns every held destination, and those whose hold ended at now.
-func (s *Store) holds(ctx context.Context, tx *sql.Tx, now string) (held map[string]bool, ended []string, err error) {
-	rows, err := tx.QueryContext(ctx, s.sql(`SELECT destination, held_until <= ? FROM `+Table+`_hold`), now)
+func (s *Store) holds(ctx context.Context, q querier, now string) (held map[string]bool, ended []string, err error) {
+	rows, err := q.QueryContext(ctx, s.sql(`SELECT destination, held_until <= ? FROM `+Table+`_hold`), now)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -189,19 +176,19 @@ func (s *Store) holds(ctx context.Context, tx *sql.Tx, now string) (held map[str
 
 // lockEnded locks the holds of dests that still ended at now, skipping those
 // another statement holds (a Hold being written), and returns them.
-func (s *Store) lockEnded(ctx context.Context, tx *sql.Tx, dests []string, now string) ([]string, error) {
+func (s *Store) lockEnded(ctx context.Context, q querier, dests []string, now string) ([]string, error) {
 	args := append(stringArgs(dests), now)
-	return s.strings(ctx, tx, s.sql(`SELECT destination FROM `+Table+`_hold WHERE destination IN (`+placeholders(len(dests))+`)
+	return s.strings(ctx, q, s.sql(`SELECT destination FROM `+Table+`_hold WHERE destination IN (`+placeholders(len(dests))+`)
 		AND held_until <= ? ORDER BY destination FOR UPDATE SKIP LOCKED`), args...)
 }
 
 // dropEmptyHolds deletes the ended holds of dests whose destination has no pending
 // row left: rows enqueued later are claimed normally, not one probe at a time.
-func (s *Store) dropEmptyHolds(ctx context.Context, tx *sql.Tx, dests []string, now string) error {
+func (s *Store) dropEmptyHolds(ctx context.Context, q querier, dests []string, now string) error {
 	if len(dests) == 0 {
 		return nil
 	}
-	pending, err := s.strings(ctx, tx, s.sql(`SELECT DISTINCT destination FROM `+Table+`
+	pending, err := s.strings(ctx, q, s.sql(`SELECT DISTINCT destination FROM `+Table+`
 		WHERE status = 'pending' AND destination IN (`+placeholders(len(dests))+`)`), stringArgs(dests)...)
 	if err != nil {
 		return err
@@ -210,30 +197,30 @@ func (s *Store) dropEmptyHolds(ctx context.Context, tx *sql.Tx, dests []string, 
 	if len(empty) == 0 {
 		return nil
 	}
-	_, err = tx.ExecContext(ctx, s.sql(`DELETE FROM `+Table+`_hold WHERE destination IN (`+placeholders(len(empty))+`) AND held_until <= ?`),
+	_, err = q.ExecContext(ctx, s.sql(`DELETE FROM `+Table+`_hold WHERE destination IN (`+placeholders(len(empty))+`) AND held_until <= ?`),
 		append(stringArgs(empty), now)...)
 	return err
 }
 
 // pendingDestinations lists the destinations that have pending rows, one index dive
 // each (a loose scan of the pending index).
-func (s *Store) pendingDestinations(ctx context.Context, tx *sql.Tx) ([]string, error) {
-	return s.strings(ctx, tx, s.sql(`SELECT DISTINCT destination FROM `+Table+` WHERE status = 'pending'`))
+func (s *Store) pendingDestinations(ctx context.Context, q querier) ([]string, error) {
+	return s.strings(ctx, q, s.sql(`SELECT DISTINCT destination FROM `+Table+` WHERE status = 'pending'`))
 }
 
 // candidates returns the lowest ids, up to limit, of the claimable rows of dests at
 // now, reading at most limit rows of each destination.
-func (s *Store) candidates(ctx context.Context, tx *sql.Tx, dests []string, now string, limit int) ([]int64, error) {
+func (s *Store) candidates(ctx context.Context, q querier, dests []string, now string, limit int) ([]int64, error) {
 	var out []int64
 	for lo := 0; lo < len(dests); lo += destsPerQuery {
 		part := dests[lo:min(lo+destsPerQuery, len(dests))]
-		q := `SELECT id FROM (` + strings.Repeat(candidates+` UNION ALL `, len(part)-1) + candidates + `) c ORDER BY id LIMIT ?`
+		stmt := `SELECT id FROM (` + strings.Repeat(candidates+` UNION ALL `, len(part)-1) + candidates + `) c ORDER BY id LIMIT ?`
 		args := make([]any, 0, 6*len(part)+1)
 		for _, d := range part {
 			args = append(args, d, now, now, now, now, limit)
 		}
 		args = append(args, limit)
-		rows, err := tx.QueryContext(ctx, s.sql(q), args...)
+		rows, err := q.QueryContext(ctx, s.sql(stmt), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -258,9 +245,9 @@ func (s *Store) candidates(ctx context.Context, tx *sql.Tx, dests []string, now 
 
 // lockRows locks the rows ids that are still pending and not leased at now, skipping
 // the rows another statement holds, and reads them.
-func (s *Store) lockRows(ctx context.Context, tx *sql.Tx, ids []int64, now string) ([]outbox.Record, error) {
+func (s *Store) lockRows(ctx context.Context, q querier, ids []int64, now string) ([]outbox.Record, error) {
 	args := append(int64Args(ids), now)
-	rows, err := tx.QueryContext(ctx, s.sql(`SELECT `+columns+` FROM `+Table+` WHERE id IN (`+placeholders(len(ids))+`)
+	rows, err := q.QueryContext(ctx, s.sql(`SELECT `+columns+` FROM `+Table+` WHERE id IN (`+placeholders(len(ids))+`)
 		AND status = 'pending' AND (lease_until IS NULL OR lease_until <= ?) ORDER BY id FOR UPDATE SKIP LOCKED`), args...)
 	if err != nil {
 		return nil, err
@@ -282,8 +269,8 @@ func (s *Store) lockRows(ctx context.Context, tx *sql.Tx, ids []int64, now strin
 }
 
 // strings runs a query of one text column.
-func (s *Store) strings(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, q, args...)
+func (s *Store) strings(ctx context.Context, q querier, stmt string, args ...any) ([]string, error) {
+	rows, err := q.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return nil, err
 	}

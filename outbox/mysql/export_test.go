@@ -14,4 +14,4 @@ func (s *Store) ClaimIn(ctx context.Context, tx *sql.Tx, r outbox.ClaimRequest) 
 }
 
 // ClaimIsolation is the isolation level of Claim's transaction.
-const ClaimIsolation = claimIsolation
+const ClaimIsolation = sql.LevelReadCommitted

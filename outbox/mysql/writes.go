@@ -16,36 +16,41 @@ import (
 // so a row a token still leases is pending. Statements that change rows by primary
 // key take no gap locks at any isolation level, so they run as they come
 // (autocommit); the ones that read a range (Hold's, Release's) run at READ COMMITTED.
+//
+// Every one of them runs on a connection whose lock waits are bounded on the server
+// (withConn): the driver ends a statement whose context ended by closing its
+// connection, which a statement waiting for a row lock does not notice, so without
+// the bound an UPDATE the relay gave up on waited out the server's
+// innodb_lock_wait_timeout (50 s by default) holding the locks of the rows it had
+// changed, and the relay's next write-backs queued behind it, one abandoned
+// statement a second (TestLockWaitsEndInErrorsAndLockedRowsAreSkipped).
 
 // heldBy limits a write to the rows the claim with the last ? token still leases.
 const heldBy = ` AND lease_owner = ?`
 
-// exec runs one statement, bounded by the Store's timeout, and returns the rows it
-// changed.
-func (s *Store) exec(ctx context.Context, q string, args ...any) (int, error) {
+// exec runs one statement, bounded by the Store's timeout on the client and on the
+// server (withConn), at READ COMMITTED, and returns the rows it changed. An UPDATE
+// ... WHERE id IN (...) of many ids on a small table is a table scan, which at
+// REPEATABLE READ locks every row it reads: a relay's write-back waited for rows
+// another session held that were none of its own. At READ COMMITTED a row locked by
+// someone else is tested on its last committed version and passed over when it does
+// not match.
+func (s *Store) exec(ctx context.Context, stmt string, args ...any) (n int, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	res, err := s.db.ExecContext(ctx, q, args...)
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
-}
-
-// inTx runs f in a READ COMMITTED transaction bounded by the Store's timeout.
-func (s *Store) inTx(ctx context.Context, f func(ctx context.Context, tx *sql.Tx) error) error {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
+	err = s.withConn(ctx, func(conn *sql.Conn) error {
+		if _, err := conn.ExecContext(ctx, readCommitted); err != nil {
+			return err
+		}
+		res, err := conn.ExecContext(ctx, stmt, args...)
+		if err != nil {
+			return err
+		}
+		rows, err := res.RowsAffected()
+		n = int(rows)
 		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if err := f(ctx, tx); err != nil {
-		return err
-	}
-	return tx.Commit()
+	})
+	return n, err
 }
 
 // MarkPublished implements outbox.Store.
@@ -146,19 +151,19 @@ const holdExpireSQL = `UPDATE ` + Table + ` SET status = 'dead', last_error = ?,
 // upsert, and, once the hold is older than h.MaxDeferral, the dead rows.
 func (s *Store) Hold(ctx context.Context, h outbox.Hold) (dead int, err error) {
 	d, now, until := h.Destination.String(), dbTime(h.Now), dbTime(h.Until)
-	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.sql(holdUpsertSQL), d, until, now, []byte(h.Reason), h.Token, until, until, h.Token, []byte(h.Reason)); err != nil {
+	err = s.tx(ctx, func(ctx context.Context, q querier) error {
+		if _, err := q.ExecContext(ctx, s.sql(holdUpsertSQL), d, until, now, []byte(h.Reason), h.Token, until, until, h.Token, []byte(h.Reason)); err != nil {
 			return err
 		}
 		var since timeCol
-		if err := tx.QueryRowContext(ctx, s.sql(`SELECT held_since FROM `+Table+`_hold WHERE destination = ?`), d).Scan(&since); err != nil {
+		if err := q.QueryRowContext(ctx, s.sql(`SELECT held_since FROM `+Table+`_hold WHERE destination = ?`), d).Scan(&since); err != nil {
 			return err
 		}
 		latest := microseconds(h.Now).Add(-h.MaxDeferral)
 		if !since.t.Before(latest) { // the hold itself is not older than MaxDeferral
 			return nil
 		}
-		res, err := tx.ExecContext(ctx, s.sql(holdExpireSQL), outbox.ReasonDeferralExhausted, now, d, dbTime(latest), now, h.Token)
+		res, err := q.ExecContext(ctx, s.sql(holdExpireSQL), outbox.ReasonDeferralExhausted, now, d, dbTime(latest), now, h.Token)
 		if err != nil {
 			return err
 		}
@@ -184,8 +189,8 @@ func (s *Store) Unhold(ctx context.Context, d transport.Destination, token strin
 // lease's owner, which every claim would then rewrite), at READ COMMITTED so that it
 // locks only the rows it changes.
 func (s *Store) Release(ctx context.Context, token string) error {
-	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, s.sql(`UPDATE `+Table+` SET lease_owner = NULL, lease_until = NULL
+	err := s.tx(ctx, func(ctx context.Context, q querier) error {
+		_, err := q.ExecContext(ctx, s.sql(`UPDATE `+Table+` SET lease_owner = NULL, lease_until = NULL
 			WHERE status = 'pending' AND lease_owner = ?`), token)
 		return err
 	})
