@@ -40,11 +40,12 @@ test: services lint vulncheck ## The test command: services, lint, vulncheck, th
 # of using, starting or installing one. -short skips the few long scenarios.
 UNIT_ENV := CI=false AMQP_URL=amqp://guest:guest@127.0.0.1:1/ \
 	DATABASE_URL='postgres://postgres@127.0.0.1:1/test?sslmode=disable' \
-	REDIS_ADDR=127.0.0.1:1 DYNAMODB_ENDPOINT=http://127.0.0.1:1 KAFKA_BROKERS= SQS_ENDPOINT=
+	REDIS_ADDR=127.0.0.1:1 DYNAMODB_ENDPOINT=http://127.0.0.1:1 KAFKA_BROKERS= SQS_ENDPOINT= \
+	MYSQL_DSN='root@tcp(127.0.0.1:1)/test'
 UNIT_MODULES := kgoguard saramaguard watermillguard
 
 .PHONY: test-unit
-test-unit: ## Tests that need no service (no PostgreSQL, RabbitMQ, Redis): -race -short; installs and starts nothing.
+test-unit: ## Tests that need no service (no PostgreSQL, MariaDB, RabbitMQ, Redis): -race -short; installs and starts nothing.
 	env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short $$($(GO) list ./... | grep -v -e '/integration' -e '/internal/harness')
 	for m in $(UNIT_MODULES); do (cd $$m && env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short ./...) || exit 1; done
 

@@ -1,6 +1,6 @@
 // Package harness finds, starts and checks the real servers that the integration tests
 // in integration/ run against: PostgreSQL, RabbitMQ, Kafka (in-process kfake), SQS,
-// DynamoDB (dynalite, from npm) and Redis.
+// DynamoDB (dynalite, from npm), Redis and MariaDB.
 //
 // Every server has a lookup function that needs no testing.TB (Postgres, RabbitMQ,
 // Kafka, SQS, DynamoDB, Redis): it reads the server's environment variable, falls back
@@ -18,9 +18,10 @@
 //	SQS_ENDPOINT       SQS endpoint URL; unset means the caller's in-process test server
 //	DYNAMODB_ENDPOINT  DynamoDB endpoint URL; unset means a dynalite child process
 //	REDIS_ADDR         Redis host:port; default 127.0.0.1:6379
+//	MYSQL_DSN          MySQL or MariaDB DSN (go-sql-driver/mysql form); default root@tcp(127.0.0.1:3306)/test
 //	CI                 "true" (or any true value of strconv.ParseBool) turns skips into failures
 //
-// When DATABASE_URL, AMQP_URL or REDIS_ADDR is unset and the local server is down, the
+// When DATABASE_URL, AMQP_URL, REDIS_ADDR or MYSQL_DSN is unset and the local server is down, the
 // harness tries once per test binary to start it with the machine's own command.
 // scripts/services.sh does the same before a CI run.
 package harness
