@@ -58,11 +58,11 @@ type outboxSource interface {
 
 // outboxFlags are the flags of "brokerguard outbox".
 type outboxFlags struct {
-	databaseURL, mysqlDSN, schema, table   string
-	url, token                             string
-	destination, reason                    string
-	after                                  int64
-	limit                                  int
+	databaseURL, mysqlDSN, schema, table string
+	url, token                           string
+	destination, reason                  string
+	after                                int64
+	limit                                int
 }
 
 // outboxCmd runs "brokerguard outbox ...".
