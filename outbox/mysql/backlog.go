@@ -26,7 +26,8 @@ func (s *Store) Backlog(ctx context.Context) (pending int64, oldest time.Duratio
 }
 
 // BacklogByDestination returns the pending rows per destination, in one grouped
-// query over the pending rows; the ages are measured on the Store's clock. Rows whose
+// query over the pending rows, in the order of each destination's oldest pending row
+// (as the memory store lists them); the ages are measured on the Store's clock. Rows whose
 // destination does not parse are left out (the dispatcher makes them dead). Its
 // signature fits telemetry.WithOutboxBacklog, which reuses a reading for an interval
 // so that scrapes do not each run the query.
@@ -34,7 +35,7 @@ func (s *Store) BacklogByDestination(ctx context.Context) ([]outbox.DestinationB
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	rows, err := s.db.QueryContext(ctx, s.sql(`SELECT destination, COUNT(*), MIN(created_at) FROM `+Table+`
-		WHERE status = 'pending' GROUP BY destination`))
+		WHERE status = 'pending' GROUP BY destination ORDER BY MIN(id)`))
 	if err != nil {
 		return nil, fmt.Errorf("mysql: backlog by destination: %w", err)
 	}
