@@ -203,9 +203,27 @@ func (s *Store) dropEmptyHolds(ctx context.Context, q querier, dests []string, n
 }
 
 // pendingDestinations lists the destinations that have pending rows, one index dive
-// each (a loose scan of the pending index).
+// each: grouped by the pending index's first two columns, both engines read it with a
+// loose index scan ("Using index for group-by"), where SELECT DISTINCT read every
+// pending entry (5 ms against 0.4 ms over 20,000 pending rows of one destination).
 func (s *Store) pendingDestinations(ctx context.Context, q querier) ([]string, error) {
-	return s.strings(ctx, q, s.sql(`SELECT DISTINCT destination FROM `+Table+` WHERE status = 'pending'`))
+	rows, err := q.QueryContext(ctx, s.sql(`SELECT destination, MIN(id) FROM `+Table+` WHERE status = 'pending' GROUP BY status, destination`))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var (
+			d     string
+			first int64
+		)
+		if err := rows.Scan(&d, &first); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
 }
 
 // candidates returns the lowest ids, up to limit, of the claimable rows of dests at
