@@ -14,8 +14,8 @@ import (
 // The outbox commands read and requeue a MySQL/MariaDB outbox as they do a
 // PostgreSQL one: through --mysql-dsn, or MYSQL_DSN when no other place is named.
 func TestOutboxCommandsOnMySQL(t *testing.T) {
+	dsn := harness.MySQLDatabase(t) // before the environment is cleared: MYSQL_DSN names the server
 	clearOutboxEnv(t)
-	dsn := harness.MySQLDatabase(t)
 	ctx := context.Background()
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
