@@ -41,11 +41,11 @@ test: services lint vulncheck ## The test command: services, lint, vulncheck, th
 UNIT_ENV := CI=false AMQP_URL=amqp://guest:guest@127.0.0.1:1/ \
 	DATABASE_URL='postgres://postgres@127.0.0.1:1/test?sslmode=disable' \
 	REDIS_ADDR=127.0.0.1:1 DYNAMODB_ENDPOINT=http://127.0.0.1:1 KAFKA_BROKERS= SQS_ENDPOINT= \
-	NATS_URL=nats://127.0.0.1:1
+	NATS_URL=nats://127.0.0.1:1 MYSQL_DSN='root@tcp(127.0.0.1:1)/test'
 UNIT_MODULES := kgoguard saramaguard watermillguard natsguard
 
 .PHONY: test-unit
-test-unit: ## Tests that need no service (no PostgreSQL, RabbitMQ, Redis, NATS): -race -short; installs and starts nothing.
+test-unit: ## Tests that need no service (no PostgreSQL, MariaDB, RabbitMQ, Redis, NATS): -race -short; installs and starts nothing.
 	env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short $$($(GO) list ./... | grep -v -e '/integration' -e '/internal/harness')
 	for m in $(UNIT_MODULES); do (cd $$m && env $(UNIT_ENV) $(GO) test $(TESTFLAGS) -short ./...) || exit 1; done
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
 	"gopkg.in/yaml.v3"
 
 	"github.com/brokerguard/brokerguard/internal/harness"
@@ -99,7 +100,7 @@ func TestComposeMatchesTestsAndReadme(t *testing.T) {
 	env := readEnvFile(t, "../compose.env")
 	wantService := map[string]string{
 		"KAFKA_BROKERS": "kafka", "AMQP_URL": "rabbitmq", "SQS_ENDPOINT": "localstack",
-		"DYNAMODB_ENDPOINT": "localstack", "DATABASE_URL": "postgres", "REDIS_ADDR": "redis",
+		"DYNAMODB_ENDPOINT": "localstack", "DATABASE_URL": "postgres", "REDIS_ADDR": "redis", "MYSQL_DSN": "mariadb",
 		"NATS_URL": "nats",
 	}
 	readme, err := os.ReadFile("../docs/contributing.md")
@@ -112,7 +113,15 @@ func TestComposeMatchesTestsAndReadme(t *testing.T) {
 			t.Errorf("compose.env does not set %s", name)
 			continue
 		}
-		if got := published[portOf(t, name, value)]; got != svc {
+		endpoint := value
+		if name == "MYSQL_DSN" { // go-sql-driver/mysql's form, not a URL
+			cfg, err := mysql.ParseDSN(value)
+			if err != nil {
+				t.Fatalf("MYSQL_DSN=%s: %v", value, err)
+			}
+			endpoint = cfg.Addr
+		}
+		if got := published[portOf(t, name, endpoint)]; got != svc {
 			t.Errorf("%s=%s: port published by %q, want %q", name, value, got, svc)
 		}
 		row := "| `" + name + "` |"
@@ -128,9 +137,10 @@ func TestComposeMatchesTestsAndReadme(t *testing.T) {
 	}
 	// The machine-local defaults are the compose values, so one set of tests fits both.
 	if env["DATABASE_URL"] != harness.DefaultDatabaseURL || env["AMQP_URL"] != harness.DefaultAMQPURL ||
-		env["REDIS_ADDR"] != harness.DefaultRedisAddr || env["NATS_URL"] != harness.DefaultNATSURL {
-		t.Errorf("compose.env and the harness defaults disagree: %s / %s / %s / %s vs %s / %s / %s / %s",
-			env["DATABASE_URL"], env["AMQP_URL"], env["REDIS_ADDR"], env["NATS_URL"],
-			harness.DefaultDatabaseURL, harness.DefaultAMQPURL, harness.DefaultRedisAddr, harness.DefaultNATSURL)
+		env["REDIS_ADDR"] != harness.DefaultRedisAddr || env["NATS_URL"] != harness.DefaultNATSURL ||
+		env["MYSQL_DSN"] != harness.DefaultMySQLDSN {
+		t.Errorf("compose.env and the harness defaults disagree: %s / %s / %s / %s / %s vs %s / %s / %s / %s / %s",
+			env["DATABASE_URL"], env["AMQP_URL"], env["REDIS_ADDR"], env["NATS_URL"], env["MYSQL_DSN"],
+			harness.DefaultDatabaseURL, harness.DefaultAMQPURL, harness.DefaultRedisAddr, harness.DefaultNATSURL, harness.DefaultMySQLDSN)
 	}
 }

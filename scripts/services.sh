@@ -15,6 +15,9 @@
 #   NATS        127.0.0.1:4222 with JetStream   skipped when NATS_URL is set; installs
 #               Debian's nats-server when missing (natsguard's fault tests start private
 #               ones on free ports)
+#   MariaDB     127.0.0.1:3306   skipped when MYSQL_DSN is set; installs Debian's
+#               mariadb-server when missing, lets root in over TCP without a password
+#               and creates the database test (fault tests start private servers)
 #
 # Kafka (kfake) and SQS run inside the test binaries and need nothing here.
 # Exits non-zero, naming the server, when one cannot be made ready.
@@ -89,6 +92,22 @@ if [[ -z "${NATS_URL:-}" ]] && ! port_open 4222; then
 		-a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log || true
 fi
 [[ -n "${NATS_URL:-}" ]] || wait_port NATS 4222 30
+# No test stops this server or makes it read-only: the MySQL outbox's fault tests start
+# a MariaDB of their own (internal/harness, NewMariaDB).
+if [[ -z "${MYSQL_DSN:-}" ]]; then
+	PATH=$PATH:/usr/sbin apt_install mariadbd mariadb-server
+	if ! port_open 3306; then
+		echo "services: starting MariaDB"
+		start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd || true
+	fi
+	wait_port MariaDB 3306 60
+	if ! mariadb --protocol=tcp -h 127.0.0.1 -u root -e 'SELECT 1' >/dev/null 2>&1; then
+		# Debian's root logs in through the socket only; the tests connect over TCP.
+		echo "services: letting MariaDB's root in over TCP without a password"
+		mariadb -u root -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD('')"
+	fi
+	mariadb --protocol=tcp -h 127.0.0.1 -u root -e 'CREATE DATABASE IF NOT EXISTS test'
+fi
 
 if [[ -z "${DYNAMODB_ENDPOINT:-}" ]]; then
 	dir=integration/dynalite

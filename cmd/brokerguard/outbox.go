@@ -36,6 +36,10 @@ Commands:
 Where the outbox is: exactly one of these (a flag wins over the environment):
   --database-url URL        the PostgreSQL database of the outbox table (env DATABASE_URL);
                             --schema and --table as the service's postgres.WithTable
+  --mysql-dsn DSN           the MySQL or MariaDB database of the outbox table, in
+                            go-sql-driver/mysql's form, e.g. 'user:pw@tcp(db:3306)/app'
+                            (env MYSQL_DSN, read when neither DATABASE_URL nor
+                            BROKERGUARD_ADMIN_URL is set); --table as the service's mysql.WithTable
   --url URL                 a running service's admin handler (package admin), env
                             BROKERGUARD_ADMIN_URL; requeue needs --token or BROKERGUARD_ADMIN_TOKEN
 
@@ -54,10 +58,11 @@ type outboxSource interface {
 
 // outboxFlags are the flags of "brokerguard outbox".
 type outboxFlags struct {
-	databaseURL, schema, table, url, token string
-	destination, reason                    string
-	after                                  int64
-	limit                                  int
+	databaseURL, mysqlDSN, schema, table string
+	url, token                           string
+	destination, reason                  string
+	after                                int64
+	limit                                int
 }
 
 // outboxCmd runs "brokerguard outbox ...".
@@ -76,6 +81,7 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	var o outboxFlags
 	fs.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL URL of the outbox's database (env DATABASE_URL)")
+	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "", "MySQL/MariaDB DSN of the outbox's database (env MYSQL_DSN)")
 	fs.StringVar(&o.schema, "schema", "", "schema of the outbox table (default: the search_path's)")
 	fs.StringVar(&o.table, "table", "", "name of the outbox table (default "+postgres.Table+")")
 	fs.StringVar(&o.url, "url", "", "the admin handler's base URL, e.g. http://svc:8080/admin (env BROKERGUARD_ADMIN_URL)")
@@ -153,19 +159,30 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // open returns the one source the flags, or else the environment, name.
 func (o *outboxFlags) open(cmd string, timeout time.Duration, stderr io.Writer) (outboxSource, error) {
-	if o.databaseURL == "" && o.url == "" {
+	if o.databaseURL == "" && o.mysqlDSN == "" && o.url == "" {
 		o.databaseURL, o.url = os.Getenv("DATABASE_URL"), os.Getenv("BROKERGUARD_ADMIN_URL")
+		if o.databaseURL == "" && o.url == "" {
+			o.mysqlDSN = os.Getenv("MYSQL_DSN")
+		}
+	}
+	places := 0
+	for _, p := range []string{o.databaseURL, o.mysqlDSN, o.url} {
+		if p != "" {
+			places++
+		}
 	}
 	switch {
-	case o.databaseURL == "" && o.url == "":
-		fmt.Fprintln(stderr, "brokerguard outbox: give --database-url or --url (or DATABASE_URL or BROKERGUARD_ADMIN_URL)")
+	case places == 0:
+		fmt.Fprintln(stderr, "brokerguard outbox: give --database-url, --mysql-dsn or --url (or DATABASE_URL, MYSQL_DSN or BROKERGUARD_ADMIN_URL)")
 		return nil, errUsage
-	case o.databaseURL != "" && o.url != "":
+	case places > 1:
 		fmt.Fprintln(stderr, "brokerguard outbox: give one place to find the outbox, not both a database and --url")
 		return nil, errUsage
+	case o.mysqlDSN != "":
+		return o.openMySQL(stderr)
 	case o.url != "":
 		if o.schema != "" || o.table != "" {
-			fmt.Fprintln(stderr, "brokerguard outbox: --schema and --table go with --database-url; the service knows its table")
+			fmt.Fprintln(stderr, "brokerguard outbox: --schema and --table go with --database-url or --mysql-dsn; the service knows its table")
 			return nil, errUsage
 		}
 		if o.token == "" {
@@ -195,17 +212,20 @@ func (o *outboxFlags) open(cmd string, timeout time.Duration, stderr io.Writer) 
 		fmt.Fprintf(stderr, "brokerguard outbox: --database-url: %v\n", err)
 		return nil, errUsage
 	}
-	return outboxDB{postgres.New(pool, opts...), pool}, nil
+	return outboxDB{postgres.New(pool, opts...), pool.Close}, nil
 }
 
 // outboxDB reads and requeues in the outbox table itself; access to the database is
 // the authority.
 type outboxDB struct {
-	store *postgres.Store
-	pool  *pgxpool.Pool
+	store interface {
+		admin.Outbox
+		outbox.DeadLetters
+	}
+	done func() // closes the store's pool
 }
 
-func (s outboxDB) close() { s.pool.Close() }
+func (s outboxDB) close() { s.done() }
 
 func (s outboxDB) stats(ctx context.Context) (admin.OutboxStats, error) {
 	st := admin.ReadOutbox(ctx, s.store, time.Now())

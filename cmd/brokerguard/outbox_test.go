@@ -223,7 +223,7 @@ func TestOutboxCommandsThroughTheAdminHandler(t *testing.T) {
 		{[]string{"dead", "--url", bareSrv.URL}, 1, "501"},
 		{[]string{"stats", "--url", srv.URL, "--table", "t"}, 2, "go with --database-url"},
 		{[]string{"stats", "--url", srv.URL + "/nowhere"}, 1, "404"},
-		{[]string{"stats"}, 2, "give --database-url or --url"},
+		{[]string{"stats"}, 2, "give --database-url, --mysql-dsn or --url"},
 	} {
 		_, errOut, code := outboxCLI(tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
@@ -234,7 +234,7 @@ func TestOutboxCommandsThroughTheAdminHandler(t *testing.T) {
 
 // clearOutboxEnv unsets the variables that name where the outbox is.
 func clearOutboxEnv(t *testing.T) {
-	for _, v := range []string{"DATABASE_URL", "BROKERGUARD_ADMIN_URL", "BROKERGUARD_ADMIN_TOKEN"} {
+	for _, v := range []string{"DATABASE_URL", "MYSQL_DSN", "BROKERGUARD_ADMIN_URL", "BROKERGUARD_ADMIN_TOKEN"} {
 		t.Setenv(v, "")
 	}
 }

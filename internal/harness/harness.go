@@ -1,6 +1,6 @@
 // Package harness finds, starts and checks the real servers that the integration tests
 // in integration/ run against: PostgreSQL, RabbitMQ, Kafka (in-process kfake), SQS,
-// DynamoDB (dynalite, from npm), Redis and NATS JetStream.
+// DynamoDB (dynalite, from npm), Redis, MariaDB and NATS JetStream.
 //
 // Every server has a lookup function that needs no testing.TB (Postgres, RabbitMQ,
 // Kafka, SQS, DynamoDB, Redis, NATS): it reads the server's environment variable, falls back
@@ -19,9 +19,10 @@
 //	DYNAMODB_ENDPOINT  DynamoDB endpoint URL; unset means a dynalite child process
 //	REDIS_ADDR         Redis host:port; default 127.0.0.1:6379
 //	NATS_URL           NATS server URL (JetStream on); default nats://127.0.0.1:4222
+//	MYSQL_DSN          MySQL or MariaDB DSN (go-sql-driver/mysql form); default root@tcp(127.0.0.1:3306)/test
 //	CI                 "true" (or any true value of strconv.ParseBool) turns skips into failures
 //
-// When DATABASE_URL, AMQP_URL, REDIS_ADDR or NATS_URL is unset and the local server is down, the
+// When DATABASE_URL, AMQP_URL, REDIS_ADDR, NATS_URL or MYSQL_DSN is unset and the local server is down, the
 // harness tries once per test binary to start it with the machine's own command.
 // scripts/services.sh does the same before a CI run.
 package harness
