@@ -65,6 +65,8 @@ under that prefix. A circuit has a record once some replica has used it.
 
 Exit codes: 0 done, 1 the service or store failed or could not be reached, 2 usage,
 3 no such destination, 4 refused (mutations disabled, wrong token, bad input).
+A command that fails prints nothing on stdout: its error, and what a listing read
+before it failed, go to stderr.
 `
 
 // circuitRow is one circuit as "brokerguard circuits" prints it: the admin handler's
@@ -163,10 +165,16 @@ func circuitsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer cancel()
 	if cmd == "list" {
 		list, err := source.list(ctx)
-		if perr := printCircuits(stdout, *asJSON, *wide, list, list.Circuits); perr != nil {
-			return perr
+		if err != nil {
+			// What a listing that failed part-way found goes to stderr, as a table,
+			// before the error: stdout stays empty (see onlyOnSuccess).
+			if len(list.Circuits) > 0 {
+				fmt.Fprintln(stderr, "brokerguard circuits list: read before the failure:")
+				_ = printCircuits(stderr, false, *wide, list, list.Circuits)
+			}
+			return err
 		}
-		return err // a listing that failed part-way prints what it found, then the error
+		return printCircuits(stdout, *asJSON, *wide, list, list.Circuits)
 	}
 	var row circuitRow
 	if cmd == "show" {
