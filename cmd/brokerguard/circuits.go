@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -271,15 +272,42 @@ type adminClient struct {
 
 func (c adminClient) close() {}
 
+// listPage is how many circuits list asks the service for at a time: each answer
+// stays small however many circuits the service has.
+const listPage = 1000
+
+// list reads every circuit, a page at a time (admin's limit and after).
 func (c adminClient) list(ctx context.Context) (circuitList, error) {
-	var list circuitList
-	raw, err := c.do(ctx, http.MethodGet, "/api/circuits", nil)
-	if err == nil {
-		if err = json.Unmarshal(raw, &list); err != nil {
-			err = fmt.Errorf("the service's answer is not a circuit list: %w", err)
+	list := circuitList{Circuits: []circuitRow{}}
+	after := ""
+	for {
+		var page struct {
+			circuitList
+			NextAfter string `json:"next_after"`
 		}
+		path := "/api/circuits?limit=" + strconv.Itoa(listPage)
+		if after != "" {
+			path += "&after=" + url.QueryEscape(after)
+		}
+		raw, err := c.do(ctx, http.MethodGet, path, nil)
+		if err == nil {
+			if err = json.Unmarshal(raw, &page); err != nil {
+				err = fmt.Errorf("the service's answer is not a circuit list: %w", err)
+			}
+		}
+		if err != nil {
+			return list, err
+		}
+		if after == "" {
+			list.Now, list.Mutations = page.Now, page.Mutations
+		}
+		list.Circuits = append(list.Circuits, page.Circuits...)
+		// A service from before paging ignores limit and answers everything at once.
+		if page.NextAfter == "" || page.NextAfter <= after {
+			return list, nil
+		}
+		after = page.NextAfter
 	}
-	return list, err
 }
 
 func (c adminClient) show(ctx context.Context, dest string) (circuitRow, error) {
