@@ -205,6 +205,9 @@ func printCircuits(w io.Writer, asJSON, wide bool, v any, rows []circuitRow) err
 	fmt.Fprintln(tw, head)
 	for _, c := range rows {
 		state := c.State
+		if n := len(c.IsolatedPartitions); n > 0 { // keyed calls to them are refused (registry.Partitions)
+			state += ", " + strconv.Itoa(n) + " partition" + map[bool]string{true: "s"}[n != 1] + " isolated"
+		}
 		if c.DegradedSince != nil { // the shared store refuses its evidence (sharedstate.KeepLocal)
 			state += " (degraded since " + fmtTime(c.DegradedSince) + ")"
 		}
@@ -222,6 +225,10 @@ func printCircuits(w io.Writer, asJSON, wide bool, v any, rows []circuitRow) err
 		return nil
 	}
 	printHealth(w, rows[0].Health, time.Now())
+	for _, p := range rows[0].IsolatedPartitions {
+		fmt.Fprintf(w, "partition %d isolated since %s after %d failures; next probe at %s\n",
+			p.Partition, fmtTime(&p.Since), p.Failures, fmtTime(&p.NotBefore))
+	}
 	if rows[0].Record == nil {
 		return nil
 	}

@@ -193,3 +193,30 @@ func TestCircuitsListPages(t *testing.T) {
 		t.Errorf("answers held %v circuits, want pages of %d", pages, listPage)
 	}
 }
+
+// TestCircuitsShowIsolatedPartitions: a topic whose circuit is closed but whose
+// partition is isolated says so in list's state column and, in show, names the
+// partition, since when and its next probe: the CLI shows the mechanism that refuses
+// the topic's keyed calls.
+func TestCircuitsShowIsolatedPartitions(t *testing.T) {
+	clearSourceEnv(t)
+	reg, url := adminServer(t)
+	orders := transport.Destination{Broker: "kafka", Name: "orders"}
+	ps, err := reg.Partitions(orders)
+	if err != nil || ps == nil {
+		t.Fatalf("partitions: %v %v", ps, err)
+	}
+	ps.SetCount(3)
+	ps.Complete(2, breaker.Failure) // FailureThreshold 1: isolated
+	if len(reg.IsolatedPartitions(orders)) != 1 {
+		t.Fatalf("partition 2 not isolated: %+v", reg.IsolatedPartitions(orders))
+	}
+	out, errOut, code := cli("list", "--url", url)
+	if code != 0 || !strings.Contains(out, "closed, 1 partition isolated") {
+		t.Errorf("list: exit %d %s\n%s", code, errOut, out)
+	}
+	out, errOut, code = cli("show", "kafka:orders", "--url", url)
+	if code != 0 || !strings.Contains(out, "partition 2 isolated since ") || !strings.Contains(out, "after 1 failures; next probe at ") {
+		t.Errorf("show: exit %d %s\n%s", code, errOut, out)
+	}
+}
