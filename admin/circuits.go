@@ -6,9 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
@@ -48,16 +46,6 @@ type Circuit struct {
 	IsolatedPartitions []IsolatedPartition `json:"isolated_partitions,omitempty"`
 }
 
-// Circuits is the body of GET /api/circuits.
-type Circuits struct {
-	Now time.Time `json:"now"`
-	// Started is when the process began (WithProcessStart; by default when the
-	// handler was made): the dashboard's timeline starts there.
-	Started   time.Time `json:"started"`
-	Mutations bool      `json:"mutations"` // whether this handler accepts mutations
-	Circuits  []Circuit `json:"circuits"`
-}
-
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -87,17 +75,6 @@ func View(d transport.Destination, s breaker.Snapshot, now time.Time) Circuit {
 		c.RemainingMS = end.Sub(now).Milliseconds()
 	}
 	return c
-}
-
-func (h *Handler) listCircuits(w http.ResponseWriter, _ *http.Request) {
-	now := h.now()
-	snaps := h.reg.Snapshots()
-	out := Circuits{Now: now, Started: h.started, Mutations: h.token != nil, Circuits: make([]Circuit, 0, len(snaps))}
-	for d, s := range snaps {
-		out.Circuits = append(out.Circuits, h.withPartitions(View(d, s, now), d, now))
-	}
-	slices.SortFunc(out.Circuits, func(a, b Circuit) int { return strings.Compare(a.Destination, b.Destination) })
-	writeJSON(w, http.StatusOK, out)
 }
 
 // lookup resolves the {dest} path value to a live circuit.

@@ -19,7 +19,11 @@
 // Routes, relative to where the handler is mounted:
 //
 //	GET  /                                 the dashboard
-//	GET  /api/circuits                     every live circuit, sorted by destination
+//	GET  /api/circuits?limit=&after=&unhealthy=   the live circuits, sorted by destination:
+//	                                       all, or a page (limit up to 10,000, after the
+//	                                       previous page's next_after), or the unhealthy
+//	                                       ones only; with total, unhealthy and a weak ETag
+//	                                       (If-None-Match: 304 while it holds)
 //	GET  /api/circuits/{destination}       one circuit ("kafka:orders"), 404 if unknown
 //	POST /api/circuits/{destination}/force-open    {"for":"10m"} or {"until":"RFC 3339"}
 //	POST /api/circuits/{destination}/force-close   the same body
@@ -41,7 +45,12 @@
 // Every route answers only a Host it knows ([WithAllowedHosts]; loopback names, IP
 // addresses and the machine's host name by default) and refuses others with 421, so
 // that a hostile page cannot read the API through DNS rebinding. Audit events carry
-// the request's text with control characters escaped.
+// the request's text with control, bidirectional and invisible characters escaped.
+//
+// The dashboard polls the circuit list every second, a page of 200 circuits at a
+// time, revalidated with its ETag: a registry of 10,000 circuits costs a page's
+// answer, or an empty 304 while nothing changed, not the whole list each second
+// (BenchmarkCircuitList).
 //
 // The read routes need no token: they show destination names, dead rows' keys and
 // errors as the store and the brokers wrote them (a database error may name its host

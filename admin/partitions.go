@@ -3,6 +3,7 @@ package admin
 import (
 	"time"
 
+	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -20,7 +21,12 @@ type IsolatedPartition struct {
 
 // withPartitions adds d's isolated partitions to its view c.
 func (h *Handler) withPartitions(c Circuit, d transport.Destination, now time.Time) Circuit {
-	for _, p := range h.reg.IsolatedPartitions(d) {
+	return withIsolated(c, h.reg.IsolatedPartitions(d), now)
+}
+
+// withIsolated adds the isolated partitions ps to the view c.
+func withIsolated(c Circuit, ps []registry.IsolatedPartition, now time.Time) Circuit {
+	for _, p := range ps {
 		v := IsolatedPartition{Partition: p.Partition, Since: p.Since, NotBefore: p.NotBefore, Failures: p.Failures}
 		if p.NotBefore.After(now) {
 			v.RemainingMS = p.NotBefore.Sub(now).Milliseconds()

@@ -16,18 +16,23 @@ func TestAuditFieldsCannotForgeLines(t *testing.T) {
 	forged := "/api/circuits/kafka:orders%0A2026-11-30T12:00:00Z%20force-close%20kafka:payments%20applied/force-open%1B[2J"
 	f.do(t, req{method: "POST", path: forged, body: `{"for":"1m","reason":"ok\r\nforged line"}`, header: authJSON()})
 	f.do(t, req{method: "POST", path: "/api/circuits/kafka:orders/force-open", body: `{"for":"1m","reason":"ok\nforged line\u001b]0;title\u0007"}`, header: authJSON()})
-	if len(f.audits) != 2 {
+	// Invisible and bidirectional characters: a destination that reads as another.
+	f.do(t, req{method: "POST", path: "/api/circuits/kafka:%D8%9Corders%E2%80%8F%E2%80%AE/force-open", body: `{"for":"1m"}`, header: authJSON()})
+	if len(f.audits) != 3 {
 		t.Fatalf("audits: %+v", f.audits)
 	}
 	for _, ev := range f.audits {
 		for name, v := range map[string]string{"Action": ev.Action, "Destination": ev.Destination, "Reason": ev.Reason, "Err": ev.Err} {
-			if strings.IndexFunc(v, unicode.IsControl) >= 0 {
-				t.Errorf("audit %s holds a control character: %q", name, v)
+			if strings.IndexFunc(v, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }) >= 0 {
+				t.Errorf("audit %s holds a control or format character: %q", name, v)
 			}
 		}
 	}
 	if !strings.Contains(f.audits[0].Destination, `kafka:orders\n2026`) || !strings.Contains(f.audits[0].Action, `\x1b[2J`) {
 		t.Errorf("the escaped path no longer says what was sent: %+v", f.audits[0])
+	}
+	if got := f.audits[2].Destination; got != `kafka:\u061corders\u200f\u202e` {
+		t.Errorf("invisible characters in the audit's destination: %q", got)
 	}
 }
 

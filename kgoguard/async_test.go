@@ -65,7 +65,7 @@ func TestSplitByTopic(t *testing.T) {
 // healthy topic has a client of its own, as the fault answers whole requests.
 func TestAsyncExactlyOnce(t *testing.T) {
 	e := newEnv(t, counting, []string{"bad", "good"})
-	goodCl := newClient(t, e.cluster)
+	goodCl := e.client()
 	good, err := kgoguard.New(goodCl, e.reg)
 	if err != nil {
 		t.Fatal(err)

@@ -189,7 +189,7 @@ func TestClassifyPartitionWithoutLeader(t *testing.T) {
 	kfakeproduce.NoLeader(e.cluster, e.topics[0])
 	kfakeproduce.Answer(e.cluster, kafkacode.NotLeaderForPartition, true, nil)
 	fresh := func() *kgo.Client { // one that must ask for the metadata
-		return newClient(t, e.cluster, kgo.RecordDeliveryTimeout(time.Second))
+		return e.client(kgo.RecordDeliveryTimeout(time.Second))
 	}
 	raw := fresh().ProduceSync(context.Background(), e.record(0, 1)).FirstErr()
 	if raw == nil || kgoguard.Classify(raw) != breaker.Failure {

@@ -49,6 +49,29 @@
 // Produce and the time the call started. A publish of no messages is refused with
 // registry.ErrNoMessages.
 //
+// # Partitions and brokers
+//
+// A topic's partitions are led by different brokers, and one broker down takes only
+// its partitions with it. So besides the topic's circuit, the registry keeps evidence
+// per partition ([registry.Partitions], tuned by registry.WithPartitionPolicy): a
+// partition whose calls failed PartitionPolicy.Failures times in a row (by default
+// the circuit's FailureThreshold) is isolated for PartitionPolicy.Isolation (by
+// default the circuit's BreakDuration), then admits one record as its probe. The
+// client's partitioner, [Partitioner], acts on it before a record is buffered: a
+// keyed record bound for an isolated partition is refused at once (a
+// [*registry.PartitionRejectedError], which errors.Is(err, breaker.ErrOpen) sees),
+// and an unkeyed record goes to another partition. The topic's circuit opens only
+// when every partition fails: while some partition answers, one broker's failures
+// are the partitions', not the topic's. [New] refuses a client built without
+// Partitioner (franz-go fixes a client's partitioner when the client is made):
+//
+//	reg, _ := registry.New(policy)
+//	cl, _ := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgoguard.Partitioner(reg, nil)))
+//	p, _ := kgoguard.New(cl, reg)
+//
+// Isolated partitions show in the admin handler's JSON (isolated_partitions), in
+// "brokerguard circuits show" and in registry.IsolatedPartitions.
+//
 // # Client settings
 //
 // franz-go's defaults retry without limit, which hides a failing broker from the

@@ -12,22 +12,24 @@ import (
 	"github.com/brokerguard/brokerguard/registry"
 )
 
-// A franz-go client guarded per topic: Produce keeps franz-go's promise, and the
-// promise gets the circuit's refusal when the topic's circuit is open.
+// A franz-go client guarded per topic and per partition: Produce keeps franz-go's
+// promise, and the promise gets the refusal when the topic's circuit is open or the
+// record's partition is isolated.
 func ExampleNew() {
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers("127.0.0.1:9092"),
 		kgo.RecordRetries(2),
 		kgo.RecordDeliveryTimeout(5*time.Second),
+		kgo.RecordPartitioner(kgoguard.Partitioner(reg, nil)), // New requires it
 	)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer cl.Close()
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second})
-	if err != nil {
-		log.Fatal(err)
-	}
 	p, err := kgoguard.New(cl, reg)
 	if err != nil {
 		log.Fatal(err)

@@ -39,20 +39,26 @@ func newEnv(t testing.TB, policy breaker.Policy, stems []string, opts ...kgo.Opt
 	t.Helper()
 	e := &env{t: t, topics: harness.TopicNames(stems...)}
 	e.cluster = harness.KFake(t, kfake.SeedTopics(1, e.topics...))
-	e.cl = newClient(t, e.cluster, opts...)
+	var err error
+	if e.reg, err = registry.New(policy, registry.WithCallCounts(), registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))); err != nil {
+		t.Fatal(err)
+	}
+	e.cl = e.client(opts...)
 	for _, topic := range e.topics { // learn the metadata before any fault
 		if err := e.cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic}).FirstErr(); err != nil {
 			t.Fatalf("warm-up produce to %s: %v", topic, err)
 		}
 	}
-	var err error
-	if e.reg, err = registry.New(policy, registry.WithCallCounts(), registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))); err != nil {
-		t.Fatal(err)
-	}
 	if e.p, err = kgoguard.New(e.cl, e.reg); err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// client returns a client of the cluster (see newClient) with opts and the
+// partitioner of e's registry, as kgoguard.New requires.
+func (e *env) client(opts ...kgo.Opt) *kgo.Client {
+	return newClient(e.t, e.cluster, append(opts, kgo.RecordPartitioner(kgoguard.Partitioner(e.reg, nil)))...)
 }
 
 func (e *env) dest(i int) transport.Destination {

@@ -24,9 +24,8 @@ import (
 //   - moves a record that need not keep its partition to the next partition that is
 //     not isolated, when inner chose an isolated one.
 //
-// Give a Producer's client this partitioner and the same registry: without it the
-// Producer still keeps the partitions' evidence from its records' results, but it
-// cannot steer unkeyed records nor refuse keyed ones before they are sent.
+// New requires a Producer's client to have this partitioner, made with the
+// Producer's registry.
 func Partitioner(reg *registry.Registry, inner kgo.Partitioner) kgo.Partitioner {
 	if inner == nil {
 		// franz-go's default (kgo.RecordPartitioner's documentation).

@@ -45,13 +45,24 @@ type Producer struct {
 	classify     transport.Classifier
 	defaultTopic string                              // the client's DefaultProduceTopic
 	alwaysTopic  bool                                // the client's DefaultProduceTopicAlways
-	part         *partitioner                        // the client's partitioner when it is Partitioner's; else nil
+	part         *partitioner                        // the client's partitioner (New requires Partitioner's)
 	lastParts    atomic.Pointer[registry.Partitions] // partitions' cache (partitioner.go)
 }
 
 var _ transport.Publisher = (*Producer)(nil)
 
-// New returns a Producer over cl with the circuits of reg.
+// ErrNoPartitioner is matched by New's error for a client built without
+// Partitioner for the Producer's registry.
+var ErrNoPartitioner = errors.New("kgoguard: the client's partitioner is not kgoguard.Partitioner for this registry")
+
+// New returns a Producer over cl with the circuits of reg. cl must have been built
+// with kgo.RecordPartitioner(Partitioner(reg, inner)) (inner: the partitioner the
+// client would otherwise use, nil for franz-go's default): New refuses any other
+// client with an error matching ErrNoPartitioner that names the fix. franz-go fixes
+// a client's partitioner when the client is made, so the Producer cannot install it;
+// and without it a partition whose broker is down is judged only once its records
+// have timed out, with every caller that wrote to it held up meanwhile, instead of
+// being refused at once (see the package documentation, "Partitions").
 func New(cl *kgo.Client, reg *registry.Registry, opts ...Option) (*Producer, error) {
 	switch {
 	case cl == nil:
@@ -59,14 +70,16 @@ func New(cl *kgo.Client, reg *registry.Registry, opts ...Option) (*Producer, err
 	case reg == nil:
 		return nil, errors.New("kgoguard: New: nil registry")
 	}
-	p := &Producer{cl: cl, reg: reg, classify: Classify}
+	part, ok := cl.OptValue(kgo.RecordPartitioner).(*partitioner)
+	if !ok || part.reg != reg {
+		return nil, fmt.Errorf("kgoguard: New: %w: build the client with kgo.RecordPartitioner(kgoguard.Partitioner(reg, nil)), "+
+			"giving a partitioner of your own as the second argument", ErrNoPartitioner)
+	}
+	p := &Producer{cl: cl, reg: reg, classify: Classify, part: part}
 	p.defaultTopic, _ = cl.OptValue(kgo.DefaultProduceTopic).(string)
 	p.alwaysTopic, _ = cl.OptValue(kgo.DefaultProduceTopicAlways).(bool)
-	if part, ok := cl.OptValue(kgo.RecordPartitioner).(*partitioner); ok && part.reg == reg {
-		p.part = part
-		leader := cl.PartitionLeader
-		part.leader.Store(&leader)
-	}
+	leader := cl.PartitionLeader
+	part.leader.Store(&leader)
 	for _, o := range opts {
 		if err := o(p); err != nil {
 			return nil, err

@@ -235,11 +235,7 @@ func TestAsyncSendGivesUpWhenInputFull(t *testing.T) {
 // topic's permit completes (Neutral) and the panic goes on to the caller.
 func TestSendMessagesClassifierPanic(t *testing.T) {
 	e := newEnv(t, counting, "orders", "refunds")
-	inner, err := sarama.NewSyncProducer(e.cluster.ListenAddrs(), e.config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := saramaguard.NewSyncProducer(inner, e.reg, saramaguard.WithClassifier(func(error) breaker.Outcome { panic("classifier bug") }))
+	p, err := saramaguard.NewSyncProducer(e.cluster.ListenAddrs(), e.config(), e.reg, saramaguard.WithClassifier(func(error) breaker.Outcome { panic("classifier bug") }))
 	if err != nil {
 		t.Fatal(err)
 	}

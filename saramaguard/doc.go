@@ -5,9 +5,10 @@
 // It is a module of its own (github.com/brokerguard/brokerguard/saramaguard), so that
 // only the programs that use sarama depend on it and its dependencies.
 //
-// [SyncProducer] wraps a sarama.SyncProducer: SendMessage and SendMessages take a
-// context first and otherwise keep sarama's meaning; SendMessages takes one permit
-// per topic and reports the messages not sent, by index, in a [*SendError].
+// [SyncProducer] wraps the sarama.SyncProducer [NewSyncProducer] makes: SendMessage
+// and SendMessages take a context first and otherwise keep sarama's meaning;
+// SendMessages takes one permit per topic and reports the messages not sent, by
+// index, in a [*SendError].
 // [SyncProducer.Publish] is the [transport.Publisher] contract, so an outbox can
 // publish through it. sarama's SyncProducer takes no context, so a call lasts until
 // sarama answers; the context decides admission and how an ended call counts
@@ -50,6 +51,23 @@
 //	ConfigurationError (a message over MaxMessageBytes),        Neutral
 //	  ErrShuttingDown, ErrClosedClient, ErrClosed, context
 //	  errors, *registry.RejectedError, anything else
+//
+// # Partitions and brokers
+//
+// A topic's partitions are led by different brokers, and one broker down takes only
+// its partitions with it. So besides the topic's circuit, the registry keeps evidence
+// per partition ([registry.Partitions], tuned by registry.WithPartitionPolicy): a
+// partition whose calls failed PartitionPolicy.Failures times in a row (by default
+// the circuit's FailureThreshold) is isolated for PartitionPolicy.Isolation (by
+// default the circuit's BreakDuration), then admits one message as its probe; the
+// topic's circuit opens only when every partition fails. [NewSyncProducer] makes
+// sarama's producer with [Partitioner] installed, which acts on that evidence before a
+// message is sent: a keyed message bound for an isolated partition is refused at once
+// (a [*registry.PartitionRejectedError], which errors.Is(err, breaker.ErrOpen) sees),
+// and any other goes to a partition that is not isolated. [AsyncProducer] is judged
+// per topic; its configuration may be given Partitioner for the refusals. Isolated
+// partitions show in the admin handler's JSON (isolated_partitions) and in
+// registry.IsolatedPartitions.
 //
 // # Settings
 //

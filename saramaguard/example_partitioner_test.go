@@ -11,8 +11,9 @@ import (
 	"github.com/brokerguard/brokerguard/saramaguard"
 )
 
-// A sarama producer whose partitioner knows the topic's isolated partitions: keyed
-// messages bound for one fail before they are sent, the others go elsewhere.
+// A sarama AsyncProducer whose partitioner knows the topic's isolated partitions:
+// keyed messages bound for one fail before they are sent, the others go elsewhere.
+// (NewSyncProducer installs it by itself.)
 func ExamplePartitioner() {
 	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
 	if err != nil {
@@ -20,12 +21,9 @@ func ExamplePartitioner() {
 	}
 	cfg := sarama.NewConfig()
 	cfg.Producer.Return.Successes = true
-	cfg.Producer.Partitioner = saramaguard.Partitioner(reg, nil)
-	sp, err := sarama.NewSyncProducer([]string{"127.0.0.1:9092"}, cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	p, err := saramaguard.NewSyncProducer(sp, reg)
+	cfg.Producer.Return.Errors = true
+	cfg.Producer.Partitioner = saramaguard.Partitioner(reg, sarama.NewHashPartitioner)
+	p, err := saramaguard.NewAsyncProducer([]string{"127.0.0.1:9092"}, cfg, reg)
 	if err != nil {
 		log.Fatal(err)
 	}

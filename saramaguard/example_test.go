@@ -12,21 +12,17 @@ import (
 	"github.com/brokerguard/brokerguard/saramaguard"
 )
 
-// A sarama SyncProducer guarded per topic.
+// A sarama SyncProducer guarded per topic and, through the partitioner
+// NewSyncProducer installs, per partition.
 func ExampleNewSyncProducer() {
 	cfg := sarama.NewConfig()
-	cfg.Producer.Return.Successes = true
 	cfg.Producer.Retry.Max = 1
 	cfg.Net.ReadTimeout = 3 * time.Second
-	sp, err := sarama.NewSyncProducer([]string{"127.0.0.1:9092"}, cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
 	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
-	p, err := saramaguard.NewSyncProducer(sp, reg)
+	p, err := saramaguard.NewSyncProducer([]string{"127.0.0.1:9092"}, cfg, reg)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -66,11 +66,7 @@ func (e *env) sync() (raw sarama.SyncProducer, guarded *saramaguard.SyncProducer
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { raw.Close() })
-	inner, err := sarama.NewSyncProducer(e.cluster.ListenAddrs(), e.config())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if guarded, err = saramaguard.NewSyncProducer(inner, e.reg); err != nil {
+	if guarded, err = saramaguard.NewSyncProducer(e.cluster.ListenAddrs(), e.config(), e.reg); err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { guarded.Close() })

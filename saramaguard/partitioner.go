@@ -3,6 +3,7 @@ package saramaguard
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"time"
 
@@ -24,18 +25,32 @@ import (
 //   - moves any other message to the next partition that is not isolated, when
 //     inner chose an isolated one.
 //
-// Give a SyncProducer's sarama producer this partitioner and the same registry:
-// without it the SyncProducer still keeps the partitions' evidence from the
-// messages' results, but cannot steer unkeyed messages nor refuse keyed ones.
+// NewSyncProducer installs it by default; give it to a config of your own for
+// sarama's AsyncProducer, with the same registry.
 func Partitioner(reg *registry.Registry, inner sarama.PartitionerConstructor) sarama.PartitionerConstructor {
 	if inner == nil {
 		inner = sarama.NewHashPartitioner
 	}
 	constructors.Store(reg, inner)
+	return newPartitioner(reg, inner)
+}
+
+// newPartitioner is Partitioner's constructor, apart so that isPartitioner can know
+// its code.
+func newPartitioner(reg *registry.Registry, inner sarama.PartitionerConstructor) sarama.PartitionerConstructor {
 	return func(topic string) sarama.Partitioner {
 		ps, _ := reg.Partitions(transport.Destination{Broker: Broker, Name: topic})
 		return &partitioner{ps: ps, inner: inner(topic)}
 	}
+}
+
+// partitionerCode is the code of every constructor newPartitioner returns: Go funcs
+// cannot be compared, but closures of one function literal share their code.
+var partitionerCode = reflect.ValueOf(newPartitioner(nil, nil)).Pointer()
+
+// isPartitioner reports whether ctor was made by Partitioner.
+func isPartitioner(ctor sarama.PartitionerConstructor) bool {
+	return ctor != nil && reflect.ValueOf(ctor).Pointer() == partitionerCode
 }
 
 type partitioner struct {

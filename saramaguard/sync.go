@@ -71,12 +71,31 @@ type SyncProducer struct {
 
 var _ transport.Publisher = (*SyncProducer)(nil)
 
-// NewSyncProducer returns a SyncProducer over p with the circuits of reg.
-func NewSyncProducer(p sarama.SyncProducer, reg *registry.Registry, opts ...Option) (*SyncProducer, error) {
-	if p == nil || reg == nil {
-		return nil, errors.New("saramaguard: NewSyncProducer: nil producer or registry")
+// NewSyncProducer makes a sarama SyncProducer for addrs with cfg (sarama.NewConfig()
+// when nil) and guards it with the circuits of reg. The producer is made from a copy
+// of cfg with Producer.Return.Successes set, as sarama's SyncProducer requires, and
+// with [Partitioner](reg, cfg.Producer.Partitioner) as its partitioner unless cfg
+// already has one made by Partitioner: so a keyed message bound for a partition whose
+// broker is failing is refused at once, and an unkeyed one goes to another partition
+// (see the package documentation, "Partitions and brokers"). cfg itself is left as it
+// is.
+func NewSyncProducer(addrs []string, cfg *sarama.Config, reg *registry.Registry, opts ...Option) (*SyncProducer, error) {
+	if reg == nil {
+		return nil, errors.New("saramaguard: NewSyncProducer: nil registry")
 	}
 	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		cfg = sarama.NewConfig()
+	}
+	c := *cfg
+	c.Producer.Return.Successes = true
+	if !isPartitioner(c.Producer.Partitioner) {
+		c.Producer.Partitioner = Partitioner(reg, c.Producer.Partitioner)
+	}
+	p, err := sarama.NewSyncProducer(addrs, &c)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -65,6 +66,8 @@ under that prefix. A circuit has a record once some replica has used it.
 
 Exit codes: 0 done, 1 the service or store failed or could not be reached, 2 usage,
 3 no such destination, 4 refused (mutations disabled, wrong token, bad input).
+A command that fails prints nothing on stdout: its error, and what a listing read
+before it failed, go to stderr.
 `
 
 // circuitRow is one circuit as "brokerguard circuits" prints it: the admin handler's
@@ -163,10 +166,16 @@ func circuitsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer cancel()
 	if cmd == "list" {
 		list, err := source.list(ctx)
-		if perr := printCircuits(stdout, *asJSON, *wide, list, list.Circuits); perr != nil {
-			return perr
+		if err != nil {
+			// What a listing that failed part-way found goes to stderr, as a table,
+			// before the error: stdout stays empty (see onlyOnSuccess).
+			if len(list.Circuits) > 0 {
+				fmt.Fprintln(stderr, "brokerguard circuits list: read before the failure:")
+				_ = printCircuits(stderr, false, *wide, list, list.Circuits)
+			}
+			return err
 		}
-		return err // a listing that failed part-way prints what it found, then the error
+		return printCircuits(stdout, *asJSON, *wide, list, list.Circuits)
 	}
 	var row circuitRow
 	if cmd == "show" {
@@ -196,6 +205,9 @@ func printCircuits(w io.Writer, asJSON, wide bool, v any, rows []circuitRow) err
 	fmt.Fprintln(tw, head)
 	for _, c := range rows {
 		state := c.State
+		if n := len(c.IsolatedPartitions); n > 0 { // keyed calls to them are refused (registry.Partitions)
+			state += ", " + strconv.Itoa(n) + " partition" + map[bool]string{true: "s"}[n != 1] + " isolated"
+		}
 		if c.DegradedSince != nil { // the shared store refuses its evidence (sharedstate.KeepLocal)
 			state += " (degraded since " + fmtTime(c.DegradedSince) + ")"
 		}
@@ -213,6 +225,10 @@ func printCircuits(w io.Writer, asJSON, wide bool, v any, rows []circuitRow) err
 		return nil
 	}
 	printHealth(w, rows[0].Health, time.Now())
+	for _, p := range rows[0].IsolatedPartitions {
+		fmt.Fprintf(w, "partition %d isolated since %s after %d failures; next probe at %s\n",
+			p.Partition, fmtTime(&p.Since), p.Failures, fmtTime(&p.NotBefore))
+	}
 	if rows[0].Record == nil {
 		return nil
 	}
@@ -263,15 +279,42 @@ type adminClient struct {
 
 func (c adminClient) close() {}
 
+// listPage is how many circuits list asks the service for at a time: each answer
+// stays small however many circuits the service has.
+const listPage = 1000
+
+// list reads every circuit, a page at a time (admin's limit and after).
 func (c adminClient) list(ctx context.Context) (circuitList, error) {
-	var list circuitList
-	raw, err := c.do(ctx, http.MethodGet, "/api/circuits", nil)
-	if err == nil {
-		if err = json.Unmarshal(raw, &list); err != nil {
-			err = fmt.Errorf("the service's answer is not a circuit list: %w", err)
+	list := circuitList{Circuits: []circuitRow{}}
+	after := ""
+	for {
+		var page struct {
+			circuitList
+			NextAfter string `json:"next_after"`
 		}
+		path := "/api/circuits?limit=" + strconv.Itoa(listPage)
+		if after != "" {
+			path += "&after=" + url.QueryEscape(after)
+		}
+		raw, err := c.do(ctx, http.MethodGet, path, nil)
+		if err == nil {
+			if err = json.Unmarshal(raw, &page); err != nil {
+				err = fmt.Errorf("the service's answer is not a circuit list: %w", err)
+			}
+		}
+		if err != nil {
+			return list, err
+		}
+		if after == "" {
+			list.Now, list.Mutations = page.Now, page.Mutations
+		}
+		list.Circuits = append(list.Circuits, page.Circuits...)
+		// A service from before paging ignores limit and answers everything at once.
+		if page.NextAfter == "" || page.NextAfter <= after {
+			return list, nil
+		}
+		after = page.NextAfter
 	}
-	return list, err
 }
 
 func (c adminClient) show(ctx context.Context, dest string) (circuitRow, error) {

@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +147,76 @@ func TestCircuitsWrongURLIsNotNotFound(t *testing.T) {
 		if code := exitCode(err); code != 1 || !strings.Contains(err.Error(), "404") {
 			t.Errorf("%v: exit %d (%v), want 1 naming the 404", args, code, err)
 		}
+	}
+}
+
+// TestCircuitsListPages: list reads a service's circuits a page at a time, so no
+// answer is larger than a page however many circuits the service has, and prints
+// them all, in order.
+func TestCircuitsListPages(t *testing.T) {
+	clearSourceEnv(t)
+	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2*listPage + 345
+	for i := range n {
+		if _, err := reg.Circuit(transport.Destination{Broker: "kafka", Name: fmt.Sprintf("t%05d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := admin.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pages []int // circuits per answer
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		var page admin.Circuits
+		_ = json.Unmarshal(rec.Body.Bytes(), &page)
+		pages = append(pages, len(page.Circuits))
+		maps.Copy(w.Header(), rec.Header())
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(srv.Close)
+	out, errOut, code := cli("list", "--json", "--url", srv.URL)
+	var list admin.Circuits
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
+		t.Fatalf("list --json: exit %d %s", code, errOut)
+	}
+	if len(list.Circuits) != n || list.Circuits[0].Destination != "kafka:t00000" || list.Circuits[n-1].Destination != fmt.Sprintf("kafka:t%05d", n-1) {
+		t.Errorf("listed %d circuits, from %q", len(list.Circuits), list.Circuits[0].Destination)
+	}
+	if !slices.Equal(pages, []int{listPage, listPage, 345}) {
+		t.Errorf("answers held %v circuits, want pages of %d", pages, listPage)
+	}
+}
+
+// TestCircuitsShowIsolatedPartitions: a topic whose circuit is closed but whose
+// partition is isolated says so in list's state column and, in show, names the
+// partition, since when and its next probe: the CLI shows the mechanism that refuses
+// the topic's keyed calls.
+func TestCircuitsShowIsolatedPartitions(t *testing.T) {
+	clearSourceEnv(t)
+	reg, url := adminServer(t)
+	orders := transport.Destination{Broker: "kafka", Name: "orders"}
+	ps, err := reg.Partitions(orders)
+	if err != nil || ps == nil {
+		t.Fatalf("partitions: %v %v", ps, err)
+	}
+	ps.SetCount(3)
+	ps.Complete(2, breaker.Failure) // FailureThreshold 1: isolated
+	if len(reg.IsolatedPartitions(orders)) != 1 {
+		t.Fatalf("partition 2 not isolated: %+v", reg.IsolatedPartitions(orders))
+	}
+	out, errOut, code := cli("list", "--url", url)
+	if code != 0 || !strings.Contains(out, "closed, 1 partition isolated") {
+		t.Errorf("list: exit %d %s\n%s", code, errOut, out)
+	}
+	out, errOut, code = cli("show", "kafka:orders", "--url", url)
+	if code != 0 || !strings.Contains(out, "partition 2 isolated since ") || !strings.Contains(out, "after 1 failures; next probe at ") {
+		t.Errorf("show: exit %d %s\n%s", code, errOut, out)
 	}
 }

@@ -144,124 +144,57 @@ func (p postgresStore) status(ctx context.Context, id int64) (outbox.Status, err
 	return r.Status, err
 }
 
+// demoRun is one run of the demo: what its steps set up and share. Every step is a
+// method; demo calls them in order.
+type demoRun struct {
+	c       config
+	out     io.Writer // the screen: every line goes above the live table
+	scr     *screen
+	closers []func() // run in reverse order when the demo ends
+	start   time.Time
+
+	// Kafka: in-process (cluster set, outage switched by the schedule) unless
+	// --kafka-brokers names brokers.
+	cluster *kfake.Cluster
+	outage  atomic.Bool
+	brokers []string
+
+	reg     *registry.Registry
+	rec     *telemetry.Recorder
+	journal *admin.Journal // the dashboard's timeline, for --http
+	tl      *timeline
+	tmu     sync.Mutex // guards transitions and shown
+	// transitions are the observer's lines; shown of them were printed.
+	transitions []string
+	shown       int
+
+	routes router
+	dests  []transport.Destination
+	st     store
+	hooks  *counts
+	held   holds // set on the dashboard
+	web    webServers
+
+	mu       sync.Mutex // guards enqueued
+	enqueued map[transport.Destination][]int64
+}
+
 func demo(ctx context.Context, c config, out io.Writer) error {
 	scr := newScreen(out, c.live)
-	out = scr // every line goes above the live table
-	var closers []func()
+	r := &demoRun{c: c, out: scr, scr: scr, start: time.Now(), hooks: &counts{by: map[transport.Destination]*[4]int64{}},
+		enqueued: map[transport.Destination][]int64{}}
 	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
+		for i := len(r.closers) - 1; i >= 0; i-- {
+			r.closers[i]()
 		}
 	}()
-
-	// Kafka: in-process unless told otherwise, with a switch that makes the outage
-	// topic's partitions answer LEADER_NOT_AVAILABLE.
-	var outage atomic.Bool
-	var cluster *kfake.Cluster
-	brokers := splitList(c.kafkaBrokers)
-	if len(brokers) == 0 {
-		var err error
-		cluster, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, c.topics...))
-		if err != nil {
-			return fmt.Errorf("starting the in-process Kafka: %w", err)
-		}
-		closers = append(closers, cluster.Close)
-		brokers = cluster.ListenAddrs()
-		injectOutage(cluster, c.outageTopic, &outage)
-	}
-
-	rec := telemetry.NewRecorder()
-	journal := admin.NewJournal(0) // the dashboard's timeline, for --http
-	var transitions []string
-	var tmu sync.Mutex
-	start := time.Now()
-	tl := newTimeline(nil) // lanes are named once the destinations are known
-	// The Recorder's options: its transition observer, and call counting, which counts
-	// what every publisher below does, each guarded by the registry.
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: c.breakDuration, Jitter: 0.2},
-		append(rec.RegistryOptions(), registry.WithObserver(func(d transport.Destination, t breaker.Transition) {
-			at := time.Since(start)
-			tl.transition(d.String(), change{at: at, state: t.To})
-			journal.Record(d, t)
-			tmu.Lock()
-			transitions = append(transitions, fmt.Sprintf("[%5.1fs] %s: %s -> %s (%s)", at.Seconds(), d, t.From, t.To, t.Reason))
-			tmu.Unlock()
-		}))...)
-	if err != nil {
-		return err
-	}
-
-	w := &kafkago.Writer{
-		Addr: kafkago.TCP(brokers...), RequiredAcks: kafkago.RequireAll, MaxAttempts: 1,
-		BatchTimeout: 2 * time.Millisecond, WriteTimeout: 2 * time.Second,
-	}
-	kpub, err := kafka.NewPublisher(w, reg)
-	if err != nil {
-		return err
-	}
-	closers = append(closers, func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = kpub.Close(cctx)
-	})
-	routes := router{"kafka": kpub}
-	var dests []transport.Destination
-	for _, t := range c.topics {
-		dests = append(dests, transport.Destination{Broker: "kafka", Name: t})
-	}
-	if c.amqpURL != "" {
-		d, pub, closeFn, err := rabbitDestination(ctx, c.amqpURL, reg)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, closeFn)
-		routes["amqp"], dests = pub, append(dests, d)
-	}
-	if c.sqsEndpoint != "" {
-		d, pub, err := sqsDestination(ctx, c.sqsEndpoint, reg)
-		if err != nil {
-			return err
-		}
-		routes["sqs"], dests = pub, append(dests, d)
-	}
-
-	var st store = memoryStore{outbox.NewMemoryStore(nil)}
-	if c.databaseURL != "" {
-		pool, err := pgxpool.New(ctx, c.databaseURL)
-		if err != nil {
-			return fmt.Errorf("--database-url: %w", err)
-		}
-		closers = append(closers, pool.Close)
-		if err := postgres.Migrate(ctx, pool); err != nil {
-			return err
-		}
-		st = postgresStore{postgres.New(pool), pool}
-	}
-
-	var web webServers
-	defer web.close()
-	var held holds // set on the dashboard
-	hooks := &counts{by: map[transport.Destination]*[4]int64{}}
-	if c.metrics != "" {
-		m, closeFn, err := serveMetrics(&web, c.metrics, reg, rec, st.BacklogByDestination, out)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, closeFn)
-		hooks.inner = m
-	}
-	if c.http != "" {
-		if err := serveDashboard(&web, c.http, reg, journal, st, &held, out); err != nil {
+	defer r.web.close()
+	for _, step := range []func(context.Context) error{r.startKafka, r.newRegistry, r.connectPublishers, r.openStore, r.serve} {
+		if err := step(ctx); err != nil {
 			return err
 		}
 	}
-
-	proc, err := outbox.NewProcessor(st, reg, routes,
-		outbox.WithHooks(hooks), outbox.WithIDHeader(idHeader), outbox.WithBatchSize(500), outbox.WithClassifier(classify),
-		outbox.WithPollInterval(20*time.Millisecond), outbox.WithDeferralJitter(c.breakDuration/10),
-		outbox.WithRejectedDelay(c.breakDuration/4),
-		outbox.WithBackoff(outbox.Backoff{Initial: 50 * time.Millisecond, Max: c.breakDuration, Multiplier: 2, Jitter: 0.2}),
-		outbox.WithErrorHandler(func(err error) { fmt.Fprintln(out, "dispatcher:", err) }))
+	proc, err := r.processor()
 	if err != nil {
 		return err
 	}
@@ -270,153 +203,289 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 	go func() { dispatched <- proc.Run(dispatchCtx) }()
 	defer func() { stopDispatch(); <-dispatched }()
 
-	fmt.Fprintf(out, "brokerguard demo: %d destinations, %d msg/s each for %v", len(dests), c.rate, c.duration)
-	if cluster != nil {
-		fmt.Fprintf(out, "; kafka:%s fails from %v for %v", c.outageTopic, c.outageStart, c.outageLength)
+	fmt.Fprintf(r.out, "brokerguard demo: %d destinations, %d msg/s each for %v", len(r.dests), c.rate, c.duration)
+	if r.cluster != nil {
+		fmt.Fprintf(r.out, "; kafka:%s fails from %v for %v", c.outageTopic, c.outageStart, c.outageLength)
 	}
-	fmt.Fprintln(out)
+	fmt.Fprintln(r.out)
 
-	// Producers enqueue in the outbox; nothing they do depends on the brokers.
-	var mu sync.Mutex
-	enqueued := map[transport.Destination][]int64{}
-	produceCtx, stopProducing := context.WithTimeout(ctx, c.duration)
-	defer stopProducing()
-	var producers sync.WaitGroup
-	for _, d := range dests {
-		producers.Go(func() {
-			tick := time.NewTicker(50 * time.Millisecond)
-			defer tick.Stop()
-			n := 0
-			for {
-				select {
-				case <-produceCtx.Done():
-					return
-				case <-tick.C:
-				}
-				batch := make([]outbox.Entry, max(c.rate/20, 1))
-				for i := range batch {
-					n++
-					batch[i] = outbox.Entry{Destination: d, Message: transport.Message{Key: []byte(strconv.Itoa(n % 16)), Value: fmt.Appendf(nil, "%s #%d", d, n)}}
-				}
-				ids, err := st.enqueue(produceCtx, batch)
-				if err != nil {
-					if produceCtx.Err() == nil {
-						fmt.Fprintln(out, "enqueue:", err)
-					}
-					return
-				}
-				mu.Lock()
-				enqueued[d] = append(enqueued[d], ids...)
-				mu.Unlock()
-			}
-		})
-	}
-
-	tl.topics = names(dests)
-	interval := max(c.duration/16, 250*time.Millisecond)
-	shown := 0
-	show := func() {
-		snaps := reg.Snapshots()
-		at := time.Since(start)
-		tmu.Lock()
-		lines := slices.Clone(transitions[shown:])
-		shown = len(transitions)
-		tmu.Unlock()
-		var table strings.Builder
-		fmt.Fprintf(&table, "[%5.1fs]\n", at.Seconds())
-		tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "destination\tstate\tpublished\tholds\tfailed\tpending\t")
-		for _, d := range dests {
-			n := hooks.get(d)
-			mu.Lock()
-			pending := int64(len(enqueued[d])) - n[0] - n[3]
-			mu.Unlock()
-			tl.record(d.String(), sample{at: at, published: n[0], pending: pending})
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t\n", d, snaps[d].State, n[0], n[1], n[2], pending)
-		}
-		tw.Flush()
-		scr.update(lines, table.String())
-	}
-
-	// The run: the outage switches on and off on schedule while the table refreshes.
-	tick := time.NewTicker(interval)
+	tick := time.NewTicker(max(c.duration/16, 250*time.Millisecond))
 	defer tick.Stop()
-	outageOn, outageOff := time.After(c.outageStart), time.After(c.outageStart+c.outageLength)
-	if cluster == nil {
-		outageOn, outageOff = nil, nil
-	}
-	show()
-	for produceCtx.Err() == nil {
-		select {
-		case <-outageOn:
-			outage.Store(true)
-			tl.outageStart(time.Since(start), "outage: kafka:"+c.outageTopic)
-			fmt.Fprintf(out, "[%5.1fs] outage: kafka:%s answers LEADER_NOT_AVAILABLE\n", time.Since(start).Seconds(), c.outageTopic)
-		case <-outageOff:
-			outage.Store(false)
-			tl.outageEnd(time.Since(start))
-			fmt.Fprintf(out, "[%5.1fs] outage over\n", time.Since(start).Seconds())
-		case <-tick.C:
-			show()
-		case <-produceCtx.Done():
-		}
-	}
-	if outage.Swap(false) {
-		tl.outageEnd(time.Since(start))
-	}
-	producers.Wait()
+	r.produceOnSchedule(ctx, tick.C)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-
-	// Drain: wait until every enqueued row is published or dead.
-	fmt.Fprintln(out, "producers stopped; draining the outbox")
-	drainBy := time.Now().Add(max(10*time.Second, 4*c.breakDuration))
-	for {
-		pending, _, err := st.Backlog(ctx)
-		if err == nil && pending == 0 || time.Now().After(drainBy) || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-tick.C:
-			show()
-		case <-ctx.Done():
-		}
-	}
-	show()
-	scr.keep()
+	r.drain(ctx, tick.C)
 	stopDispatch()
 	if err := <-dispatched; err != nil {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
 	dispatched <- nil // for the deferred receive
+	return r.report(ctx)
+}
 
-	onBroker := map[string]map[string]int{} // topic -> outbox id -> copies
-	if err := countOnBroker(brokers, c.topics, onBroker); err != nil {
-		fmt.Fprintln(out, "counting messages on Kafka:", err)
+// startKafka starts the in-process Kafka, with a switch that makes the outage topic's
+// partitions answer LEADER_NOT_AVAILABLE, unless --kafka-brokers names brokers.
+func (r *demoRun) startKafka(context.Context) error {
+	if r.brokers = splitList(r.c.kafkaBrokers); len(r.brokers) > 0 {
+		return nil
 	}
-	lost, err := summary(ctx, out, st, dests, enqueued, hooks, onBroker, &held)
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, r.c.topics...))
+	if err != nil {
+		return fmt.Errorf("starting the in-process Kafka: %w", err)
+	}
+	r.cluster, r.brokers = cluster, cluster.ListenAddrs()
+	r.closers = append(r.closers, cluster.Close)
+	injectOutage(cluster, r.c.outageTopic, &r.outage)
+	return nil
+}
+
+// newRegistry makes the registry every publisher is guarded by, with the Recorder's
+// options (its transition observer and call counting) and an observer that feeds the
+// timeline, the dashboard's journal and the lines printed above the table.
+func (r *demoRun) newRegistry(context.Context) error {
+	r.rec = telemetry.NewRecorder()
+	r.journal = admin.NewJournal(0)
+	r.tl = newTimeline(nil) // lanes are named once the destinations are known
+	var err error
+	r.reg, err = registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: r.c.breakDuration, Jitter: 0.2},
+		append(r.rec.RegistryOptions(), registry.WithObserver(func(d transport.Destination, t breaker.Transition) {
+			at := time.Since(r.start)
+			r.tl.transition(d.String(), change{at: at, state: t.To})
+			r.journal.Record(d, t)
+			r.tmu.Lock()
+			r.transitions = append(r.transitions, fmt.Sprintf("[%5.1fs] %s: %s -> %s (%s)", at.Seconds(), d, t.From, t.To, t.Reason))
+			r.tmu.Unlock()
+		}))...)
+	return err
+}
+
+// connectPublishers makes the guarded publisher of each broker and lists the
+// destinations: the Kafka topics, and RabbitMQ's and SQS's when their flags are set.
+func (r *demoRun) connectPublishers(ctx context.Context) error {
+	w := &kafkago.Writer{
+		Addr: kafkago.TCP(r.brokers...), RequiredAcks: kafkago.RequireAll, MaxAttempts: 1,
+		BatchTimeout: 2 * time.Millisecond, WriteTimeout: 2 * time.Second,
+	}
+	kpub, err := kafka.NewPublisher(w, r.reg)
 	if err != nil {
 		return err
 	}
-	if c.svg != "" {
-		f, err := os.Create(c.svg)
+	r.closers = append(r.closers, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = kpub.Close(cctx)
+	})
+	r.routes = router{"kafka": kpub}
+	for _, t := range r.c.topics {
+		r.dests = append(r.dests, transport.Destination{Broker: "kafka", Name: t})
+	}
+	if r.c.amqpURL != "" {
+		d, pub, closeFn, err := rabbitDestination(ctx, r.c.amqpURL, r.reg)
 		if err != nil {
 			return err
 		}
-		if err := tl.writeSVG(f, "brokerguard demo: circuit state and publish rate per destination"); err != nil {
-			f.Close()
+		r.closers = append(r.closers, closeFn)
+		r.routes["amqp"], r.dests = pub, append(r.dests, d)
+	}
+	if r.c.sqsEndpoint != "" {
+		d, pub, err := sqsDestination(ctx, r.c.sqsEndpoint, r.reg)
+		if err != nil {
 			return err
 		}
-		if err := f.Close(); err != nil {
+		r.routes["sqs"], r.dests = pub, append(r.dests, d)
+	}
+	r.tl.topics = names(r.dests)
+	return nil
+}
+
+// openStore opens the outbox: in memory, or PostgreSQL at --database-url.
+func (r *demoRun) openStore(ctx context.Context) error {
+	r.st = memoryStore{outbox.NewMemoryStore(nil)}
+	if r.c.databaseURL == "" {
+		return nil
+	}
+	pool, err := pgxpool.New(ctx, r.c.databaseURL)
+	if err != nil {
+		return fmt.Errorf("--database-url: %w", err)
+	}
+	r.closers = append(r.closers, pool.Close)
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	r.st = postgresStore{postgres.New(pool), pool}
+	return nil
+}
+
+// serve starts the --metrics and --http listeners the flags ask for.
+func (r *demoRun) serve(context.Context) error {
+	if r.c.metrics != "" {
+		m, closeFn, err := serveMetrics(&r.web, r.c.metrics, r.reg, r.rec, r.st.BacklogByDestination, r.out)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintln(out, "timeline written to", c.svg)
+		r.closers = append(r.closers, closeFn)
+		r.hooks.inner = m
+	}
+	if r.c.http != "" {
+		return serveDashboard(&r.web, r.c.http, r.reg, r.journal, r.st, &r.held, r.out)
+	}
+	return nil
+}
+
+// processor is the outbox dispatcher, paced to the demo's break.
+func (r *demoRun) processor() (*outbox.Processor, error) {
+	b := r.c.breakDuration
+	return outbox.NewProcessor(r.st, r.reg, r.routes,
+		outbox.WithHooks(r.hooks), outbox.WithIDHeader(idHeader), outbox.WithBatchSize(500), outbox.WithClassifier(classify),
+		outbox.WithPollInterval(20*time.Millisecond), outbox.WithDeferralJitter(b/10),
+		outbox.WithRejectedDelay(b/4),
+		outbox.WithBackoff(outbox.Backoff{Initial: 50 * time.Millisecond, Max: b, Multiplier: 2, Jitter: 0.2}),
+		outbox.WithErrorHandler(func(err error) { fmt.Fprintln(r.out, "dispatcher:", err) }))
+}
+
+// produceOnSchedule runs the producers for --duration while the outage switches on and
+// off on schedule and the table refreshes on every tick.
+func (r *demoRun) produceOnSchedule(ctx context.Context, tick <-chan time.Time) {
+	produceCtx, stopProducing := context.WithTimeout(ctx, r.c.duration)
+	defer stopProducing()
+	var producers sync.WaitGroup
+	for _, d := range r.dests {
+		producers.Go(func() { r.produce(produceCtx, d) })
+	}
+	outageOn, outageOff := time.After(r.c.outageStart), time.After(r.c.outageStart+r.c.outageLength)
+	if r.cluster == nil {
+		outageOn, outageOff = nil, nil
+	}
+	r.show()
+	for produceCtx.Err() == nil {
+		select {
+		case <-outageOn:
+			r.outage.Store(true)
+			r.tl.outageStart(time.Since(r.start), "outage: kafka:"+r.c.outageTopic)
+			fmt.Fprintf(r.out, "[%5.1fs] outage: kafka:%s answers LEADER_NOT_AVAILABLE\n", time.Since(r.start).Seconds(), r.c.outageTopic)
+		case <-outageOff:
+			r.outage.Store(false)
+			r.tl.outageEnd(time.Since(r.start))
+			fmt.Fprintf(r.out, "[%5.1fs] outage over\n", time.Since(r.start).Seconds())
+		case <-tick:
+			r.show()
+		case <-produceCtx.Done():
+		}
+	}
+	if r.outage.Swap(false) {
+		r.tl.outageEnd(time.Since(r.start))
+	}
+	producers.Wait()
+}
+
+// produce enqueues --rate messages a second for d in the outbox, in batches every
+// 50 ms, until ctx ends; nothing it does depends on the brokers.
+func (r *demoRun) produce(ctx context.Context, d transport.Destination) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		batch := make([]outbox.Entry, max(r.c.rate/20, 1))
+		for i := range batch {
+			n++
+			batch[i] = outbox.Entry{Destination: d, Message: transport.Message{Key: []byte(strconv.Itoa(n % 16)), Value: fmt.Appendf(nil, "%s #%d", d, n)}}
+		}
+		ids, err := r.st.enqueue(ctx, batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				fmt.Fprintln(r.out, "enqueue:", err)
+			}
+			return
+		}
+		r.mu.Lock()
+		r.enqueued[d] = append(r.enqueued[d], ids...)
+		r.mu.Unlock()
+	}
+}
+
+// show prints the transitions since the last call above the table of destinations,
+// and records a sample of each in the timeline.
+func (r *demoRun) show() {
+	snaps := r.reg.Snapshots()
+	at := time.Since(r.start)
+	r.tmu.Lock()
+	lines := slices.Clone(r.transitions[r.shown:])
+	r.shown = len(r.transitions)
+	r.tmu.Unlock()
+	var table strings.Builder
+	fmt.Fprintf(&table, "[%5.1fs]\n", at.Seconds())
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "destination\tstate\tpublished\tholds\tfailed\tpending\t")
+	for _, d := range r.dests {
+		n := r.hooks.get(d)
+		r.mu.Lock()
+		pending := int64(len(r.enqueued[d])) - n[0] - n[3]
+		r.mu.Unlock()
+		r.tl.record(d.String(), sample{at: at, published: n[0], pending: pending})
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t\n", d, snaps[d].State, n[0], n[1], n[2], pending)
+	}
+	tw.Flush()
+	r.scr.update(lines, table.String())
+}
+
+// drain waits until every enqueued row is published or dead, or a bound passes.
+func (r *demoRun) drain(ctx context.Context, tick <-chan time.Time) {
+	fmt.Fprintln(r.out, "producers stopped; draining the outbox")
+	drainBy := time.Now().Add(max(10*time.Second, 4*r.c.breakDuration))
+	for {
+		pending, _, err := r.st.Backlog(ctx)
+		if err == nil && pending == 0 || time.Now().After(drainBy) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-tick:
+			r.show()
+		case <-ctx.Done():
+		}
+	}
+	r.show()
+	r.scr.keep()
+}
+
+// report counts the Kafka messages on the broker, prints the summary, writes the
+// SVG timeline, and fails when a message was lost.
+func (r *demoRun) report(ctx context.Context) error {
+	onBroker := map[string]map[string]int{} // topic -> outbox id -> copies
+	if err := countOnBroker(r.brokers, r.c.topics, onBroker); err != nil {
+		fmt.Fprintln(r.out, "counting messages on Kafka:", err)
+	}
+	lost, err := summary(ctx, r.out, r.st, r.dests, r.enqueued, r.hooks, onBroker, &r.held)
+	if err != nil {
+		return err
+	}
+	if r.c.svg != "" {
+		if err := r.writeSVG(); err != nil {
+			return err
+		}
+		fmt.Fprintln(r.out, "timeline written to", r.c.svg)
 	}
 	if lost > 0 {
 		return fmt.Errorf("%d messages lost", lost)
 	}
 	return nil
+}
+
+func (r *demoRun) writeSVG() error {
+	f, err := os.Create(r.c.svg)
+	if err != nil {
+		return err
+	}
+	if err := r.tl.writeSVG(f, "brokerguard demo: circuit state and publish rate per destination"); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // injectOutage makes kfake answer Produce for topic with LEADER_NOT_AVAILABLE while

@@ -9,6 +9,9 @@
 // Flags read the same environment variables (BROKERGUARD_ADMIN_URL,
 // BROKERGUARD_ADMIN_TOKEN); --json prints the service's JSON; exit codes: 0 done, 1 the
 // service failed or could not be reached, 2 usage, 3 no such destination, 4 refused.
+// A command that fails writes nothing on standard output, only its error on
+// standard error, so "brokerguard circuits list --json | jq" never reads a document
+// from a failed call.
 // Shared circuits are also read and held in their shared state, with no service and
 // no policy: --dynamodb-table, --redis-addr or --state-dir instead of --url.
 //
@@ -35,6 +38,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -150,10 +154,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "circuits" {
-		return circuitsCmd(ctx, args[1:], stdout, stderr)
+		return onlyOnSuccess(stdout, func(out io.Writer) error { return circuitsCmd(ctx, args[1:], out, stderr) })
 	}
 	if len(args) > 0 && args[0] == "outbox" {
-		return outboxCmd(ctx, args[1:], stdout, stderr)
+		return onlyOnSuccess(stdout, func(out io.Writer) error { return outboxCmd(ctx, args[1:], out, stderr) })
 	}
 	if len(args) > 0 && isHelp(args[0]) { // asked for: the usage on stdout, exit 0
 		fmt.Fprint(stdout, usage)
@@ -169,4 +173,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	c.live = !c.plain && isTerminal(stdout)
 	return demo(ctx, c, stdout)
+}
+
+// onlyOnSuccess runs cmd with a buffer for its standard output and copies the buffer
+// to stdout only when cmd succeeds: a script reading "brokerguard circuits list
+// --json" never takes a half-written or empty document for the answer while the
+// exit code says the command failed. What a failed command has to say goes to
+// stderr.
+func onlyOnSuccess(stdout io.Writer, cmd func(out io.Writer) error) error {
+	var buf bytes.Buffer
+	if err := cmd(&buf); err != nil {
+		return err
+	}
+	_, err := stdout.Write(buf.Bytes())
+	return err
 }

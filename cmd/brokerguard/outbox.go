@@ -44,7 +44,8 @@ Where the outbox is: exactly one of these (a flag wins over the environment):
                             BROKERGUARD_ADMIN_URL; requeue needs --token or BROKERGUARD_ADMIN_TOKEN
 
 Exit codes: 0 done, 1 the service or database failed or could not be reached,
-2 usage, 4 refused (mutations disabled, wrong token, bad input).
+2 usage, 4 refused (mutations disabled, wrong token, bad input). A command that
+fails prints nothing on stdout, only its error on stderr.
 `
 
 // outboxSource is where "brokerguard outbox" reads and requeues: the database, or a
