@@ -46,7 +46,7 @@ func newEnv(t testing.TB, policy breaker.Policy, stems []string, opts ...kgo.Opt
 		}
 	}
 	var err error
-	if e.reg, err = registry.New(policy, registry.WithCallCounts(), registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))); err != nil {
+	if e.reg, err = registry.New(registry.Policy{Circuit: policy}, registry.WithCallCounts(), registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))); err != nil {
 		t.Fatal(err)
 	}
 	if e.p, err = kgoguard.New(e.cl, e.reg); err != nil {

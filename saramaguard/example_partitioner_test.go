@@ -14,7 +14,7 @@ import (
 // A sarama producer whose partitioner knows the topic's isolated partitions: keyed
 // messages bound for one fail before they are sent, the others go elsewhere.
 func ExamplePartitioner() {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func ExampleNewSyncProducer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second}})
 	if err != nil {
 		log.Fatal(err)
 	}

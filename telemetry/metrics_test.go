@@ -423,11 +423,11 @@ func TestBacklogThroughAnOutage(t *testing.T) {
 // TestNewErrors checks the arguments New refuses.
 func TestNewErrors(t *testing.T) {
 	rec := telemetry.NewRecorder()
-	reg, err := registry.New(breaker.DisabledPolicy(), rec.RegistryOptions()...)
+	reg, err := registry.New(registry.Policy{Circuit: breaker.DisabledPolicy()}, rec.RegistryOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	uncounted, err := registry.New(breaker.DisabledPolicy())
+	uncounted, err := registry.New(registry.Policy{Circuit: breaker.DisabledPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}

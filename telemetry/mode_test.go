@@ -19,8 +19,8 @@ func TestModes(t *testing.T) {
 	shadow, failOpen := failing, failing
 	shadow.Mode, failOpen.Mode = breaker.Shadow, breaker.FailOpen
 	e := newEnv(t, failing, []registry.Option{
-		registry.WithOverride("kafka:shadowed", shadow),
-		registry.WithOverride("amqp:audit", failOpen),
+		registry.WithOverride("kafka:shadowed", registry.Policy{Circuit: shadow}),
+		registry.WithOverride("amqp:audit", registry.Policy{Circuit: failOpen}),
 	})
 	shadowed := transport.Destination{Broker: "kafka", Name: "shadowed"}
 	audit := transport.Destination{Broker: "amqp", Name: "audit"}

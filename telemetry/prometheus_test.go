@@ -50,7 +50,7 @@ func newPromService(t testing.TB, cfg promConfig) *promService {
 	s := &promService{clock: fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), raw: &fakePublisher{}}
 	rec := telemetry.NewRecorder()
 	regOpts := append(append([]registry.Option{registry.WithClock(s.clock)}, rec.RegistryOptions()...), cfg.regOpts...)
-	reg, err := registry.New(cfg.policy, regOpts...)
+	reg, err := registry.New(registry.Policy{Circuit: cfg.policy}, regOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestPrometheusExposition(t *testing.T) {
 	s := newPromService(t, promConfig{
 		policy: breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second},
 		regOpts: []registry.Option{registry.WithOverride("sqs:payments",
-			breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second, Mode: breaker.FailOpen})},
+			registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second, Mode: breaker.FailOpen}})},
 		opts: []telemetry.Option{telemetry.WithOutboxBacklog(backlogOf(outbox.DestinationBacklog{Destination: payments, Pending: 4, Oldest: 1500 * time.Millisecond}), 0)},
 	})
 	s.raw.set(payments, errDown)

@@ -178,7 +178,7 @@ func demo(ctx context.Context, c config, out io.Writer) error {
 	tl := newTimeline(nil) // lanes are named once the destinations are known
 	// The Recorder's options: its transition observer, and call counting, which counts
 	// what every publisher below does, each guarded by the registry.
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: c.breakDuration, Jitter: 0.2},
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: c.breakDuration, Jitter: 0.2}},
 		append(rec.RegistryOptions(), registry.WithObserver(func(d transport.Destination, t breaker.Transition) {
 			at := time.Since(start)
 			tl.transition(d.String(), change{at: at, state: t.To})

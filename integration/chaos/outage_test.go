@@ -90,7 +90,7 @@ func TestOutagesMidStream(t *testing.T) {
 		amqp.Destination(exchange), {Broker: "sqs", Name: queue},
 	}
 
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: 400 * time.Millisecond, Jitter: 0.2})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: 400 * time.Millisecond, Jitter: 0.2}})
 	if err != nil {
 		t.Fatal(err)
 	}

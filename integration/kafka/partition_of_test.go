@@ -24,7 +24,7 @@ func TestPartitionOfMatchesTheWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	newPub := func(b kafkago.Balancer) *kafka.Publisher {
-		reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second})
+		reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@ func TestOutboxOneDeadBroker(t *testing.T) {
 		RequiredAcks: kafkago.RequireAll, MaxAttempts: 1, BatchTimeout: time.Millisecond,
 		WriteTimeout: 500 * time.Millisecond, ReadTimeout: time.Second,
 	}
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 2 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func TestOneDeadBrokerCostsItsPartitions(t *testing.T) {
 			}
 		}},
 		{Name: "README policy (consecutive 5), partitions on", Publish: func(topic string) func(context.Context, []byte) error {
-			reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2})
+			reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2}})
 			if err != nil {
 				t.Fatal(err)
 			}
