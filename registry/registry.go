@@ -82,7 +82,8 @@ func WithCircuitFactory(s breaker.Scope, f Factory) Option {
 	}
 }
 
-// WithClock sets the clock of the registry and of the local circuits it creates.
+// WithClock sets the clock of the registry, of the local circuits it creates and of
+// their admission control.
 func WithClock(c breaker.Clock) Option {
 	return func(r *Registry) error {
 		r.clock = c
