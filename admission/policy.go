@@ -69,9 +69,6 @@ func (lp LimitPolicy) Enabled() bool { return lp.Max > 0 }
 
 // normalized writes out the "0 means" defaults of an enabled limit.
 func (lp LimitPolicy) normalized() LimitPolicy {
-	if lp.Max <= 0 {
-		return LimitPolicy{}
-	}
 	if lp.Min == 0 {
 		lp.Min = 1
 	}
