@@ -239,6 +239,15 @@ func TestShadowWatchesTheLimitAndFailOpenEnforcesIt(t *testing.T) {
 			var bypasses []breaker.Bypass
 			r := newRegistry(t, registry.WithOverride("kafka:orders", p),
 				registry.WithBypassHook(func(_ transport.Destination, b breaker.Bypass) { bypasses = append(bypasses, b) }))
+			if mode == breaker.Shadow { // without hooks too
+				quiet := newRegistry(t, registry.WithOverride("kafka:orders", p))
+				if _, err := quiet.Acquire(t.Context(), orders); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := quiet.Acquire(t.Context(), orders); err != nil {
+					t.Fatalf("Shadow past the limit, no bypass hook: %v, want admitted", err)
+				}
+			}
 			_ = r.Guard(failing{}, classify).Publish(t.Context(), orders, transport.Message{})
 			held, err := r.Acquire(t.Context(), orders)
 			if err != nil {

@@ -153,7 +153,8 @@ type entry struct {
 	dest      transport.Destination
 	circuit   breaker.Circuit
 	adm       *admission.Limiter           // this process's admission control; nil when the policy has none
-	onBypass  func(breaker.Bypass)         // set for a Shadow circuit whose admission is on (permit.go)
+	shadow    bool                         // the circuit's Mode is Shadow: admission refusals are watched, not enforced (permit.go)
+	onBypass  func(breaker.Bypass)         // the registry's bypass hooks; nil without any
 	minBudget time.Duration                // the policy's MinCallBudget, normalized
 	used      atomic.Bool                  // set by use, cleared by each eviction sweep
 	idleAt    time.Time                    // when a sweep first found it unused; guarded by Registry.mu
@@ -266,7 +267,8 @@ func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
 		clock = r.clock.Now
 	}
 	e := &entry{dest: d, adm: admission.NewLimiter(p.Admission.Limit, clock), minBudget: p.minCallBudget()}
-	if e.adm != nil && p.Circuit.Mode == breaker.Shadow && len(r.bypassHooks) > 0 {
+	e.shadow = p.Circuit.Mode == breaker.Shadow
+	if len(r.bypassHooks) > 0 {
 		e.onBypass = r.bypassed(d)
 	}
 	c, err := r.newCircuit(d, p.Circuit, r.observe(d, e.adm))
