@@ -154,7 +154,7 @@ type entry struct {
 	circuit   breaker.Circuit
 	adm       *admission.Limiter           // this process's admission control; nil when the policy has none
 	shadow    bool                         // the circuit's Mode is Shadow: admission refusals are watched, not enforced (permit.go)
-	onBypass  func(breaker.Bypass)         // the registry's bypass hooks; nil without any
+	onBypass  func(breaker.Bypass)         // the registry's bypass hooks, for a shadow entry with admission; nil otherwise
 	minBudget time.Duration                // the policy's MinCallBudget, normalized
 	used      atomic.Bool                  // set by use, cleared by each eviction sweep
 	idleAt    time.Time                    // when a sweep first found it unused; guarded by Registry.mu
@@ -268,7 +268,7 @@ func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
 	}
 	e := &entry{dest: d, adm: admission.NewLimiter(p.Admission.Limit, clock), minBudget: p.minCallBudget()}
 	e.shadow = p.Circuit.Mode == breaker.Shadow
-	if len(r.bypassHooks) > 0 {
+	if e.shadow && e.adm != nil && len(r.bypassHooks) > 0 {
 		e.onBypass = r.bypassed(d)
 	}
 	c, err := r.newCircuit(d, p.Circuit, r.observe(d, e.adm))
