@@ -14,6 +14,10 @@
 //   - Priorities ([Online], [Bulk]; [WithPriority] marks a context): bulk work such as
 //     an outbox drain holds a budget of its own that yields first under pressure, and
 //     the outbox sizes its batches by [Limiter.BulkHeadroom].
+//   - [Throttle] is client-side adaptive throttling: it refuses calls in proportion to
+//     what the destination stopped accepting over a short window ([ThrottlePolicy]),
+//     so that a brownout keeps the goodput the destination can give. It is not yet
+//     part of [Policy].
 //
 // A call is made in two steps: [Limiter.Acquire] returns a [Slot], and the caller
 // releases it once with the call's [Result]: Success (an answer, and its latency),
