@@ -54,7 +54,7 @@ func TestAcquireNOfARefusedDestination(t *testing.T) {
 	if _, err := r.AcquireN(t.Context(), orders, 1); err != nil {
 		t.Fatal(err)
 	}
-	other := transport.Destination{Broker: "kafka", Name: "pgother"}
+	other := transport.Destination{Broker: "kafka", Name: "other"}
 	if p, err := r.AcquireN(t.Context(), other, 1); err == nil || p != (registry.Permit{}) {
 		t.Fatalf("AcquireN beyond WithMaxDestinations: %v, %v; want an error and no permit", p, err)
 	}
