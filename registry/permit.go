@@ -38,11 +38,9 @@ func (e *entry) acquire(ctx context.Context, n int) (Permit, error) {
 	if err == nil {
 		return Permit{circuit: cp, slot: slot}, nil
 	}
-	if e.shadow { // watch, do not refuse
-		if e.onBypass != nil {
-			e.onBypass(breaker.Bypass{Identity: e.dest.String(), Mode: breaker.Shadow, State: breaker.Closed,
-				Generation: cp.Generation(), Err: err})
-		}
+	if e.onBypass != nil { // Shadow: watch, do not refuse
+		e.onBypass(breaker.Bypass{Identity: e.dest.String(), Mode: breaker.Shadow, State: breaker.Closed,
+			Generation: cp.Generation(), Err: err})
 		return Permit{circuit: cp, bypass: true}, nil
 	}
 	cp.Complete(breaker.Neutral) // gives back what the circuit lent, changes nothing

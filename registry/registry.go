@@ -153,8 +153,7 @@ type entry struct {
 	dest      transport.Destination
 	circuit   breaker.Circuit
 	adm       *admission.Limiter           // this process's admission control; nil when the policy has none
-	shadow    bool                         // the circuit's Mode is Shadow: admission refusals are watched, not enforced (permit.go)
-	onBypass  func(breaker.Bypass)         // the registry's bypass hooks, for a shadow entry with admission; nil otherwise
+	onBypass  func(breaker.Bypass)         // set when the circuit's Mode is Shadow: admission refusals are watched, not enforced (permit.go)
 	minBudget time.Duration                // the policy's MinCallBudget, normalized
 	used      atomic.Bool                  // set by use, cleared by each eviction sweep
 	idleAt    time.Time                    // when a sweep first found it unused; guarded by Registry.mu
@@ -267,8 +266,7 @@ func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
 		clock = r.clock.Now
 	}
 	e := &entry{dest: d, adm: admission.NewLimiter(p.Admission.Limit, clock), minBudget: p.minCallBudget()}
-	e.shadow = p.Circuit.Mode == breaker.Shadow
-	if e.shadow && e.adm != nil && len(r.bypassHooks) > 0 {
+	if p.Circuit.Mode == breaker.Shadow {
 		e.onBypass = r.bypassed(d)
 	}
 	c, err := r.newCircuit(d, p.Circuit, r.observe(d, e.adm))
