@@ -339,7 +339,7 @@ func (b *Breaker) acquireProbe(ph *phase, now int64) (Permit, error) {
 		// retry delay, or after a missed deadline the probes' gap.
 		earliest := int64(math.MaxInt64)
 		for _, pr := range ph.probes {
-			earliest = min(earliest, pr.expires, b.nextProbe(pr.admitted, now))
+			earliest = min(earliest, pr.expires, b.nextProbe(pr.admitted))
 		}
 		floor := int64(b.policy.HalfOpenRetryDelay)
 		if ph.missed {

@@ -38,10 +38,9 @@ func (p Permit) CompleteMissed(err error) bool { return p.completeFailure(err, f
 // tenth of BreakDuration, at least 1ns.
 func (b *Breaker) probeGap() int64 { return max(int64(b.policy.BreakDuration)/10, 1) }
 
-// nextProbe is when the next probe may be admitted should the probe admitted at
-// admitted miss its deadline now: a break (without jitter's spread, the earliest it
-// can be) after its admission, and a gap after now. Requires b.mu held.
-func (b *Breaker) nextProbe(admitted, now int64) int64 {
-	brk := int64(b.policy.BreakAfter(b.errorProbes, func() float64 { return 0 }))
-	return max(admitted+brk, now+b.probeGap())
+// nextProbe is the earliest the next probe may be admitted should the probe admitted
+// at admitted fail: a break after its admission, without jitter's spread (and a gap
+// after the failure, which the caller adds). Requires b.mu held.
+func (b *Breaker) nextProbe(admitted int64) int64 {
+	return admitted + int64(b.policy.BreakAfter(b.errorProbes, func() float64 { return 0 }))
 }
