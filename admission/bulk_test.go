@@ -453,10 +453,7 @@ func TestOnlineDropsBesideADrainCutBulkWorkFirst(t *testing.T) {
 // share within seconds.
 func TestLimitBulkYieldsFirst(t *testing.T) {
 	l := newLimiter(t, admission.LimitPolicy{Max: 100, BulkShare: 0.5})
-	for range 20 {
-		l.round(10, 1, admission.Online, time.Millisecond, admission.Success)
-		l.clock.Advance(100 * time.Millisecond)
-	}
+	l.warmBulk()
 	if got := l.lim.BulkHeadroom(); got != 50 {
 		t.Fatalf("bulk headroom of a healthy idle destination: %d, want 50", got)
 	}
