@@ -18,7 +18,7 @@ import (
 // page revalidated with its ETag while nothing changed (304, no body). Compare ns/op
 // and resp-bytes/op across the three.
 func BenchmarkCircuitList(b *testing.B) {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}})
 	if err != nil {
 		b.Fatal(err)
 	}

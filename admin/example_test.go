@@ -17,7 +17,7 @@ import (
 // The service mounts the handler on its own mux, under a prefix of its choosing.
 func Example() {
 	journal := admin.NewJournal(0) // the timeline's memory
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute},
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}},
 		registry.WithObserver(journal.Record))
 	if err != nil {
 		panic(err)
@@ -60,7 +60,7 @@ func Example() {
 // name; other hosts get 421 on every route, so a page that rebinds its own name to
 // the admin port reads nothing.
 func ExampleWithAllowedHosts() {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}})
 	if err != nil {
 		panic(err)
 	}

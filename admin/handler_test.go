@@ -38,7 +38,7 @@ func newFixture(t *testing.T, opts ...admin.Option) *fixture {
 	t.Helper()
 	f := &fixture{clock: fakeclock.New(t0)}
 	j := admin.NewJournal(16)
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second},
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}},
 		registry.WithClock(f.clock), registry.WithObserver(j.Record),
 		registry.WithBreakerOptions(breaker.WithClock(f.clock)))
 	if err != nil {
@@ -272,7 +272,7 @@ func TestSharedOverrideFailureIs502(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(breaker.Policy{Disabled: true, Scope: breaker.SharedDependency},
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{Disabled: true, Scope: breaker.SharedDependency}},
 		registry.WithCircuitFactory(breaker.SharedDependency, func(transport.Destination, breaker.Policy) (breaker.Circuit, error) {
 			return &sharedCircuit{Circuit: local, err: errors.New("table unreachable")}, nil
 		}))
@@ -316,7 +316,7 @@ func TestOutboxStats(t *testing.T) {
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
-	reg, err := registry.New(breaker.DisabledPolicy())
+	reg, err := registry.New(registry.Policy{Circuit: breaker.DisabledPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func ExampleNewPublisher() {
 	}
 	defer m.Close() // stops the manager's watcher goroutine and closes the connection
 
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second}})
 	if err != nil {
 		log.Fatal(err)
 	}

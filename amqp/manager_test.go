@@ -144,7 +144,7 @@ func TestDestinationNamesTheDefaultExchange(t *testing.T) {
 // testRegistry is a registry for publishers under test.
 func testRegistry(t *testing.T) *registry.Registry {
 	t.Helper()
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -196,7 +196,7 @@ func (nopPublisher) Publish(context.Context, transport.Destination, ...transport
 // BenchmarkGuard is the whole guarded publish: registry lookup, Acquire, the
 // publisher, classification and Complete.
 func BenchmarkGuard(b *testing.B) {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Hour})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Hour}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,9 +34,9 @@ type publishFunc func(ctx context.Context, d transport.Destination, msgs ...tran
 // that no breaker, failsafe-go and gobreaker see the same unprotected publisher.
 func columnRegistry(column string) (*registry.Registry, error) {
 	if column == colDefault {
-		return registry.New(breaker.DefaultPolicy())
+		return registry.New(registry.DefaultPolicy())
 	}
-	return registry.New(breaker.DisabledPolicy())
+	return registry.New(registry.Policy{Circuit: breaker.DisabledPolicy()})
 }
 
 // columnWrap wraps the column's peer library, if it has one, around publish.

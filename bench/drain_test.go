@@ -52,7 +52,7 @@ var (
 
 // drainReadmePolicy is the README's outbox-section policy the issue used: consecutive
 // 5, jitter 0.2, a 10 s break.
-var drainReadmePolicy = breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second, Jitter: 0.2}
+var drainReadmePolicy = registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second, Jitter: 0.2}}
 
 // drainResult is one setting's run.
 type drainResult struct {
@@ -479,10 +479,10 @@ func traceDrain(t *testing.T, ctx context.Context, reg *registry.Registry, d tra
 		case <-tick.C:
 		}
 		line := fmt.Sprintf("t=%5.1fs published=%d", time.Since(st).Seconds(), published(t, pool))
-		if s, ok := reg.Snapshots()[d]; ok && s.Limit.Ready || s.Limit.Limit > 0 {
-			l := s.Limit
+		if lim, err := reg.Admission(d); err == nil && lim != nil {
+			l := lim.Stats()
 			line += fmt.Sprintf(" state=%v limit=%d bulk=%d inflight=%d bulkinflight=%d baseline=%v recent=%v refused=%d",
-				s.State, l.Limit, l.BulkLimit, l.InFlight, l.BulkInFlight, l.Baseline.Round(time.Millisecond), l.Recent.Round(time.Millisecond), l.Refused)
+				reg.Snapshots()[d].State, l.Limit, l.BulkLimit, l.InFlight, l.BulkInFlight, l.Baseline.Round(time.Millisecond), l.Recent.Round(time.Millisecond), l.Refused)
 		}
 		t.Log(line)
 	}

@@ -118,7 +118,7 @@ func bgRelay(b *testing.B, db *sql.DB, out transport.Publisher, opts ...outbox.P
 
 // runProcessor runs a Processor at the defaults on s until stop.
 func runProcessor(b *testing.B, s outbox.Store, out transport.Publisher, opts ...outbox.ProcessorOption) (stop func()) {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -163,7 +163,7 @@ func brokerguardSystem(b *testing.B, db *pgxpool.Pool) system {
 			}
 		},
 		relay: func(b *testing.B, ctx context.Context, dsn string, out *counter) func() {
-			reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
+			reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}})
 			if err != nil {
 				b.Fatal(err)
 			}

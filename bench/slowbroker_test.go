@@ -45,18 +45,18 @@ var (
 // setting is one column: how the publisher is protected.
 type setting struct {
 	name     string
-	policy   breaker.Policy
+	policy   registry.Policy
 	opts     []registry.Option
 	failsafe bool // wrap the unprotected publisher in failsafe-go's adaptive limiter
 	missing  string
 }
 
 // readmePolicy is the policy of the README's first example: consecutive counting.
-var readmePolicy = breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2}
+var readmePolicy = registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2}}
 
 // noBreaker is the policy of a circuit that never refuses: the "no breaker" columns
 // publish through the same adapter with it, so that only the protection differs.
-func noBreaker() breaker.Policy { return breaker.DisabledPolicy() }
+func noBreaker() registry.Policy { return registry.Policy{Circuit: breaker.DisabledPolicy()} }
 
 func slowSettings() []setting {
 	adaptive := setting{name: "adaptive (limit)"}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -93,8 +94,6 @@ type Breaker struct {
 	epoch    time.Time
 	random   func() float64
 
-	lim *Limiter // the adaptive limit (Policy.Limit); nil when off
-
 	cur         atomic.Pointer[phase] // the live generation
 	inFlight    atomic.Int64          // admitted, uncompleted permits; counted only when MaxInFlight > 0
 	bypassed    atomic.Uint64         // calls admitted that Enforce would have refused
@@ -155,9 +154,10 @@ type phase struct {
 }
 
 type probe struct {
-	tok     *token
-	seq     uint64
-	expires int64
+	tok      *token
+	seq      uint64
+	admitted int64
+	expires  int64
 }
 
 // New returns a closed circuit named identity, or an error naming the policy field
@@ -195,7 +195,6 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 			b.slowWin = window.New(int64(b.policy.FailureWindow))
 		}
 	}
-	b.lim = newLimiter(identity, p.Scope, p.Limit, b.clock, b.epoch)
 	b.cur.Store(b.closedPhase(1, 0, NoOverride, 0))
 	return b, nil
 }
@@ -234,17 +233,17 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	if ph.state == Open && b.policy.Mode == Enforce && b.clock == nil && int64(time.Since(b.epoch)) < ph.deadline {
 		return Permit{}, ph.reject
 	}
-	return b.acquireSlow(ph, Request{})
+	return b.acquireSlow(ph)
 }
 
-func (b *Breaker) acquireSlow(ph *phase, r Request) (Permit, error) {
+func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
 	now := b.now()
 	for {
 		switch {
 		case ph.state == Open && now < ph.deadline:
 			return b.refuse(ph, now, ph.reject)
 		case ph.state == Closed && (ph.override == NoOverride || now < ph.deadline):
-			return b.acquireClosed(ph, now, r)
+			return b.acquireClosed(ph, now)
 		}
 		// The phase must change (a deadline passed) or a probe slot is wanted: both
 		// need the lock.
@@ -277,9 +276,9 @@ func (b *Breaker) acquireSlow(ph *phase, r Request) (Permit, error) {
 	}
 }
 
-// acquireClosed admits a call into the closed phase ph, unless its ramp, its
-// adaptive limit or MaxInFlight turns it away.
-func (b *Breaker) acquireClosed(ph *phase, now int64, req Request) (Permit, error) {
+// acquireClosed admits a call into the closed phase ph, unless its ramp or
+// MaxInFlight turns it away.
+func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
 	limit := int64(b.policy.MaxInFlight)
 	r, since := ph.ramp, time.Duration(now-ph.rampStart)
 	if r != nil && now >= ph.rampEnd {
@@ -299,12 +298,6 @@ func (b *Breaker) acquireClosed(ph *phase, now int64, req Request) (Permit, erro
 			// The in-flight bound rises with the share, from at least one call.
 			limit = max(int64(share*float64(limit)), 1)
 		}
-		if b.lim != nil {
-			return b.admitLimited(ph, now, req, limit, share, r, since)
-		}
-	}
-	if b.lim != nil {
-		return b.admitLimited(ph, now, req, limit, 1, nil, 0)
 	}
 	p, err := b.admit(ph, now, 0, limit)
 	if err == errOverRamp { // only a ramp lowers the limit
@@ -322,7 +315,7 @@ func (b *Breaker) acquireClosed(ph *phase, now int64, req Request) (Permit, erro
 // tells the bypass hooks. A bypass takes no in-flight slot.
 func (b *Breaker) refuse(ph *phase, now int64, err error) (Permit, error) {
 	mode := b.policy.Mode
-	if mode == Enforce || mode == FailOpen && saturated(err) {
+	if mode == Enforce || mode == FailOpen && err == ErrSaturated {
 		return Permit{}, err
 	}
 	b.bypassed.Add(1)
@@ -341,20 +334,23 @@ func (b *Breaker) refuse(ph *phase, now int64, err error) (Permit, error) {
 func (b *Breaker) acquireProbe(ph *phase, now int64) (Permit, error) {
 	ph.reclaimLeases(now)
 	if len(ph.probes) >= b.policy.HalfOpenMaxProbes {
+		// Come back when a slot may free up: a probe's lease ends, or a probe fails and
+		// lets the next one in (missed.go), whichever comes first; and not before the
+		// retry delay, or after a missed deadline the probes' gap.
+		earliest := int64(math.MaxInt64)
+		for _, pr := range ph.probes {
+			earliest = min(earliest, pr.expires, b.nextProbe(pr.admitted))
+		}
+		floor := int64(b.policy.HalfOpenRetryDelay)
 		if ph.missed {
-			return Permit{}, NewOpenError(b.identity, b.policy.Scope, b.timeAt(now+b.missedBreak()))
+			floor = b.probeGap()
 		}
-		// Come back after the retry delay, and not before a slot can free up.
-		earliest := ph.probes[0].expires
-		for _, pr := range ph.probes[1:] {
-			earliest = min(earliest, pr.expires)
-		}
-		notBefore := max(now+int64(b.policy.HalfOpenRetryDelay), earliest)
+		notBefore := max(now+floor, earliest)
 		return Permit{}, NewOpenError(b.identity, b.policy.Scope, b.timeAt(notBefore))
 	}
 	p, err := b.admit(ph, now, flagProbe, int64(b.policy.MaxInFlight))
 	if err == nil {
-		ph.probes = append(ph.probes, probe{tok: p.tok, seq: p.seq, expires: now + int64(b.policy.ProbeLease)})
+		ph.probes = append(ph.probes, probe{tok: p.tok, seq: p.seq, admitted: now, expires: now + int64(b.policy.ProbeLease)})
 	}
 	return p, err
 }
@@ -536,28 +532,27 @@ func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome, missed bool, sta
 		}
 	case Failure:
 		b.failedProbes++
-		if !missed || b.lim == nil {
+		if !missed {
 			b.errorProbes++
 		}
 		b.enter(ph, b.failedPhase(ph, now, b.errorProbes, missed, start), now, ReasonProbeFailed)
 	}
 }
 
-// failedPhase is the open phase a failure that opens the circuit (or reopens it from
-// half-open) leads to: open for Policy.BreakAfter(failedProbes); or, when the failure
-// was a missed deadline and the circuit has an adaptive limit (missed.go), until one
-// limit Window after start, the admission of the probe that missed, and for at least
-// a tenth of a Window (a probe admitted a Window ago or more reopens it for that
-// tenth only); or for one Window from now for an opening from closed. Requires b.mu
-// held (the random source need not be safe for concurrent use).
-func (b *Breaker) failedPhase(from *phase, now int64, failedProbes int, missed bool, start int64) *phase {
-	if missed && b.lim != nil {
-		w := b.missedBreak()
-		ph := b.openPhase(from, now, max(start+w, now+w/10), NoOverride)
-		ph.missed = true
-		return ph
+// failedPhase is the open phase a failure leads to: for one that opens the circuit
+// from closed, open for Policy.BreakAfter(0) from now; for a failed probe admitted at
+// start, until Policy.BreakAfter(errorProbes) after start, and at least a tenth of
+// BreakDuration from now (missed.go). missed says the failure was a missed deadline.
+// Requires b.mu held (the random source need not be safe for concurrent use).
+func (b *Breaker) failedPhase(from *phase, now int64, errorProbes int, missed bool, start int64) *phase {
+	brk := int64(b.policy.BreakAfter(errorProbes, b.random))
+	deadline := now + brk
+	if from.state == HalfOpen {
+		deadline = max(start+brk, now+b.probeGap())
 	}
-	return b.openPhase(from, now, now+int64(b.policy.BreakAfter(failedProbes, b.random)), NoOverride)
+	ph := b.openPhase(from, now, deadline, NoOverride)
+	ph.missed = missed
+	return ph
 }
 
 // enter makes to the live phase and queues the transition for the observers.
@@ -578,8 +573,8 @@ func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *p
 	}
 	ph := &phase{
 		b: b, gen: gen, state: Closed, override: o, deadline: until,
-		plain:        o == NoOverride && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0 && b.lim == nil,
-		plainSuccess: o == NoOverride && !b.windowed && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0 && b.lim == nil,
+		plain:        o == NoOverride && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
+		plainSuccess: o == NoOverride && !b.windowed && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
 	}
 	ph.admitAll.Store(ph.plain)
 	return ph
@@ -590,9 +585,6 @@ func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *p
 // a ForceClose leaves has been taking full traffic.
 func (b *Breaker) recoveredPhase(gen uint64, now int64) *phase {
 	ph := b.closedPhase(gen, now, NoOverride, 0)
-	if b.lim != nil {
-		b.lim.Recovered()
-	}
 	if ph.ramp = NewRamp(b.identity, b.policy, b.timeAt(now), uint64(b.random()*0x1p64)); ph.ramp != nil {
 		ph.rampStart, ph.rampEnd = now, now+int64(b.policy.RampDuration)
 		ph.admitAll.Store(false)
@@ -723,8 +715,6 @@ type Snapshot struct {
 	LastErrorAt    time.Time
 	UnhealthySince time.Time
 	FailedProbes   int
-	// Limit is the adaptive limit's view (Policy.Limit); zero when it is off.
-	Limit LimitStats
 }
 
 // Snapshot returns a consistent view of the circuit.
@@ -743,9 +733,6 @@ func (b *Breaker) Snapshot() Snapshot {
 	if ph.ramp != nil && now < ph.rampEnd {
 		s.RampUntil = b.timeAt(ph.rampEnd)
 		s.RampShare = b.policy.RampShare(time.Duration(now - ph.rampStart))
-	}
-	if b.lim != nil {
-		s.Limit = b.lim.Stats()
 	}
 	if ph.state == HalfOpen {
 		ph.reclaimLeases(now)

@@ -17,7 +17,7 @@ func (c *mb3Completer) CompletePermit(_ PermitInfo, o Outcome) bool {
 }
 
 // mb3CompleteAndCollect makes backend permits, then completes them in every way that
-// reaches the backend's CompletePermit (Complete, Drop, CompleteWith without an
+// reaches the backend's CompletePermit (Complete, CompleteMissed, CompleteWith without an
 // error), and returns weak pointers to their backends, which nothing else holds once
 // this returns. The permits are all made before any completes, so that each has its
 // own token (a token lent again gets the next backend, which would hide the last).
@@ -25,7 +25,7 @@ func mb3CompleteAndCollect(t *testing.T) []weak.Pointer[mb3Completer] {
 	complete := []func(Permit) bool{
 		func(p Permit) bool { return p.Complete(Success) },
 		func(p Permit) bool { return p.Complete(Failure) },
-		func(p Permit) bool { return p.Drop() },
+		func(p Permit) bool { return p.CompleteMissed(nil) },
 		func(p Permit) bool { return p.CompleteWith(Success, nil) },
 		func(p Permit) bool { return p.CompleteWith(Failure, nil) },
 	}

@@ -3,15 +3,21 @@ package breaker
 import "time"
 
 // DefaultPolicy returns the recommended policy for a publisher's destination: open
-// after 5 consecutive failures, stay open 30 seconds, double the break after each
-// failed probe up to 5 minutes, and spread every break by ±20 % so that replicas do
-// not probe in lockstep. One probe at a time closes the circuit on its success; a
-// deadline counts against the broker only for calls that started with
-// DefaultMinCallBudget. The adaptive limit is on (RecommendedLimit): calls in flight
-// follow the destination's latency, bulk work such as the outbox yields to online
-// calls, and a deadline missed while the destination is busy with this process's own
-// bulk work, or in a cold process's first wave, is not held against the broker
-// (docs/slowness.md). Set Limit to the zero LimitPolicy to turn it off.
+// after 5 consecutive failures, and while open admit one probe every 550 ms (spread
+// by ±10 % so that replicas do not probe in lockstep), never doubling the break. One
+// probe at a time closes the circuit on its success; it may take up to 10 seconds
+// (ProbeLease, longer than publishers' deadlines) before it is presumed lost.
+//
+// The short, steady break is what makes the circuit safe to leave on. A broker that
+// refuses or errors gets one call per break while it is down, and a hung one a single
+// call at a time (a probe that misses its deadline lets the next probe in soon after
+// it, missed.go), so the broker carries almost nothing; yet a broker that comes
+// back is seen within about a second, and one that comes and goes (flapping) is used
+// in every window it is up. A long or doubling break would refuse a recovered broker
+// for tens of seconds to minutes, worse for the callers than no breaker at all.
+// Sharing the load of a destination that accepts part of its calls is admission
+// control's work (package admission, and registry.DefaultPolicy, which turns it on),
+// not the circuit's.
 //
 // Change fields on the returned value for a destination that needs more or less
 // patience, for example:
@@ -21,10 +27,9 @@ import "time"
 func DefaultPolicy() Policy {
 	return Policy{
 		FailureThreshold: 5,
-		BreakDuration:    30 * time.Second,
-		Limit:            RecommendedLimit(),
-		MaxBreakDuration: 5 * time.Minute,
-		Jitter:           0.2,
+		BreakDuration:    550 * time.Millisecond,
+		ProbeLease:       10 * time.Second,
+		Jitter:           0.1,
 	}
 }
 

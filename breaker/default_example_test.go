@@ -9,7 +9,7 @@ import (
 // Start from the recommended policy and change what a destination needs.
 func ExampleDefaultPolicy() {
 	p := breaker.DefaultPolicy()
-	fmt.Println(p.FailureThreshold, p.BreakDuration, p.MaxBreakDuration, p.Jitter)
+	fmt.Println(p.FailureThreshold, p.BreakDuration, p.ProbeLease, p.MaxBreakDuration, p.Jitter)
 
 	payments := breaker.DefaultPolicy()
 	payments.FailureThreshold = 2 // open sooner
@@ -18,7 +18,7 @@ func ExampleDefaultPolicy() {
 	// A circuit that never opens must say so: registry.New refuses the zero Policy.
 	fmt.Println(breaker.DisabledPolicy().Disabled, breaker.Policy{}.Disabled)
 	// Output:
-	// 5 30s 5m0s 0.2
+	// 5 550ms 10s 0s 0.1
 	// true
 	// true false
 }

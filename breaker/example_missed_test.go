@@ -15,39 +15,47 @@ type handClock struct{ now time.Time }
 func (c *handClock) Now() time.Time { return c.now }
 
 // A broker that stops answering in time: its calls miss their deadlines rather than
-// fail with errors. With the adaptive limit on (as in DefaultPolicy), the circuit
-// opens for one limit Window instead of its 30s break, and the next caller after it
-// is the probe, so the circuit sees the broker answer again within about one deadline.
+// fail with errors. The circuit opens for its break; a probe that then waits out its
+// caller's 1s deadline is followed by the next probe a tenth of a break later, so a
+// hung broker carries one call at a time and the circuit sees it answer again as soon
+// as it does.
 func ExamplePermit_CompleteMissed() {
 	clock := &handClock{now: time.Unix(1_700_000_000, 0)}
-	cb, err := breaker.New("amqp:orders", breaker.DefaultPolicy(), breaker.WithClock(clock))
+	noJitter := func() float64 { return 0.5 }
+	cb, err := breaker.New("amqp:orders", breaker.DefaultPolicy(), breaker.WithClock(clock), breaker.WithRandom(noJitter))
 	if err != nil {
 		panic(err)
+	}
+	retryIn := func() time.Duration {
+		_, err := cb.Acquire(context.Background())
+		var open *breaker.OpenError
+		if !errors.As(err, &open) {
+			panic(err)
+		}
+		return open.NotBefore.Sub(clock.now)
 	}
 	for range 5 { // FailureThreshold
 		p, err := cb.Acquire(context.Background())
 		if err != nil {
 			panic(err)
 		}
-		clock.now = clock.now.Add(500 * time.Millisecond) // the caller's deadline ends
+		clock.now = clock.now.Add(time.Second) // the caller's deadline ends
 		p.CompleteMissed(context.DeadlineExceeded)
 	}
-	_, err = cb.Acquire(context.Background())
-	var open *breaker.OpenError
-	if errors.As(err, &open) {
-		fmt.Println(cb.State(), "- retry in", open.NotBefore.Sub(clock.now))
-	}
+	fmt.Println(cb.State(), "- retry in", retryIn())
 
-	clock.now = clock.now.Add(100 * time.Millisecond) // one Window later
-	probe, err := cb.Acquire(context.Background())
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println("probe:", probe.Probe())
+	clock.now = clock.now.Add(550 * time.Millisecond)
+	probe, _ := cb.Acquire(context.Background())
+	clock.now = clock.now.Add(time.Second)
+	probe.CompleteMissed(context.DeadlineExceeded)
+	fmt.Println("probe missed - retry in", retryIn())
+
+	clock.now = clock.now.Add(55 * time.Millisecond)
+	probe, _ = cb.Acquire(context.Background())
 	probe.Complete(breaker.Success) // the broker answers again
 	fmt.Println(cb.State())
 	// Output:
-	// open - retry in 100ms
-	// probe: true
+	// open - retry in 550ms
+	// probe missed - retry in 55ms
 	// closed
 }

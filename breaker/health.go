@@ -45,9 +45,6 @@ func (p Permit) completeFailure(err error, mark uint8) bool {
 	if t == nil || !t.seq.CompareAndSwap(p.seq, p.seq+1) {
 		return false
 	}
-	if p.flags&flagLimited != 0 {
-		releaseSlot(t, Failure, false)
-	}
 	ph := p.ph
 	if ph == nil {
 		if ec, ok := t.ext.(ErrorCompleter); ok && err != nil {

@@ -9,7 +9,6 @@ const (
 	flagProbe    uint8 = 1 << iota // admitted by a half-open circuit
 	flagInFlight                   // holds one of MaxInFlight's slots
 	flagBypass                     // admitted although the circuit would have refused it
-	flagLimited                    // holds part of an adaptive limit (token.slot)
 )
 
 // token makes a permit's first completion detectable without allocating: permits
@@ -21,7 +20,6 @@ type token struct {
 	start int64         // when the permit was admitted, when the policy times calls
 	ext   Completer     // the backend of a permit made by NewPermit
 	lease uint64        // the backend's reference for that permit
-	slot  LimitSlot     // the adaptive limit the permit holds, with flagLimited
 }
 
 var tokens = sync.Pool{New: func() any { return new(token) }}
@@ -63,9 +61,6 @@ func (p Permit) Complete(o Outcome) bool {
 		return false
 	}
 	ph := p.ph
-	if p.flags&flagLimited != 0 {
-		return p.completeLimited(t, o, false)
-	}
 	if ph == nil {
 		return completeExternal(t, p.gen, p.flags, o)
 	}
@@ -84,60 +79,6 @@ func (p Permit) Complete(o Outcome) bool {
 		return true
 	}
 	return ph.b.complete(ph, p.tok, p.seq, p.flags, o, start)
-}
-
-// Drop completes the permit of a call that ended by a timeout or a deadline, or was
-// dropped, in a way that says nothing against the dependency (registry.Outcome made
-// it Neutral): the circuit takes it as Neutral, and the adaptive limit, when the
-// circuit has one, as a drop, so that the limit contracts. It returns what Complete
-// returns.
-func (p Permit) Drop() bool {
-	t := p.tok
-	if t == nil || !t.seq.CompareAndSwap(p.seq, p.seq+1) {
-		return false
-	}
-	if p.flags&flagLimited != 0 {
-		return p.completeLimited(t, Neutral, true)
-	}
-	if p.ph == nil {
-		return completeExternal(t, p.gen, p.flags, Neutral)
-	}
-	start := t.start
-	tokens.Put(t)
-	return p.ph.b.complete(p.ph, t, p.seq, p.flags, Neutral, start)
-}
-
-// completeLimited completes a permit that holds part of an adaptive limit: the slot
-// goes back first, then the circuit takes the outcome.
-func (p Permit) completeLimited(t *token, o Outcome, dropped bool) bool {
-	releaseSlot(t, o, dropped)
-	if p.ph == nil {
-		return completeExternal(t, p.gen, p.flags, o)
-	}
-	start := t.start
-	tokens.Put(t)
-	return p.ph.b.complete(p.ph, t, p.seq, p.flags, o, start)
-}
-
-// releaseSlot gives a limited permit's slot back to its limit, once: every
-// completion of such a permit (Complete, Drop, CompleteWith) does it first.
-func releaseSlot(t *token, o Outcome, dropped bool) {
-	slot := t.slot
-	t.slot = LimitSlot{}
-	slot.lim.Release(slot, o, dropped)
-}
-
-// WithSlot returns the permit p, made by NewPermit and not yet completed, holding
-// also slot of the backend's own adaptive limit (a Limiter of this process): its
-// first completion gives the slot back with the outcome (a drop for Drop), then calls
-// the backend's CompletePermit. Other permits are returned unchanged.
-func (p Permit) WithSlot(slot LimitSlot) Permit {
-	if p.tok == nil || p.ph != nil || !slot.Held() {
-		return p
-	}
-	p.tok.slot = slot
-	p.flags |= flagLimited
-	return p
 }
 
 func completeExternal(t *token, gen uint64, flags uint8, o Outcome) bool {

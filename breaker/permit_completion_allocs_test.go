@@ -19,8 +19,8 @@ func (mb3NopCompleter) CompletePermitWith(breaker.PermitInfo, breaker.Outcome, e
 }
 
 // Completing a permit gives its token back to the pool whichever way it completes, so
-// that a permit costs no allocation: not only Complete's success, but a Drop, a
-// limited permit's completion and a backend permit's, also a failure with its error. A failure
+// that a permit costs no allocation: not only Complete's success, but a missed
+// deadline and a backend permit's, also a failure with its error. A failure
 // with its error on the circuit's own permit allocates only the note it records.
 // (AllocsPerRun rounds down: the race detector's pool, which drops a quarter of what
 // it is given, stays under one allocation a call.)
@@ -28,19 +28,14 @@ func TestPermitCompletionsGiveTheTokenBack(t *testing.T) {
 	ctx := context.Background()
 	errDown := errors.New("broker down")
 	plain := newHarness(t, breaker.Policy{FailureThreshold: 0, BreakDuration: time.Second}).b
-	limited := newHarness(t, breaker.Policy{FailureThreshold: 0, BreakDuration: time.Second, Limit: breaker.LimitPolicy{Max: 10}}).b
 	for _, c := range []struct {
 		name string
 		max  float64
 		call func()
 	}{
-		{"Drop", 0, func() {
+		{"CompleteMissed", 0, func() {
 			p, _ := plain.Acquire(ctx)
-			p.Drop()
-		}},
-		{"limited Complete", 0, func() {
-			p, _ := limited.AcquireRequest(ctx, breaker.Request{Weight: 1})
-			p.Complete(breaker.Success)
+			p.CompleteMissed(nil)
 		}},
 		{"backend Complete", 0, func() {
 			breaker.NewPermit(mb3NopCompleter{}, breaker.PermitInfo{Generation: 1}).Complete(breaker.Success)

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Every first completion (Complete, Drop, CompleteWith of a failure with its error)
+// Every first completion (Complete, CompleteMissed, CompleteWith of a failure with its error)
 // moves its token's sequence on, so that when the pool lends the token again a stale
 // permit of an earlier lending neither completes the new permit nor takes its
 // completion away. Each way is checked after another one, since a sequence moved back
@@ -20,7 +20,7 @@ func TestCompletionsKeepStalePermitsOffTheNextLending(t *testing.T) {
 	}{
 		{"Complete", func(p Permit) bool { return p.Complete(Success) }},
 		{"CompleteWith", func(p Permit) bool { return p.CompleteWith(Failure, errors.New("broker down")) }},
-		{"Drop", func(p Permit) bool { return p.Drop() }},
+		{"CompleteMissed", func(p Permit) bool { return p.CompleteMissed(nil) }},
 	}
 	b, err := New("mb3-seq", Policy{FailureThreshold: 1000, BreakDuration: time.Second})
 	if err != nil {

@@ -20,9 +20,10 @@ type Policy struct {
 	// circuit (MaxInFlight still applies, which makes it a pure bulkhead).
 	FailureThreshold int
 	// BreakDuration is how long the circuit stays open before it admits a probe.
-	// Required when FailureThreshold is set. With the adaptive limit on (Limit), a
-	// circuit opened, or reopened by a probe, on a missed deadline
-	// (Permit.CompleteMissed) stays open one Limit.Window instead (missed.go).
+	// Required when FailureThreshold is set. A failed probe reopens the circuit until
+	// a break after the probe was admitted, and for at least a tenth of BreakDuration
+	// after it failed, so that a hung broker is probed back to back, one call at a
+	// time (missed.go).
 	BreakDuration time.Duration
 	// FailureWindow selects the counting mode. 0 counts consecutive failures; a
 	// positive value counts failures inside this trailing window.
@@ -37,8 +38,8 @@ type Policy struct {
 	// slow calls are a rate of their own, never failures, and are judged only once
 	// the circuit has a latency baseline (see slow.go: FailureThreshold slow calls in
 	// a row open a consecutive circuit; in window mode SlowCallRatio of the window's
-	// calls, with MinimumCalls and FailureThreshold, open it). With the adaptive
-	// limit on (Limit) most publishers need no SlowCallDuration at all.
+	// calls, with MinimumCalls and FailureThreshold, open it). With admission control
+	// on (package admission) most publishers need no SlowCallDuration at all.
 	SlowCallDuration time.Duration
 	// SlowCallRatio is, in window mode, the share slow/calls of the window that opens
 	// the circuit, within [0, 1]. 0 means 1. Applies only with SlowCallDuration.
@@ -50,16 +51,18 @@ type Policy struct {
 	// circuit. 0 means 1.
 	SuccessesToClose int
 	// ProbeLease is how long a probe may stay uncompleted before it is presumed lost
-	// and its slot is given to another caller. 0 means BreakDuration.
+	// and its slot is given to another caller. 0 means BreakDuration. Set it above
+	// the callers' deadlines for a hung broker to carry one probe at a time.
 	ProbeLease time.Duration
 	// HalfOpenRetryDelay is the least delay a caller rejected by a saturated half-open
-	// circuit is told to wait. 0 means one second. A circuit with an adaptive limit
-	// probing after a missed deadline tells its callers one limit Window instead
-	// (missed.go).
+	// circuit is told to wait. 0 means one second. Such a caller is told to come back
+	// when a probe slot may free up (a lease ends, or a failed probe lets the next one
+	// in), and not before this delay; after a missed deadline not before a tenth of
+	// BreakDuration instead (missed.go).
 	HalfOpenRetryDelay time.Duration
 	// MaxBreakDuration, when greater than BreakDuration, doubles the break after each
-	// consecutive failed probe, up to this value. With the adaptive limit on, probes
-	// that missed their deadlines do not count toward the doubling.
+	// consecutive failed probe, up to this value. Probes that missed their deadlines
+	// (Permit.CompleteMissed) do not count toward the doubling.
 	MaxBreakDuration time.Duration
 	// Jitter spreads every break duration by up to plus or minus this fraction
 	// (0 to 0.5), so that replicas do not probe in lockstep.
@@ -72,14 +75,6 @@ type Policy struct {
 	// Mode says what happens to a call the circuit would refuse. The zero value is
 	// Enforce.
 	Mode Mode
-	// MinCallBudget is the time a call's context must leave it, when the call starts,
-	// for a deadline that ends the call to count as a Failure: the broker had a fair
-	// chance to answer and did not. A call that starts with less is admitted all the
-	// same, but its deadline says nothing about the broker and is Neutral. Calls whose
-	// context has no deadline are not concerned. 0 means DefaultMinCallBudget. The
-	// circuit itself does not read it: the registry applies it to the outcomes it
-	// reports (registry.Outcome).
-	MinCallBudget time.Duration
 
 	// RampDuration, when positive, paces recovery: after the circuit closes from
 	// half-open it admits only a share of calls, rising from RampFloor to all of them
@@ -101,17 +96,7 @@ type Policy struct {
 	// Behaviour is the same as without it; the registry asks for it so that a
 	// forgotten FailureThreshold is an error, not a circuit that protects nothing.
 	Disabled bool
-
-	// Limit is the circuit's adaptive concurrency limit in messages (see LimitPolicy
-	// and RecommendedLimit). The zero value turns it off. In the shared engine's
-	// circuits the limit is kept per process.
-	Limit LimitPolicy
 }
-
-// DefaultMinCallBudget is the MinCallBudget of a policy that leaves it 0: short enough
-// that callers with deadlines of 200ms or more let a hung broker open its circuit,
-// long enough to be far above a healthy broker's answer time.
-const DefaultMinCallBudget = 100 * time.Millisecond
 
 // ErrInvalidPolicy is matched (errors.Is) by every error Validate returns.
 var ErrInvalidPolicy = errors.New("breaker: invalid policy")
@@ -157,7 +142,6 @@ func (p Policy) Validate() error {
 		{"HalfOpenRetryDelay", int64(p.HalfOpenRetryDelay)},
 		{"MaxBreakDuration", int64(p.MaxBreakDuration)},
 		{"MaxInFlight", int64(p.MaxInFlight)},
-		{"MinCallBudget", int64(p.MinCallBudget)},
 	}
 	for _, f := range nonNegative {
 		if f.v < 0 {
@@ -190,10 +174,7 @@ func (p Policy) Validate() error {
 	case p.Disabled && p.FailureThreshold > 0:
 		return bad("Disabled", "contradicts FailureThreshold %d; set one of them", p.FailureThreshold)
 	}
-	if err := p.validateRamp(bad); err != nil {
-		return err
-	}
-	return p.Limit.validate(bad)
+	return p.validateRamp(bad)
 }
 
 func (p Policy) validateRamp(bad func(field, format string, args ...any) error) error {
@@ -235,16 +216,12 @@ func (p Policy) Normalized() Policy {
 	if p.MaxBreakDuration <= p.BreakDuration {
 		p.MaxBreakDuration = p.BreakDuration
 	}
-	if p.MinCallBudget == 0 {
-		p.MinCallBudget = DefaultMinCallBudget
-	}
 	if p.RampDuration > 0 && p.RampFloor == 0 {
 		p.RampFloor = 0.1
 	}
 	if p.RampDuration > 0 && p.RampAggression == 0 {
 		p.RampAggression = 1
 	}
-	p.Limit = p.Limit.normalized()
 	return p
 }
 
@@ -312,10 +289,6 @@ func (p Policy) Fingerprint() string {
 		b = append(b, "|mode="...)
 		b = strconv.AppendInt(b, int64(n.Mode), 10)
 	}
-	if n.MinCallBudget != DefaultMinCallBudget { // outcomes of replicas sharing a circuit must agree
-		b = append(b, "|budget="...)
-		b = strconv.AppendInt(b, int64(n.MinCallBudget), 10)
-	}
 	if n.RampDuration > 0 {
 		b = append(b, "|ramp="...)
 		for i, v := range []int64{int64(n.RampDuration), int64(math.Float64bits(n.RampFloor)), int64(math.Float64bits(n.RampAggression))} {
@@ -328,15 +301,6 @@ func (p Policy) Fingerprint() string {
 	if n.SlowCallRatio != 0 {
 		b = append(b, "|slowratio="...)
 		b = strconv.AppendInt(b, int64(math.Float64bits(n.SlowCallRatio)), 10)
-	}
-	if l := n.Limit; l.Enabled() {
-		b = append(b, "|limit="...)
-		for i, v := range []int64{int64(l.Max), int64(l.Min), int64(math.Float64bits(l.Tolerance)), int64(math.Float64bits(l.BulkShare)), int64(l.Window)} {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, v, 10)
-		}
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])

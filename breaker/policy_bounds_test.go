@@ -40,10 +40,9 @@ func TestPolicyValidateAtEachBound(t *testing.T) {
 		{"HalfOpenRetryDelay -1", func(p *breaker.Policy) { p.HalfOpenRetryDelay = -1 }, "HalfOpenRetryDelay"},
 		{"MaxBreakDuration -1", func(p *breaker.Policy) { p.MaxBreakDuration = -1 }, "MaxBreakDuration"},
 		{"MaxInFlight -1", func(p *breaker.Policy) { p.MaxInFlight = -1 }, "MaxInFlight"},
-		{"MinCallBudget -1", func(p *breaker.Policy) { p.MinCallBudget = -1 }, "MinCallBudget"},
 		{"every count at 0", func(p *breaker.Policy) {
 			p.MinimumCalls, p.SlowCallDuration, p.HalfOpenMaxProbes, p.SuccessesToClose = 0, 0, 0, 0
-			p.ProbeLease, p.HalfOpenRetryDelay, p.MaxBreakDuration, p.MaxInFlight, p.MinCallBudget = 0, 0, 0, 0, 0
+			p.ProbeLease, p.HalfOpenRetryDelay, p.MaxBreakDuration, p.MaxInFlight = 0, 0, 0, 0
 		}, ""},
 		{"FailureRatio 0", func(p *breaker.Policy) { p.FailureRatio = 0 }, ""},
 		{"FailureRatio 1", func(p *breaker.Policy) { p.FailureRatio = 1 }, ""},
@@ -84,25 +83,6 @@ func TestPolicyValidateAtEachBound(t *testing.T) {
 		{"RampAggression NaN", func(p *breaker.Policy) { p.RampDuration, p.RampAggression = time.Second, math.NaN() }, "RampAggression"},
 		{"RampFloor without a ramp", func(p *breaker.Policy) { p.RampFloor = 0.5 }, "RampFloor"},
 		{"RampAggression without a ramp", func(p *breaker.Policy) { p.RampAggression = 2 }, "RampAggression"},
-		{"Limit.Max -1", func(p *breaker.Policy) { p.Limit.Max = -1 }, "Limit.Max"},
-		{"Limit.Min without Max", func(p *breaker.Policy) { p.Limit.Min = 1 }, "Limit.Max"},
-		{"Limit.Max 1", func(p *breaker.Policy) { p.Limit.Max = 1 }, ""},
-		{"Limit.Min -1", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Min: -1} }, "Limit.Min"},
-		{"Limit.Min equal to Max", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Min: 4} }, ""},
-		{"Limit.Min above Max", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Min: 5} }, "Limit.Min"},
-		{"Limit.Tolerance 1", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Tolerance: 1} }, ""},
-		{"Limit.Tolerance below 1", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Tolerance: math.Nextafter(1, 0)} }, "Limit.Tolerance"},
-		{"Limit.Tolerance infinite", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Tolerance: math.Inf(1)} }, "Limit.Tolerance"},
-		{"Limit.Tolerance NaN", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Tolerance: math.NaN()} }, "Limit.Tolerance"},
-		{"Limit.BulkShare 1", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, BulkShare: 1} }, ""},
-		{"Limit.BulkShare above 1", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, BulkShare: math.Nextafter(1, 2)} }, "Limit.BulkShare"},
-		{"Limit.BulkShare below 0", func(p *breaker.Policy) {
-			p.Limit = breaker.LimitPolicy{Max: 4, BulkShare: -math.SmallestNonzeroFloat64}
-		}, "Limit.BulkShare"},
-		{"Limit.BulkShare NaN", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, BulkShare: math.NaN()} }, "Limit.BulkShare"},
-		{"Limit.Window 1ms", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Window: time.Millisecond} }, ""},
-		{"Limit.Window below 1ms", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Window: time.Millisecond - 1} }, "Limit.Window"},
-		{"Limit.Window -1", func(p *breaker.Policy) { p.Limit = breaker.LimitPolicy{Max: 4, Window: -1} }, "Limit.Window"},
 	} {
 		p := brkWindowed()
 		c.edit(&p)
@@ -120,14 +100,13 @@ func TestPolicyValidateAtEachBound(t *testing.T) {
 }
 
 // Every behaviour-changing field the fingerprint writes only when it differs from its
-// default (mode, call budget, ramp, slow-call ratio, limit) tells two policies apart,
+// default (mode, ramp, slow-call ratio) tells two policies apart,
 // field by field, and writing a default out changes nothing.
 func TestFingerprintSeparatesTheOptionalFields(t *testing.T) {
 	base := breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, FailureWindow: 10 * time.Second, SlowCallDuration: time.Second}
 	ramp := func(d time.Duration, floor, aggr float64) func(*breaker.Policy) {
 		return func(p *breaker.Policy) { p.RampDuration, p.RampFloor, p.RampAggression = d, floor, aggr }
 	}
-	limit := func(l breaker.LimitPolicy) func(*breaker.Policy) { return func(p *breaker.Policy) { p.Limit = l } }
 	variants := []struct {
 		name string
 		edit func(*breaker.Policy)
@@ -135,8 +114,6 @@ func TestFingerprintSeparatesTheOptionalFields(t *testing.T) {
 		{"base", func(*breaker.Policy) {}},
 		{"shadow", func(p *breaker.Policy) { p.Mode = breaker.Shadow }},
 		{"fail open", func(p *breaker.Policy) { p.Mode = breaker.FailOpen }},
-		{"budget 1s", func(p *breaker.Policy) { p.MinCallBudget = time.Second }},
-		{"budget 2s", func(p *breaker.Policy) { p.MinCallBudget = 2 * time.Second }},
 		{"ramp 1s", ramp(time.Second, 0, 0)},
 		{"ramp 2s", ramp(2*time.Second, 0, 0)},
 		{"ramp floor", ramp(time.Second, 0.5, 0)},
@@ -144,12 +121,6 @@ func TestFingerprintSeparatesTheOptionalFields(t *testing.T) {
 		{"ramp floor and aggression", ramp(time.Second, 0.5, 2)},
 		{"slow ratio 0.5", func(p *breaker.Policy) { p.SlowCallRatio = 0.5 }},
 		{"slow ratio 0.25", func(p *breaker.Policy) { p.SlowCallRatio = 0.25 }},
-		{"limit 8", limit(breaker.LimitPolicy{Max: 8})},
-		{"limit 9", limit(breaker.LimitPolicy{Max: 9})},
-		{"limit min", limit(breaker.LimitPolicy{Max: 8, Min: 2})},
-		{"limit tolerance", limit(breaker.LimitPolicy{Max: 8, Tolerance: 3})},
-		{"limit bulk", limit(breaker.LimitPolicy{Max: 8, BulkShare: 0.25})},
-		{"limit window", limit(breaker.LimitPolicy{Max: 8, Window: time.Second})},
 	}
 	seen := map[string]string{}
 	for _, v := range variants {
@@ -169,7 +140,6 @@ func TestFingerprintSeparatesTheOptionalFields(t *testing.T) {
 		edit func(*breaker.Policy)
 	}{
 		{"Enforce written", func(p *breaker.Policy) { p.Mode = breaker.Enforce }},
-		{"default budget written", func(p *breaker.Policy) { p.MinCallBudget = breaker.DefaultMinCallBudget }},
 		{"default ramp floor and aggression written", func(p *breaker.Policy) {
 			p.RampDuration, p.RampFloor, p.RampAggression = time.Second, 0.1, 1
 		}},
@@ -190,13 +160,12 @@ func TestFingerprintSeparatesTheOptionalFields(t *testing.T) {
 // policy that sets every one of them.
 func TestFingerprintOfEveryOptionalFieldIsStable(t *testing.T) {
 	p := breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, FailureWindow: time.Minute, SlowCallDuration: time.Second,
-		Mode: breaker.Shadow, MinCallBudget: time.Second, RampDuration: time.Minute, SlowCallRatio: 0.5,
-		Limit: breaker.LimitPolicy{Max: 8}}
+		Mode: breaker.Shadow, RampDuration: time.Minute, SlowCallRatio: 0.5}
 	// sha256("brokerguard.policy.v1|5|1000000000|60000000000|0|0|1000000000|1|1|1000000000|1000000000|1000000000|0|0|0
-	// |mode=1|budget=1000000000|ramp=60000000000,4591870180066957722,4607182418800017408
-	// |slowratio=4602678819172646912|limit=8,1,4611686018427387904,4602678819172646912,100000000")[:16]
+	// |mode=1|ramp=60000000000,4591870180066957722,4607182418800017408
+	// |slowratio=4602678819172646912")[:16]
 	// without the line breaks, computed outside Go (float fields as their IEEE 754 bits).
-	if got, want := p.Fingerprint(), "773121ee2425e0bf583c74a716915d78"; got != want {
+	if got, want := p.Fingerprint(), "482a6509723fa5dc9f0b72760d508673"; got != want {
 		t.Fatalf("fingerprint %s, want %s", got, want)
 	}
 }

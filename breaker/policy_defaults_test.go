@@ -9,21 +9,19 @@ import (
 
 // Normalized writes out each "0 means" default and keeps every value that was set.
 func TestNormalizedWritesOutEachDefault(t *testing.T) {
-	zero := breaker.Policy{FailureThreshold: 1, BreakDuration: 3 * time.Second, RampDuration: time.Minute, Limit: breaker.LimitPolicy{Max: 8}}
+	zero := breaker.Policy{FailureThreshold: 1, BreakDuration: 3 * time.Second, RampDuration: time.Minute}
 	got := zero.Normalized()
 	want := zero
 	want.HalfOpenMaxProbes, want.SuccessesToClose, want.ProbeLease = 1, 1, 3*time.Second
-	want.HalfOpenRetryDelay, want.MaxBreakDuration, want.MinCallBudget = time.Second, 3*time.Second, breaker.DefaultMinCallBudget
+	want.HalfOpenRetryDelay, want.MaxBreakDuration = time.Second, 3*time.Second
 	want.RampFloor, want.RampAggression = 0.1, 1
-	want.Limit = breaker.LimitPolicy{Max: 8, Min: 1, Tolerance: 2, BulkShare: 0.5, Window: 100 * time.Millisecond}
 	if got != want {
 		t.Fatalf("Normalized of defaults:\n got %+v\nwant %+v", got, want)
 	}
 
 	set := breaker.Policy{FailureThreshold: 1, BreakDuration: 3 * time.Second, HalfOpenMaxProbes: 4, SuccessesToClose: 2,
 		ProbeLease: 5 * time.Second, HalfOpenRetryDelay: 7 * time.Millisecond, MaxBreakDuration: time.Minute,
-		MinCallBudget: time.Second, RampDuration: time.Minute, RampFloor: 0.3, RampAggression: 2,
-		Limit: breaker.LimitPolicy{Max: 8, Min: 2, Tolerance: 3, BulkShare: 0.25, Window: time.Second}}
+		RampDuration: time.Minute, RampFloor: 0.3, RampAggression: 2}
 	if got := set.Normalized(); got != set {
 		t.Fatalf("Normalized changed set values:\n got %+v\nwant %+v", got, set)
 	}

@@ -43,7 +43,6 @@ func TestPolicyValidation(t *testing.T) {
 		{"negative max in flight", with(func(p *breaker.Policy) { p.MaxInFlight = -1 }), "MaxInFlight", "must not be negative (got -1)"},
 		{"unknown scope", with(func(p *breaker.Policy) { p.Scope = 9 }), "Scope", "is not a known scope (got 9)"},
 		{"unknown mode", with(func(p *breaker.Policy) { p.Mode = 7 }), "Mode", "is not a known mode (got 7)"},
-		{"negative call budget", with(func(p *breaker.Policy) { p.MinCallBudget = -1 }), "MinCallBudget", "must not be negative (got -1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.p.Validate()
@@ -100,7 +99,6 @@ func TestFingerprintIsStableAndCoversEveryField(t *testing.T) {
 	// Spelled-out defaults fingerprint like the zero values they replace.
 	spelled := base
 	spelled.HalfOpenMaxProbes, spelled.SuccessesToClose, spelled.ProbeLease, spelled.HalfOpenRetryDelay, spelled.MaxBreakDuration = 1, 1, time.Second, time.Second, time.Second
-	spelled.MinCallBudget = breaker.DefaultMinCallBudget
 	if spelled.Fingerprint() != base.Fingerprint() {
 		t.Fatal("normalized defaults change the fingerprint")
 	}
@@ -122,7 +120,6 @@ func TestFingerprintIsStableAndCoversEveryField(t *testing.T) {
 		"Scope":              func(p *breaker.Policy) { p.Scope = breaker.SharedDependency },
 		"Mode":               func(p *breaker.Policy) { p.Mode = breaker.Shadow },
 		"Mode=FailOpen":      func(p *breaker.Policy) { p.Mode = breaker.FailOpen },
-		"MinCallBudget":      func(p *breaker.Policy) { p.MinCallBudget = time.Second },
 	} {
 		p := base
 		f(&p)

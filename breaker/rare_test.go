@@ -17,7 +17,7 @@ func TestRareTrafficToADeadBrokerOpens(t *testing.T) {
 		"README consecutive 5":          {FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2},
 		"README override 2":             {FailureThreshold: 2, BreakDuration: time.Minute},
 		"README 10s break":              {FailureThreshold: 5, BreakDuration: 10 * time.Second},
-		"slowness.md recommended":       {FailureThreshold: 5, BreakDuration: 10 * time.Second, Jitter: 0.2, Limit: breaker.RecommendedLimit()},
+		"DefaultPolicy":                 breaker.DefaultPolicy(),
 		"window 10s, min 20, ratio 0.5": {FailureThreshold: 5, BreakDuration: 10 * time.Second, FailureWindow: 10 * time.Second, MinimumCalls: 20, FailureRatio: 0.5, SlowCallDuration: 250 * time.Millisecond, RampDuration: 5 * time.Second},
 		"window 60s, min 10":            {FailureThreshold: 5, BreakDuration: 10 * time.Second, FailureWindow: time.Minute, MinimumCalls: 10},
 		"window 60s, min 10, ratio 0.5": {FailureThreshold: 3, BreakDuration: 10 * time.Second, FailureWindow: time.Minute, MinimumCalls: 10, FailureRatio: 0.5},

@@ -16,7 +16,7 @@ import "sync/atomic"
 // slowBaselineCalls-th success faster than SlowCallDuration completed. Calls admitted
 // before that are never slow, so a cold start whose first publishes all take longer
 // (connections being opened) refuses nothing, and a dependency that has never been
-// fast is left to the deadline rule and the adaptive limit.
+// fast is left to the deadline rule and admission control.
 const slowBaselineCalls = 10
 
 // slowState is a Breaker's slow-call evidence.

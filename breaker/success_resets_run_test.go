@@ -8,13 +8,12 @@ import (
 )
 
 // A Success resets the consecutive failures on every consecutive-mode circuit, not
-// only on the plain one whose success takes the inline path: with MaxInFlight, slow
-// calls or the adaptive limit on, failure, success, failure is still one failure.
+// only on the plain one whose success takes the inline path: with MaxInFlight or slow
+// calls on, failure, success, failure is still one failure.
 func TestSuccessResetsTheRunOnEveryClosedCircuit(t *testing.T) {
 	for name, p := range map[string]breaker.Policy{
 		"MaxInFlight":      {MaxInFlight: 5},
 		"SlowCallDuration": {SlowCallDuration: time.Minute},
-		"Limit":            {Limit: breaker.LimitPolicy{Max: 10}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p.FailureThreshold, p.BreakDuration = 2, time.Minute

@@ -25,7 +25,7 @@ type tracker struct {
 
 // call is one asynchronous write: one permit for its messages.
 type call struct {
-	permit breaker.Permit
+	permit registry.Permit
 	dest   transport.Destination
 	n      int
 	left   int                      // messages not reported yet; guarded by tracker.mu
@@ -42,7 +42,7 @@ type tag struct {
 
 // write queues msgs (copied, so that WriterData can carry the call) and leaves the
 // permit to the Completion, unless the writer refuses them outright.
-func (t *tracker) write(ctx context.Context, p *Publisher, permit breaker.Permit, start registry.Start, d transport.Destination, msgs []kafkago.Message) error {
+func (t *tracker) write(ctx context.Context, p *Publisher, permit registry.Permit, start registry.Start, d transport.Destination, msgs []kafkago.Message) error {
 	c := &call{permit: permit, dest: d, n: len(msgs), left: len(msgs)}
 	tags := make([]tag, len(msgs))
 	queued := make([]kafkago.Message, len(msgs))

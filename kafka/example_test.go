@@ -38,7 +38,7 @@ func ExampleNewPublisher() {
 		WriteTimeout: 3 * time.Second,
 		ReadTimeout:  3 * time.Second,
 	}
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}})
 	if err != nil {
 		panic(err)
 	}
@@ -69,7 +69,7 @@ func ExamplePublisher_Publish() {
 	tr := &kafkago.Transport{}
 	defer tr.CloseIdleConnections()
 	w := &kafkago.Writer{Addr: kafkago.TCP(addr), Transport: tr, RequiredAcks: kafkago.RequireAll, MaxAttempts: 1}
-	reg, _ := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute})
+	reg, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute}})
 	pub, _ := kafka.NewPublisher(w, reg)
 	defer pub.Close(context.Background())
 

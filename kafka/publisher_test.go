@@ -43,7 +43,7 @@ func countingWriter(t testing.TB) (*kafkago.Writer, *atomic.Int64) {
 }
 
 func newRegistry(t testing.TB) *registry.Registry {
-	reg, err := registry.New(policy)
+	reg, err := registry.New(registry.Policy{Circuit: policy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestPublishChecksTheDestination(t *testing.T) {
 func TestEmptyPublishTakesNoPermit(t *testing.T) {
 	w, _ := countingWriter(t)
 	w.Async = true
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Hour, MaxInFlight: 1})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: time.Hour, MaxInFlight: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestEmptyPublishTakesNoPermit(t *testing.T) {
 func TestAsyncClassifierPanicGivesThePermitBack(t *testing.T) {
 	w, _ := countingWriter(t) // nothing listens: the writer fails before queueing
 	w.Async = true
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Hour, MaxInFlight: 1})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: time.Hour, MaxInFlight: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

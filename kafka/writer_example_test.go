@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
@@ -13,7 +12,7 @@ import (
 // A writer with the recommended settings, guarded once: the registry is built at
 // start-up and shared.
 func ExampleNewWriter() {
-	reg, err := registry.New(breaker.DefaultPolicy())
+	reg, err := registry.New(registry.DefaultPolicy())
 	if err != nil {
 		panic(err)
 	}

@@ -54,7 +54,7 @@ func TestGuardKafkaPublisherAgain(t *testing.T) {
 	if got := reg.Guard(pub, kafka.Classify); got != transport.Publisher(pub) {
 		t.Fatalf("Guard wrapped the guarded publisher: %T", got)
 	}
-	other, err := registry.New(breaker.DefaultPolicy())
+	other, err := registry.New(registry.DefaultPolicy())
 	if err != nil {
 		t.Fatal(err)
 	}

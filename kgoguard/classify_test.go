@@ -59,12 +59,12 @@ var faults = []fault{
 	{name: "hung broker, short caller deadline", is: context.DeadlineExceeded, want: breaker.Neutral,
 		arm: func(e *env) (context.Context, context.CancelFunc) {
 			kfakeproduce.Hang(e.cluster, false, nil)
-			return context.WithTimeout(context.Background(), breaker.DefaultMinCallBudget/2)
+			return context.WithTimeout(context.Background(), registry.DefaultMinCallBudget/2)
 		}},
 	{name: "hung broker, caller deadline with its budget", is: context.DeadlineExceeded, want: breaker.Neutral, counted: breaker.Failure,
 		arm: func(e *env) (context.Context, context.CancelFunc) {
 			kfakeproduce.Hang(e.cluster, false, nil)
-			return context.WithTimeout(context.Background(), 3*breaker.DefaultMinCallBudget)
+			return context.WithTimeout(context.Background(), 3*registry.DefaultMinCallBudget)
 		}},
 	// The request times out on the connection; the retry limit ends the record.
 	{name: "hung broker, client's request timeout", is: kgo.ErrRecordRetries, want: breaker.Failure,

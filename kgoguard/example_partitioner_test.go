@@ -17,7 +17,7 @@ import (
 // A client whose partitioner knows the topic's isolated partitions: keyed records
 // bound for one are refused before they are buffered, unkeyed ones go elsewhere.
 func ExamplePartitioner() {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // promise, and the promise gets the refusal when the topic's circuit is open or the
 // record's partition is isolated.
 func ExampleNew() {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func newEnv(t testing.TB, policy breaker.Policy, stems []string, opts ...kgo.Opt
 	e := &env{t: t, topics: harness.TopicNames(stems...)}
 	e.cluster = harness.KFake(t, kfake.SeedTopics(1, e.topics...))
 	var err error
-	if e.reg, err = registry.New(policy, registry.WithCallCounts(), registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))); err != nil {
+	if e.reg, err = registry.New(registry.Policy{Circuit: policy}, registry.WithCallCounts(), registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))); err != nil {
 		t.Fatal(err)
 	}
 	e.cl = e.client(opts...)

@@ -172,7 +172,7 @@ func (p *Producer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.Produ
 func (p *Producer) produceTopics(ctx context.Context, rs []*kgo.Record) kgo.ProduceResults {
 	type group struct {
 		start   registry.Start
-		permit  breaker.Permit
+		permit  registry.Permit
 		refused error // the circuit's refusal; nil when admitted
 		recs    []*kgo.Record
 		done    bool // the permit was completed

@@ -18,7 +18,7 @@ import (
 // registry), with an error naming the option that fixes it; with it, New accepts.
 func TestNewRequiresThePartitioner(t *testing.T) {
 	newReg := func() *registry.Registry {
-		reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second})
+		reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}

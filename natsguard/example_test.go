@@ -28,7 +28,7 @@ func ExampleNewPublisher() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	reg, err := registry.New(breaker.DefaultPolicy())
+	reg, err := registry.New(registry.DefaultPolicy())
 	if err != nil {
 		log.Fatal(err)
 	}

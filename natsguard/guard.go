@@ -31,8 +31,8 @@ type ticket struct {
 	d      transport.Destination
 	start  registry.Start // for the stream's deadline rule
 	cstart registry.Start // for the connection's
-	stream breaker.Permit
-	conn   breaker.Permit
+	stream registry.Permit
+	conn   registry.Permit
 	t0     int64 // when the call began, in nanoseconds since epoch
 }
 

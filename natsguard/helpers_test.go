@@ -42,7 +42,7 @@ func newEnv(t testing.TB, url string, policy breaker.Policy, jsOpts []jetstream.
 	e := &env{t: t, clock: fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	e.nc, e.js = connect(t, url, jsOpts, opts...)
 	var err error
-	if e.reg, err = registry.New(policy, registry.WithCallCounts(), registry.WithClock(e.clock)); err != nil {
+	if e.reg, err = registry.New(registry.Policy{Circuit: policy}, registry.WithCallCounts(), registry.WithClock(e.clock)); err != nil {
 		t.Fatal(err)
 	}
 	if e.p, err = natsguard.NewPublisher(e.js, e.reg); err != nil {

@@ -34,7 +34,7 @@ func offline(t *testing.T, opts ...nats.Option) jetstream.JetStream {
 
 func newRegistry(t *testing.T) *registry.Registry {
 	t.Helper()
-	reg, err := registry.New(counting, registry.WithCallCounts())
+	reg, err := registry.New(registry.Policy{Circuit: counting}, registry.WithCallCounts())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/brokerguard/brokerguard/admin"
-	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/observe"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/telemetry"
@@ -24,8 +23,8 @@ import (
 func ExampleNew() {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer mp.Shutdown(context.Background())
-	policy := breaker.DefaultPolicy()
-	policy.FailureThreshold = 2
+	policy := registry.DefaultPolicy()
+	policy.Circuit.FailureThreshold = 2
 	obs, err := observe.New(policy,
 		observe.WithRegistry(registry.WithMaxDestinations(1000)),
 		observe.WithTelemetry(telemetry.WithMeterProvider(mp)),

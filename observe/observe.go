@@ -7,7 +7,7 @@
 // the recorder and the handler with the journal, in that order. [New] does those steps;
 // the packages' own options still configure each part:
 //
-//	obs, err := observe.New(breaker.DefaultPolicy(),
+//	obs, err := observe.New(registry.DefaultPolicy(),
 //		observe.WithRegistry(registry.WithOverride("kafka:payments", payments)),
 //		observe.WithTelemetry(telemetry.WithMeterProvider(mp)),
 //		observe.WithAdmin(admin.WithMutations(token)))
@@ -23,7 +23,6 @@ import (
 	"errors"
 
 	"github.com/brokerguard/brokerguard/admin"
-	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/telemetry"
 )
@@ -90,7 +89,7 @@ func WithJournalSize(n int) Option {
 // which refuses a policy that never opens unless it says Disabled), with telemetry
 // and the admin journal observing every circuit, local and shared, then the metrics
 // and the admin handler for it.
-func New(defaults breaker.Policy, opts ...Option) (*Observed, error) {
+func New(defaults registry.Policy, opts ...Option) (*Observed, error) {
 	c := config{journalSize: DefaultJournalSize}
 	for _, o := range opts {
 		if err := o(&c); err != nil {

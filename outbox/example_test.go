@@ -27,7 +27,7 @@ func (printer) Publish(_ context.Context, d transport.Destination, msgs ...trans
 func ExampleProcessor() {
 	ctx := context.Background()
 	store := outbox.NewMemoryStore(nil)
-	reg, _ := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
+	reg, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}})
 	proc, _ := outbox.NewProcessor(store, reg, reg.Guard(printer{}, nil))
 
 	orders, _ := transport.ParseDestination("kafka:orders")
@@ -50,7 +50,7 @@ func ExampleProcessor_openCircuit() {
 	ctx := context.Background()
 	clock := fakeclock.New(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
 	store := outbox.NewMemoryStore(clock)
-	reg, _ := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}, registry.WithClock(clock))
+	reg, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}}, registry.WithClock(clock))
 	proc, _ := outbox.NewProcessor(store, reg, reg.Guard(printer{}, nil),
 		outbox.WithClock(clock), outbox.WithDeferralJitter(0))
 

@@ -86,11 +86,11 @@ type fixture struct {
 }
 
 // policy opens after 3 consecutive failures for one minute.
-var policy = breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute}
+var policy = registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute}}
 
 // newFixture builds the processor with a fixed random source of 0.5, so jitter is half
 // its maximum, and the given options after the defaults used here.
-func newFixture(t *testing.T, p breaker.Policy, opts ...outbox.ProcessorOption) *fixture {
+func newFixture(t *testing.T, p registry.Policy, opts ...outbox.ProcessorOption) *fixture {
 	t.Helper()
 	f := &fixture{clock: fakeclock.New(t0), inner: &fakePublisher{}}
 	f.store = outbox.NewMemoryStore(f.clock)

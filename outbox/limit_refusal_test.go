@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/admission"
+	"github.com/brokerguard/brokerguard/registry"
+
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -19,7 +21,7 @@ func obUnguardedFixture(t *testing.T, opts ...outbox.ProcessorOption) *fixture {
 }
 
 // obUnguardedFixtureOf is obUnguardedFixture with circuits of policy p.
-func obUnguardedFixtureOf(t *testing.T, p breaker.Policy, opts ...outbox.ProcessorOption) *fixture {
+func obUnguardedFixtureOf(t *testing.T, p registry.Policy, opts ...outbox.ProcessorOption) *fixture {
 	t.Helper()
 	f := newFixture(t, p)
 	base := []outbox.ProcessorOption{outbox.WithClock(f.clock), outbox.WithClassifier(byFault), outbox.WithRandom(func() float64 { return 0 })}
@@ -45,14 +47,14 @@ func obCheckGivenBack(t *testing.T, f *fixture, ids []int64) {
 	}
 }
 
-// A publish refused by an adaptive limit (a *breaker.LimitError) is paced, not an
+// A publish refused by an adaptive limit (a *admission.LimitError) is paced, not an
 // outage: the rows are released when the claim is done, nothing is charged or
 // held, and without a limit of its own on the circuit the pause is the rejected
 // delay.
 func TestLimitRefusedPublishReleasesTheRows(t *testing.T) {
 	f := obUnguardedFixture(t, outbox.WithRejectedDelay(3*time.Second))
 	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error {
-		return &breaker.LimitError{Bulk: true}
+		return &admission.LimitError{Bulk: true}
 	}
 	ids := f.enqueue(t, orders, 2)
 	rep := f.process(t)
@@ -74,7 +76,7 @@ func TestLimitRefusalWhileSendingOneAtATimeReleasesTheRest(t *testing.T) {
 		case string(msgs[0].Value) == "orders-a":
 			return nil
 		}
-		return &breaker.LimitError{Bulk: true}
+		return &admission.LimitError{Bulk: true}
 	}
 	ids := f.enqueue(t, orders, 3)
 	rep := f.process(t)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -18,7 +19,7 @@ func TestRolloutModesArePublishedNotDeferred(t *testing.T) {
 		wantPublished bool
 	}{{breaker.Enforce, false}, {breaker.Shadow, true}, {breaker.FailOpen, true}} {
 		t.Run(tc.mode.String(), func(t *testing.T) {
-			f := newFixture(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, Mode: tc.mode})
+			f := newFixture(t, registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, Mode: tc.mode}})
 			failing := true
 			f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error {
 				if failing {

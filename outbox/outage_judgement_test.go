@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokerguard/brokerguard/admission"
+	"github.com/brokerguard/brokerguard/registry"
+
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/transport"
@@ -17,13 +20,13 @@ import (
 // also on a circuit with an adaptive limit (whose closed circuit's own outage
 // failures are retried without a hold).
 func TestCircuitRefusalsAreOutagesWhateverTheClassifier(t *testing.T) {
-	for _, p := range []breaker.Policy{policy, limitedPolicy} {
+	for _, p := range []registry.Policy{policy, limitedPolicy} {
 		for _, refusal := range []error{
 			&breaker.OpenError{NotBefore: t0.Add(time.Minute)},
 			breaker.ErrSaturated,
 			breaker.ErrUnavailable,
 		} {
-			t.Run(fmt.Sprintf("%s, limit %v", refusal, p.Limit != breaker.LimitPolicy{}), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s, limit %v", refusal, p.Admission.Enabled()), func(t *testing.T) {
 				f := obUnguardedFixtureOf(t, p, outbox.WithClassifier(func(error) breaker.Outcome { return breaker.Rejected }))
 				f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return refusal }
 				ids := f.enqueue(t, orders, 1)
@@ -146,7 +149,7 @@ func TestPauseOnlyWhenNothingWasPublished(t *testing.T) {
 	f := obUnguardedFixture(t)
 	f.inner.fn = func(_ context.Context, d transport.Destination, _ []transport.Message) error {
 		if d == orders {
-			return &breaker.LimitError{Bulk: true}
+			return &admission.LimitError{Bulk: true}
 		}
 		return nil
 	}

@@ -5,21 +5,23 @@ import (
 	"errors"
 	"time"
 
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// The outbox is bulk work. Its publishes carry breaker.Bulk (breaker.WithPriority), so
-// that a destination whose circuit has an adaptive limit (breaker.Policy.Limit) lets
+// The outbox is bulk work. Its publishes carry admission.Bulk (admission.WithPriority),
+// so that a destination whose admission control is on (registry.Policy.Admission) lets
 // them use only the share of the limit that online publishers leave, a share that
 // shrinks as the destination's latency rises. On such a destination the Processor
-// also paces itself by the limit:
+// also paces itself by the limit, which it finds through its Circuits (the
+// registry's Admission method):
 //
 //   - a destination's rows go out in batches of at most the limit's bulk headroom
-//     (breaker.Limiter.BulkHeadroom), in id order; the rows past it stay leased until
+//     (admission.Limiter.BulkHeadroom), in id order; the rows past it stay leased until
 //     the claim is done and are then released (no attempt, no deferral), so the next
 //     claim takes them; with no headroom at all nothing is published;
-//   - a publish the limit refuses (*breaker.LimitError) is not an outage: the rows are
+//   - a publish the limit refuses (*admission.LimitError) is not an outage: the rows are
 //     released the same way and the destination is not held;
 //   - an outage failure while the circuit is still closed does not hold the
 //     destination for WithRejectedDelay: the rows are given back uncharged, and the
@@ -28,7 +30,7 @@ import (
 //     circuit as an online one would (then the destination is held until the
 //     circuit's NotBefore, as always);
 //   - after a claim that published nothing because of pacing, Run waits until the
-//     limit says bulk headroom may have come back (breaker.Limiter.BulkWake: a bulk
+//     limit says bulk headroom may have come back (admission.Limiter.BulkWake: a bulk
 //     publish, this relay's or another's, ended, or the bulk budget grew), or at
 //     most the limit's retry hint (capped by WithRejectedDelay), instead of claiming
 //     again at once or sleeping past the moment it could send.
@@ -50,23 +52,29 @@ func (pc *pacing) paced(pause time.Duration, wake <-chan struct{}) {
 	}
 }
 
-// limiterOf returns the adaptive limit of d's circuit, or nil when it has none.
-func (p *Processor) limiterOf(d transport.Destination) *breaker.Limiter {
-	if p.circuits == nil {
+// admissions is an optional capability of Circuits (found by type assertion;
+// *registry.Registry has it): a destination's admission control in this process,
+// nil when the destination's policy has none.
+type admissions interface {
+	Admission(d transport.Destination) (*admission.Limiter, error)
+}
+
+// limiterOf returns the adaptive limit of d's admission control, or nil when it has
+// none.
+func (p *Processor) limiterOf(d transport.Destination) *admission.Limiter {
+	a, ok := p.circuits.(admissions)
+	if !ok {
 		return nil
 	}
-	c, err := p.circuits.Circuit(d)
+	l, err := a.Admission(d)
 	if err != nil {
 		return nil
 	}
-	if l, ok := c.(breaker.Limited); ok {
-		return l.Limiter()
-	}
-	return nil
+	return l
 }
 
 // pauseOf is how long to wait before trying a paced destination again.
-func (p *Processor) pauseOf(l *breaker.Limiter) time.Duration {
+func (p *Processor) pauseOf(l *admission.Limiter) time.Duration {
 	if l == nil {
 		return p.rejectedDelay
 	}
@@ -76,7 +84,7 @@ func (p *Processor) pauseOf(l *breaker.Limiter) time.Duration {
 // pace returns the rows of recs to publish now, given d's limit l: all of them
 // without a limit or for a probe, else as many as the bulk headroom admits. The rest
 // stay leased and are released when the claim is done.
-func (p *Processor) pace(pc *pacing, l *breaker.Limiter, recs []Record) []Record {
+func (p *Processor) pace(pc *pacing, l *admission.Limiter, recs []Record) []Record {
 	if l == nil || len(recs) == 0 || recs[0].Probe {
 		return recs
 	}
@@ -91,12 +99,12 @@ func (p *Processor) pace(pc *pacing, l *breaker.Limiter, recs []Record) []Record
 
 // publishBulk publishes msgs to d as bulk work.
 func (p *Processor) publishBulk(ctx context.Context, d transport.Destination, msgs []transport.Message) error {
-	return p.pub.Publish(breaker.WithPriority(ctx, breaker.Bulk), d, msgs...)
+	return p.pub.Publish(admission.WithPriority(ctx, admission.Bulk), d, msgs...)
 }
 
 // limitRefused reports whether err is a refusal by an adaptive limit.
 func limitRefused(err error) bool {
-	var le *breaker.LimitError
+	var le *admission.LimitError
 	return errors.As(err, &le)
 }
 
@@ -119,7 +127,7 @@ func (pc *pacing) note(pause time.Duration) {
 
 // retryOutage reports whether an outage failure pubErr of a publish to d, made at
 // now, is to be retried after a short pause rather than held for WithRejectedDelay:
-// d's circuit has an adaptive limit and is still closed, so the next failure is
+// d has an adaptive limit and its circuit is still closed, so the next failure is
 // evidence it needs. Refusals by the circuit (open, ramping, saturated, unavailable)
 // are held as before.
 func (p *Processor) retryOutage(d transport.Destination, now time.Time, pubErr error) bool {
@@ -139,7 +147,7 @@ func (pc *pacing) after(r sent) {
 }
 
 // bulkWake is l's BulkWake, or nil (never closed) without a limit.
-func bulkWake(l *breaker.Limiter) <-chan struct{} {
+func bulkWake(l *admission.Limiter) <-chan struct{} {
 	if l == nil {
 		return nil
 	}

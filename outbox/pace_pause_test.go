@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/registry"
@@ -37,7 +37,7 @@ func TestPausedClaimWaitsForTheShortestPause(t *testing.T) {
 				if d == invoices {
 					return errors.New("message too large")
 				}
-				return &breaker.LimitError{Bulk: true}
+				return &admission.LimitError{Bulk: true}
 			}}
 			proc, err := outbox.NewProcessor(store, reg, pub, outbox.WithClock(clock), outbox.WithClassifier(byFault),
 				outbox.WithRejectedDelay(3*time.Second))
@@ -56,11 +56,11 @@ func TestPausedClaimWaitsForTheShortestPause(t *testing.T) {
 			if len(pub.calls) != 2 {
 				t.Fatalf("%d publishes, want one per destination", len(pub.calls))
 			}
-			c, err := reg.Circuit(orders)
+			lim, err := reg.Admission(orders)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := min(max(c.(breaker.Limited).Limiter().RetryAfter(), time.Millisecond), 3*time.Second)
+			want := min(max(lim.RetryAfter(), time.Millisecond), 3*time.Second)
 			if want >= 3*time.Second || rep.Pause != want {
 				t.Errorf("pause %v, want orders' limit's hint %v, the shortest", rep.Pause, want)
 			}

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/registry"
@@ -15,7 +16,7 @@ import (
 
 // limitedPolicy is the recommended set-up: a consecutive circuit with the adaptive
 // limit on.
-var limitedPolicy = breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second, Limit: breaker.RecommendedLimit()}
+var limitedPolicy = registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second}, Admission: admission.DefaultPolicy()}
 
 // An outage of 5 s that only the outbox sees opens the circuit: its failures reach
 // the circuit as they happen instead of one per WithRejectedDelay hold.
@@ -57,7 +58,7 @@ func TestOutageSeenOnlyByTheOutboxOpensTheCircuit(t *testing.T) {
 // circuit closed.
 func TestOutageSeenOnlyByTheOutboxWithoutALimitHoldsPerFailure(t *testing.T) {
 	p := limitedPolicy
-	p.Limit = breaker.LimitPolicy{}
+	p.Admission.Limit = admission.LimitPolicy{}
 	f := newFixture(t, p, outbox.WithDeferralJitter(time.Second))
 	end := t0.Add(5 * time.Second)
 	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error {
@@ -80,12 +81,12 @@ func TestOutageSeenOnlyByTheOutboxWithoutALimitHoldsPerFailure(t *testing.T) {
 // size, in order, with no attempt or deferral charged to the rows left for later.
 func TestBatchesArePacedByTheBulkHeadroom(t *testing.T) {
 	p := limitedPolicy
-	p.Limit = breaker.LimitPolicy{Max: 20, BulkShare: 0.5}
+	p.Admission.Limit = admission.LimitPolicy{Max: 20, BulkShare: 0.5}
 	f := newFixture(t, p)
 	var sizes []int
 	var got []string
 	f.inner.fn = func(ctx context.Context, _ transport.Destination, msgs []transport.Message) error {
-		if breaker.PriorityOf(ctx) != breaker.Bulk {
+		if admission.PriorityOf(ctx) != admission.Bulk {
 			t.Errorf("outbox publish not marked bulk")
 		}
 		sizes = append(sizes, len(msgs))
@@ -118,16 +119,12 @@ func TestBatchesArePacedByTheBulkHeadroom(t *testing.T) {
 // claim asks Run for a short pause.
 func TestLimitRefusalPausesWithoutHolding(t *testing.T) {
 	p := limitedPolicy
-	p.Limit = breaker.LimitPolicy{Max: 4}
+	p.Admission.Limit = admission.LimitPolicy{Max: 4}
 	f := newFixture(t, p)
-	c, err := f.reg.Circuit(orders)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Online calls take the whole limit.
-	var online []breaker.Permit
+	var online []registry.Permit
 	for range 4 {
-		pm, err := c.(breaker.RequestAcquirer).AcquireRequest(context.Background(), breaker.Request{})
+		pm, err := f.reg.Acquire(context.Background(), orders)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,13 +144,13 @@ func TestLimitRefusalPausesWithoutHolding(t *testing.T) {
 		}
 	}
 	for _, pm := range online {
-		pm.Complete(breaker.Success)
+		f.reg.Complete(orders, pm, breaker.Success)
 	}
 	f.process(t)
 	if n := f.inner.callsTo(orders); n != 1 {
 		t.Fatalf("after online calls ended: %d publishes, want 1", n)
 	}
-	if _, err := c.(breaker.RequestAcquirer).AcquireRequest(context.Background(), breaker.Request{Weight: 1}); errors.Is(err, breaker.ErrSaturated) {
+	if _, err := f.reg.AcquireN(context.Background(), orders, 4); errors.Is(err, admission.ErrOverLimit) {
 		t.Fatal("limit still taken after the outbox's publish completed")
 	}
 }
@@ -164,7 +161,7 @@ func TestLimitRefusalPausesWithoutHolding(t *testing.T) {
 func TestPacedRunWakesWhenBulkHeadroomReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := limitedPolicy
-		p.Limit = breaker.LimitPolicy{Max: 20, BulkShare: 0.5, Window: time.Hour}
+		p.Admission.Limit = admission.LimitPolicy{Max: 20, BulkShare: 0.5, Window: time.Hour}
 		reg, err := registry.New(p)
 		if err != nil {
 			t.Fatal(err)
@@ -176,11 +173,7 @@ func TestPacedRunWakesWhenBulkHeadroomReturns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := reg.Circuit(orders)
-		if err != nil {
-			t.Fatal(err)
-		}
-		other, err := c.(breaker.RequestAcquirer).AcquireRequest(context.Background(), breaker.Request{Weight: 10, Priority: breaker.Bulk})
+		other, err := reg.AcquireN(admission.WithPriority(context.Background(), admission.Bulk), orders, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +186,7 @@ func TestPacedRunWakesWhenBulkHeadroomReturns(t *testing.T) {
 		if n := published(store); n != 0 {
 			t.Fatalf("%d rows published while another batch held the bulk budget", n)
 		}
-		other.Complete(breaker.Success)
+		reg.Complete(orders, other, breaker.Success)
 		synctest.Wait()
 		if n := published(store); n != 5 || time.Since(start) != 0 {
 			t.Fatalf("%d of 5 rows published %v after the other batch ended, want all at once", n, time.Since(start))

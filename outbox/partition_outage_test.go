@@ -45,7 +45,7 @@ func obRouterFixture(t *testing.T, pub *obRouterPub) *fixture {
 
 // mo2RouterFixtureOf is obRouterFixture with circuits of policy p and errors judged
 // by classify.
-func mo2RouterFixtureOf(t *testing.T, p breaker.Policy, classify func(error) breaker.Outcome, pub *obRouterPub) *fixture {
+func mo2RouterFixtureOf(t *testing.T, p registry.Policy, classify func(error) breaker.Outcome, pub *obRouterPub) *fixture {
 	t.Helper()
 	f := newFixture(t, p)
 	var err error

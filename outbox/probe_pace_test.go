@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokerguard/brokerguard/admission"
+	"github.com/brokerguard/brokerguard/registry"
+
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/transport"
@@ -16,16 +19,16 @@ import (
 // the outage's own calls hold.
 func TestProbeIsSentWithoutBulkHeadroom(t *testing.T) {
 	p := limitedPolicy
-	p.FailureThreshold = 1
-	p.Limit = breaker.LimitPolicy{Max: 2, BulkShare: 0.5}
+	p.Circuit.FailureThreshold = 1
+	p.Admission.Limit = admission.LimitPolicy{Max: 2, BulkShare: 0.5}
 	f := newFixture(t, p)
 	c, err := f.reg.Circuit(orders)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var held []breaker.Permit
+	var held []registry.Permit
 	for range 3 {
-		pm, err := c.Acquire(context.Background())
+		pm, err := f.reg.Acquire(context.Background(), orders)
 		if err != nil {
 			break
 		}
@@ -34,7 +37,7 @@ func TestProbeIsSentWithoutBulkHeadroom(t *testing.T) {
 	if len(held) < 2 {
 		t.Fatalf("acquired %d permits, want the limit's 2", len(held))
 	}
-	c.(*breaker.Breaker).ForceOpen(f.clock.Now().Add(p.BreakDuration)) // the permits stay in flight
+	c.(*breaker.Breaker).ForceOpen(f.clock.Now().Add(p.Circuit.BreakDuration)) // the permits stay in flight
 	if s := c.Snapshot(); s.State != breaker.Open {
 		t.Fatalf("circuit %v, want open", s.State)
 	}
@@ -46,7 +49,7 @@ func TestProbeIsSentWithoutBulkHeadroom(t *testing.T) {
 		t.Fatalf("after the refusal: held %v, %d publishes; want held, none", held, sent)
 	}
 	f.clock.Advance(time.Hour) // past the break and the hold: the next claim is a probe
-	if l := c.(breaker.Limited).Limiter(); l.BulkHeadroom() != 0 {
+	if l, _ := f.reg.Admission(orders); l.BulkHeadroom() != 0 {
 		t.Fatalf("bulk headroom %d, want none", l.BulkHeadroom())
 	}
 	rep := f.process(t)
@@ -54,6 +57,6 @@ func TestProbeIsSentWithoutBulkHeadroom(t *testing.T) {
 		t.Fatalf("probe: %d publishes, counts %+v; want the probe row sent and published", sent, rep.ByDestination[orders])
 	}
 	for _, pm := range held {
-		pm.Complete(breaker.Neutral)
+		f.reg.Complete(orders, pm, breaker.Neutral)
 	}
 }

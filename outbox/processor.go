@@ -22,7 +22,9 @@ import (
 // publisher's latency.
 var ErrLeaseExpired = errors.New("outbox: batch lease ended before the batch was dispatched")
 
-// Circuits hands out the circuit of a destination; *registry.Registry is one.
+// Circuits hands out the circuit of a destination; *registry.Registry is one. A
+// Circuits that also hands out destinations' admission control, as the registry does,
+// lets the Processor pace its bulk work (pace.go).
 type Circuits interface {
 	Circuit(d transport.Destination) (breaker.Circuit, error)
 }

@@ -122,7 +122,7 @@ func TestOpenCircuitHoldsTheDestinationWithoutChargingItsRows(t *testing.T) {
 
 // The probe is one row; when it goes out the hold ends and the rest follow.
 func TestProbeIsOneRowAndItsSuccessReleasesTheRest(t *testing.T) {
-	f := newFixture(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}, outbox.WithDeferralJitter(0))
+	f := newFixture(t, registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}}, outbox.WithDeferralJitter(0))
 	ids := f.enqueue(t, orders, 5)
 	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
 	if got := f.process(t).ByDestination[orders]; got != (outbox.Counts{Deferred: 5}) {
@@ -154,7 +154,7 @@ func TestProbeIsOneRowAndItsSuccessReleasesTheRest(t *testing.T) {
 // ReasonDeferralExhausted once it has been held for MaxCircuitDeferral, never of
 // attempts, and not before.
 func TestDeferralExhaustionMakesRowsDead(t *testing.T) {
-	f := newFixture(t, breaker.Policy{FailureThreshold: 1, BreakDuration: 10 * time.Minute}, outbox.WithMaxCircuitDeferral(time.Hour))
+	f := newFixture(t, registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: 10 * time.Minute}}, outbox.WithMaxCircuitDeferral(time.Hour))
 	ids := f.enqueue(t, orders, 2)
 	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
 
@@ -193,7 +193,7 @@ func neutral(error) breaker.Outcome { return breaker.Neutral }
 
 func TestMessageFailureConsumesAnAttemptAndBacksOff(t *testing.T) {
 	hooks := &recordingHooks{}
-	f := newFixture(t, breaker.DisabledPolicy(), outbox.WithHooks(hooks), outbox.WithClassifier(neutral))
+	f := newFixture(t, registry.Policy{Circuit: breaker.DisabledPolicy()}, outbox.WithHooks(hooks), outbox.WithClassifier(neutral))
 	ids := f.enqueue(t, orders, 2)
 	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
 
@@ -229,7 +229,7 @@ func TestMessageFailureConsumesAnAttemptAndBacksOff(t *testing.T) {
 }
 
 func TestAttemptsExhaustionMakesRowsDead(t *testing.T) {
-	f := newFixture(t, breaker.DisabledPolicy(), outbox.WithMaxAttempts(3), outbox.WithClassifier(neutral))
+	f := newFixture(t, registry.Policy{Circuit: breaker.DisabledPolicy()}, outbox.WithMaxAttempts(3), outbox.WithClassifier(neutral))
 	id := f.enqueue(t, orders, 1)[0]
 	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
 
@@ -273,7 +273,7 @@ func TestBatchErrorFailsOnlyTheListedMessages(t *testing.T) {
 }
 
 func TestBatchErrorWithBadIndexFailsEveryRow(t *testing.T) {
-	f := newFixture(t, breaker.DisabledPolicy(), outbox.WithClassifier(neutral))
+	f := newFixture(t, registry.Policy{Circuit: breaker.DisabledPolicy()}, outbox.WithClassifier(neutral))
 	f.enqueue(t, orders, 2)
 	f.inner.fn = func(_ context.Context, d transport.Destination, _ []transport.Message) error {
 		return &transport.BatchError{Destination: d, Failed: []transport.MessageError{{Index: 7, Err: errBroker}}}
@@ -286,7 +286,7 @@ func TestBatchErrorWithBadIndexFailsEveryRow(t *testing.T) {
 // A circuit that opens while the batch runs: the snapshot said closed, the guarded
 // publisher rejects. The rows are deferred to the rejection's NotBefore.
 func TestRejectionByGuardedPublisherIsADeferral(t *testing.T) {
-	f := newFixture(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, ProbeLease: 3 * time.Second, HalfOpenRetryDelay: 5 * time.Second})
+	f := newFixture(t, registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, ProbeLease: 3 * time.Second, HalfOpenRetryDelay: 5 * time.Second}})
 	ids := f.enqueue(t, orders, 2)
 	f.forceOpen(t, orders, t0.Add(time.Second))
 	f.clock.Set(t0.Add(2 * time.Second))
@@ -319,7 +319,7 @@ func TestRejectionByGuardedPublisherIsADeferral(t *testing.T) {
 }
 
 func TestSaturatedCircuitDefersByTheRejectedDelay(t *testing.T) {
-	f := newFixture(t, breaker.Policy{Disabled: true, MaxInFlight: 1}, outbox.WithRejectedDelay(3*time.Second), outbox.WithDeferralJitter(0))
+	f := newFixture(t, registry.Policy{Circuit: breaker.Policy{Disabled: true, MaxInFlight: 1}}, outbox.WithRejectedDelay(3*time.Second), outbox.WithDeferralJitter(0))
 	id := f.enqueue(t, orders, 1)[0]
 	c, _ := f.reg.Circuit(orders)
 	held, err := c.Acquire(context.Background())
@@ -340,7 +340,7 @@ func TestSaturatedCircuitDefersByTheRejectedDelay(t *testing.T) {
 // Failures through the guard open the circuit; the destination is held and later
 // rows are not even claimed.
 func TestFailuresOpenTheCircuitAndHoldTheDestination(t *testing.T) {
-	f := newFixture(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	f := newFixture(t, registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}})
 	first := f.enqueue(t, orders, 1)[0]
 	f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error { return errBroker }
 	f.process(t)
@@ -615,7 +615,7 @@ func TestProbeFailingForItsMessageProbesAgainWithTheNextRow(t *testing.T) {
 		}
 		return breaker.Failure
 	}
-	f := newFixture(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	f := newFixture(t, registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}})
 	proc, err := outbox.NewProcessor(f.store, f.reg, f.reg.Guard(f.inner, classify), // the guard counts as the Processor does
 		outbox.WithClock(f.clock), outbox.WithDeferralJitter(0), outbox.WithClassifier(classify))
 	if err != nil {

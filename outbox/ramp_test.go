@@ -7,6 +7,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/registry"
 )
 
 // A circuit ramping up after recovery refuses some publishes with a ramp's
@@ -14,7 +15,7 @@ import (
 // attempt is spent, and the backlog drains as the ramp admits.
 func TestRampRefusalsSpendNoAttempts(t *testing.T) {
 	const ramp = 2 * time.Second
-	f := newFixture(t, breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute, RampDuration: ramp},
+	f := newFixture(t, registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute, RampDuration: ramp}},
 		outbox.WithBatchSize(1), outbox.WithDeferralJitter(0))
 	ids := f.enqueue(t, orders, 20)
 	c, err := f.reg.Circuit(orders)

@@ -21,7 +21,7 @@ import (
 func runFixture(t *testing.T, pub *fakePublisher, opts ...outbox.ProcessorOption) (*outbox.MemoryStore, *outbox.Processor) {
 	t.Helper()
 	store := outbox.NewMemoryStore(nil)
-	reg, err := registry.New(breaker.DisabledPolicy())
+	reg, err := registry.New(registry.Policy{Circuit: breaker.DisabledPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}

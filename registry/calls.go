@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -47,6 +48,9 @@ func (c CallCounts) Total() uint64 { return c.Published + c.Failed + c.Rejected 
 type CircuitReport struct {
 	Destination transport.Destination
 	Snapshot    breaker.Snapshot
+	// Limit is the view of the destination's adaptive limit in this process; zero
+	// when its admission control is off.
+	Limit admission.LimitStats
 	// Calls are zero unless the registry counts calls (WithCallCounts).
 	Calls CallCounts
 	// IsolatedPartitions lists the destination's partitions isolated now (see
@@ -60,6 +64,9 @@ func (r *Registry) Report() []CircuitReport {
 	out := make([]CircuitReport, len(entries))
 	for i, e := range entries {
 		out[i] = CircuitReport{Destination: e.dest, Snapshot: e.snapshot(), IsolatedPartitions: e.isolatedPartitions()}
+		if e.adm != nil {
+			out[i].Limit = e.adm.Stats()
+		}
 		if c := e.calls; c != nil {
 			out[i].Calls = CallCounts{
 				Published: c[published].Load(), Failed: c[failed].Load(),
@@ -104,20 +111,20 @@ func (e *entry) refused(err error) error {
 }
 
 // complete completes p with o (and, for a failure, the call's error, which the
-// circuit shows in its snapshot) and counts the call by what the circuit made of it.
-func (e *entry) complete(p breaker.Permit, o breaker.Outcome, err error) bool {
-	return e.count(p, o, p.CompleteWith(o, err))
+// circuit shows in its snapshot), gives admission control what o says, and counts
+// the call by what the circuit made of it.
+func (e *entry) complete(p Permit, o breaker.Outcome, err error) bool {
+	return e.end(p, o, resultOf(o), err, false)
 }
 
-// completeMissed completes p as a Failure that was a missed deadline
-// (breaker.Permit.CompleteMissed) and counts the call as complete does.
-func (e *entry) completeMissed(p breaker.Permit, err error) bool {
-	return e.count(p, breaker.Failure, p.CompleteMissed(err))
+// end is Permit.end, counting the call by what the circuit made of it.
+func (e *entry) end(p Permit, o breaker.Outcome, res admission.Result, err error, missed bool) bool {
+	return e.count(p, o, p.end(o, res, err, missed))
 }
 
 // count counts a call completed with o by what the circuit made of it (counted:
 // what the completion returned), and returns counted.
-func (e *entry) count(p breaker.Permit, o breaker.Outcome, counted bool) bool {
+func (e *entry) count(p Permit, o breaker.Outcome, counted bool) bool {
 	if e.calls == nil {
 		return counted
 	}
@@ -138,21 +145,23 @@ func (e *entry) count(p breaker.Permit, o breaker.Outcome, counted bool) bool {
 // probeCounter maps a call's result to the counter of probes with that result.
 var probeCounter = [...]int{published: probePublished, failed: probeFailed, neutral: probeNeutral}
 
-// Complete completes a permit that Acquire gave for a call to d with the outcome o,
-// as Permit.Complete does, and counts the call (WithCallCounts). Publishers that
-// complete permits themselves use it so that their calls are counted. It returns
-// Permit.Complete's answer; for a destination no longer live it only completes.
-func (r *Registry) Complete(d transport.Destination, p breaker.Permit, o breaker.Outcome) bool {
+// Complete completes a permit that Acquire gave for a call to d with the outcome o:
+// it gives the admission slot back (Success as an answer, Failure as an error
+// answer, any other outcome as nothing learned), completes the circuit's permit as
+// breaker.Permit.Complete does, and counts the call (WithCallCounts). Only the
+// permit's first completion does anything. It returns whether the circuit took the
+// outcome into account (breaker.Permit.Complete's answer).
+func (r *Registry) Complete(d transport.Destination, p Permit, o breaker.Outcome) bool {
 	return r.CompleteWith(d, p, o, nil)
 }
 
 // CompleteWith is Complete with the call's error: a Failure's error becomes the
 // circuit's Snapshot.LastError (see breaker.Permit.CompleteWith).
-func (r *Registry) CompleteWith(d transport.Destination, p breaker.Permit, o breaker.Outcome, err error) bool {
+func (r *Registry) CompleteWith(d transport.Destination, p Permit, o breaker.Outcome, err error) bool {
 	if e, ok := r.lookup(d); ok {
 		return e.complete(p, o, err)
 	}
-	return p.CompleteWith(o, err)
+	return p.end(o, resultOf(o), err, false)
 }
 
 // testHookLookupMissed, when set by a test, runs in lookup after the read map missed

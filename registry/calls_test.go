@@ -28,7 +28,7 @@ func callsOf(t *testing.T, r *registry.Registry, d transport.Destination) regist
 func TestCallCountsAgreeWithTheCircuit(t *testing.T) {
 	clock := fakeclock.New(t0)
 	shadow := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Mode: breaker.Shadow}
-	r := newRegistry(t, registry.WithClock(clock), registry.WithCallCounts(), registry.WithOverride("kafka:shadowed", shadow))
+	r := newRegistry(t, registry.WithClock(clock), registry.WithCallCounts(), registry.WithOverride("kafka:shadowed", registry.Policy{Circuit: shadow}))
 	var result error
 	g := r.Guard(&fakePublisher{fn: func(context.Context, transport.Destination) error { return result }}, classify)
 	ctx := context.Background()

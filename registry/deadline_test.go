@@ -35,7 +35,7 @@ func TestDeadlineRule(t *testing.T) {
 			}},
 		{name: "deadline at exactly the budget is a Failure", wantFailures: 1,
 			ctx: func(c context.Context) (context.Context, context.CancelFunc) {
-				return context.WithTimeout(c, breaker.DefaultMinCallBudget)
+				return context.WithTimeout(c, registry.DefaultMinCallBudget)
 			}},
 		{name: "deadline shorter than the budget is no verdict", wantFailures: 0,
 			ctx: func(c context.Context) (context.Context, context.CancelFunc) {
@@ -60,7 +60,7 @@ func TestDeadlineRule(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, MinCallBudget: tc.budget}))
+				r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second}, MinCallBudget: tc.budget}))
 				ctx, cancel := tc.ctx(t.Context())
 				defer cancel()
 				err := r.Guard(hang, classify).Publish(ctx, orders, transport.Message{})
@@ -79,7 +79,7 @@ func TestDeadlineRule(t *testing.T) {
 // policy budget, in as many calls as the threshold.
 func TestHungBrokerOpensWithShortDeadlines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute}))
+		r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute}}))
 		g := r.Guard(hang, classify)
 		for i := range 3 {
 			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
@@ -101,7 +101,7 @@ func TestHungBrokerOpensWithShortDeadlines(t *testing.T) {
 // from the registry.
 func TestStartAndOutcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRegistry(t, registry.WithOverride("kafka:refunds", breaker.Policy{Disabled: true, MinCallBudget: time.Hour}))
+		r := newRegistry(t, registry.WithOverride("kafka:refunds", registry.Policy{Circuit: breaker.Policy{Disabled: true}, MinCallBudget: time.Hour}))
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		fair, short := r.Start(ctx, orders), r.Start(ctx, refunds)
@@ -132,7 +132,7 @@ func TestStartAndOutcome(t *testing.T) {
 func TestEmptyPublishIsRefusedBeforeThePermit(t *testing.T) {
 	clock := fakeclock.New(t0)
 	r := newRegistry(t, registry.WithClock(clock),
-		registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, MaxInFlight: 1}))
+		registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, MaxInFlight: 1}}))
 	// Like the adapters used to, it answers an empty publish without the broker.
 	calls := 0
 	down := publisherFunc(func(_ context.Context, _ transport.Destination, msgs ...transport.Message) error {

@@ -19,8 +19,8 @@ func (f publisherFunc) Publish(ctx context.Context, d transport.Destination, msg
 }
 
 func ExampleRegistry_Guard() {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second},
-		registry.WithOverride("kafka:audit", breaker.DisabledPolicy())) // never trip the audit topic
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}},
+		registry.WithOverride("kafka:audit", registry.Policy{Circuit: breaker.DisabledPolicy()})) // never trip the audit topic
 	if err != nil {
 		panic(err)
 	}
@@ -53,7 +53,7 @@ func ExampleRegistry_Guard() {
 // A registry built WithCallCounts counts each guarded call by what its circuit made of
 // it; Report hands the counts, with each live circuit's snapshot, to telemetry.
 func ExampleRegistry_Report() {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}, registry.WithCallCounts())
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}}, registry.WithCallCounts())
 	if err != nil {
 		panic(err)
 	}

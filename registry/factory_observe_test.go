@@ -37,7 +37,7 @@ func TestFactoryCircuitIsObservedOnlyForTheRegistrysObservers(t *testing.T) {
 		for range observers {
 			opts = append(opts, registry.WithObserver(func(transport.Destination, breaker.Transition) {}))
 		}
-		r, err := registry.New(shared, opts...)
+		r, err := registry.New(registry.Policy{Circuit: shared}, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -80,23 +80,6 @@ func (g *guarded) Publish(ctx context.Context, d transport.Destination, msgs ...
 	})
 }
 
-// Acquire takes a permit from destination d's circuit for one call, or returns the
-// error a guarded publisher returns instead of calling: the registry's own (an invalid
-// destination, the cap), the caller's context error, or the circuit's refusal as a
-// *RejectedError. Publishers that complete permits themselves (asynchronous writers)
-// use it with Start, Outcome and Complete; the others use Call.
-func (r *Registry) Acquire(ctx context.Context, d transport.Destination) (breaker.Permit, error) {
-	e, err := r.entry(d)
-	if err != nil {
-		return breaker.Permit{}, err
-	}
-	permit, err := e.acquire(ctx, 1)
-	if err != nil {
-		return breaker.Permit{}, e.refused(refusal(ctx, d, err))
-	}
-	return permit, nil
-}
-
 // refusal is what a guarded call returns when the circuit refused: the caller's own
 // context error as it is, anything else as a *RejectedError.
 func refusal(ctx context.Context, d transport.Destination, err error) error {
@@ -106,12 +89,13 @@ func refusal(ctx context.Context, d transport.Destination, err error) error {
 	return &RejectedError{Destination: d, Err: err}
 }
 
-// Call makes one call of n messages to d under its circuit, as Guard does: it returns
-// the registry's error for a destination it refuses, an error matching ErrNoMessages
-// when n is not positive, or Acquire's error when the circuit refuses, in each case
-// without taking a permit or running call; otherwise the permit is
-// completed exactly once, with Outcome for what call returned, or Neutral when call
-// or classify panics (the panic goes on). A nil classify treats every error as a Failure.
+// Call makes one call of n messages to d under its circuit and admission control, as
+// Guard does: it returns the registry's error for a destination it refuses, an error
+// matching ErrNoMessages when n is not positive, or Acquire's error when the circuit
+// or admission control refuses, in each case without taking a permit or running
+// call; otherwise the permit is completed exactly once, with Outcome for what call
+// returned (and the deadline rule, see Outcome), or Neutral when call or classify
+// panics (the panic goes on). A nil classify treats every error as a Failure.
 // Adapters that guard their own SDK calls use it.
 func (r *Registry) Call(ctx context.Context, d transport.Destination, n int, classify transport.Classifier, call func(context.Context) error) error {
 	return r.CallHeld(ctx, d, n, 0, classify, call)
@@ -132,7 +116,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 		return NoMessagesError(d)
 	}
 	start := startOf(ctx, e.minBudget+hold)
-	start.cold = e.lim != nil && e.lim.Cold()
+	start.cold = e.adm != nil && e.adm.Cold()
 	permit, err := e.acquire(ctx, n)
 	if err != nil {
 		return e.refused(refusal(ctx, d, err))
@@ -165,7 +149,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 // than its own short deadline.
 type Start struct {
 	short bool // the context's deadline was nearer than the budget
-	cold  bool // the destination's adaptive limit had seen no completion yet (limit.go)
+	cold  bool // the destination's admission control had seen no call end yet (limit.go)
 }
 
 // Start records, for a call to d that starts now under ctx, what Outcome needs to
@@ -175,7 +159,7 @@ func (r *Registry) Start(ctx context.Context, d transport.Destination) Start {
 	if _, ok := ctx.Deadline(); !ok {
 		return Start{}
 	}
-	return startOf(ctx, r.Policy(d).Normalized().MinCallBudget)
+	return startOf(ctx, r.Policy(d).minCallBudget())
 }
 
 func startOf(ctx context.Context, budget time.Duration) Start {
@@ -201,17 +185,23 @@ func failAll(error) breaker.Outcome { return breaker.Failure }
 //     was, else Rejected when one was, else Neutral;
 //   - any other error is what classify says.
 //
-// When the destination's circuit has an adaptive limit (breaker.Policy.Limit),
-// guarded calls (Call, CallHeld, Finish) tell a busy or slow destination from a sick
-// one. Every call ended by its deadline, but for the set-up case below, is reported
-// to the limit as a drop, so the
-// limit contracts, and its Failure is made Neutral when
+// Guarded calls (Call, CallHeld, CallPartitioned, Finish) apply the same deadline
+// rule to admission control: a call that started with less than MinCallBudget and
+// was ended by its deadline is Ignored by it, neither a drop nor a deadline to learn.
+// A missed deadline that counts is a Failure the circuit knows for one
+// (breaker.Permit.CompleteMissed), as is an error saying that the client's own
+// timeout gave up on the broker (transport.ErrNoAnswer, a net timeout).
+//
+// When the destination's admission control is on (Policy.Admission), guarded calls
+// also tell a busy or slow destination from a sick one. Every call with its budget
+// ended by its deadline, but for the set-up case below, is reported to the limit as
+// Dropped, so the limit contracts, and its Failure is made Neutral when
 //
 //   - the destination answers a good share of its calls in time
-//     (breaker.Limiter.Answering: a success within the last second, and at least a
+//     (admission.Limiter.Answering: a success within the last second, and at least a
 //     quarter of the last window's calls succeeded): it is slow or overloaded, and
 //     the limit is the remedy;
-//   - it is busy with this process's own bulk work (breaker.Limiter.Busy: bulk
+//   - it is busy with this process's own bulk work (admission.Limiter.Busy: bulk
 //     messages in flight or just finished, and a success within the last second);
 //   - the call belongs to the first wave of a cold process (admitted before any call
 //     to the destination had completed: connections being opened, a client warming

@@ -19,7 +19,7 @@ func (f failingPublisher) Publish(context.Context, transport.Destination, ...tra
 
 // Guard with a nil classifier takes every error as a Failure.
 func TestGuardWithoutClassifierCountsFailures(t *testing.T) {
-	r, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute})
+	r, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

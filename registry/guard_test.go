@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
@@ -72,7 +73,7 @@ func TestGuardCompletesEveryPath(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, MaxInFlight: 1}))
+			r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, MaxInFlight: 1}}))
 			g := r.Guard(&fakePublisher{fn: tc.publish}, classify)
 			cctx, cancel := context.WithCancel(ctx)
 			if tc.cancel {
@@ -90,7 +91,8 @@ func TestGuardCompletesEveryPath(t *testing.T) {
 
 // A publisher or a classifier that panics says nothing about the broker: the permit
 // is completed Neutral and the panic goes on, so that a caller that recovers (an HTTP
-// server does) does not leave the circuit's in-flight slot, or its probe, taken.
+// server does) does not leave the circuit's in-flight slot, its probe, or its
+// admission slot taken.
 func TestGuardCompletesNeutralOnPanicAndRepanics(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -103,7 +105,8 @@ func TestGuardCompletesNeutralOnPanicAndRepanics(t *testing.T) {
 			func(error) breaker.Outcome { panic("classifier bug") }, "classifier bug"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, MaxInFlight: 1}))
+			r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, MaxInFlight: 1},
+				Admission: admission.Policy{Limit: admission.LimitPolicy{Max: 1}}}))
 			g := r.Guard(&fakePublisher{fn: tc.publish}, tc.classify)
 			func() {
 				defer func() {
@@ -117,6 +120,9 @@ func TestGuardCompletesNeutralOnPanicAndRepanics(t *testing.T) {
 			if s.InFlight != 0 || s.Failures != 0 || s.State != breaker.Closed {
 				t.Fatalf("after a panic: %+v", s)
 			}
+			if lim, _ := r.Admission(orders); lim.Stats().InFlight != 0 || !lim.Cold() {
+				t.Fatalf("after a panic: admission %+v (cold %v), want the slot back and nothing learned", lim.Stats(), lim.Cold())
+			}
 		})
 	}
 }
@@ -124,7 +130,7 @@ func TestGuardCompletesNeutralOnPanicAndRepanics(t *testing.T) {
 // A Classifier is the caller's code too: when it panics the permit must still be
 // given back, or with MaxInFlight 1 the destination is saturated for good.
 func TestGuardCompletesNeutralWhenTheClassifierPanics(t *testing.T) {
-	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, MaxInFlight: 1}))
+	r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, MaxInFlight: 1}}))
 	g := r.Guard(&fakePublisher{fn: func(context.Context, transport.Destination) error { return errBroker }},
 		func(error) breaker.Outcome { panic("classifier bug") })
 	func() {
@@ -213,8 +219,8 @@ func TestGuardWithRolloutModes(t *testing.T) {
 	failing := func(context.Context, transport.Destination) error { return errBroker }
 	var audit []string
 	r := newRegistry(t,
-		registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, Mode: breaker.FailOpen}),
-		registry.WithOverride("kafka:refunds", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, Mode: breaker.Shadow}),
+		registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, Mode: breaker.FailOpen}}),
+		registry.WithOverride("kafka:refunds", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, Mode: breaker.Shadow}}),
 		registry.WithBypassHook(func(d transport.Destination, b breaker.Bypass) { audit = append(audit, d.String()+"/"+b.Mode.String()) }))
 	pub := &fakePublisher{fn: failing}
 	g := r.Guard(pub, classify)
@@ -242,7 +248,7 @@ func TestGuardWithRolloutModes(t *testing.T) {
 
 // Call is Guard's rule for adapters that guard their own SDK calls.
 func TestCallCompletesOnceAndRefusesWithoutCalling(t *testing.T) {
-	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, MaxInFlight: 1}))
+	r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, MaxInFlight: 1}}))
 	ctx := context.Background()
 	if err := r.Call(ctx, orders, 1, nil, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
@@ -260,7 +266,7 @@ func TestCallCompletesOnceAndRefusesWithoutCalling(t *testing.T) {
 		t.Fatalf("in flight %d", s.InFlight)
 	}
 	p, err := r.Acquire(ctx, refunds)
-	if err != nil || !p.Complete(breaker.Success) {
+	if err != nil || !r.Complete(refunds, p, breaker.Success) {
 		t.Fatalf("Acquire: %v", err)
 	}
 }

@@ -36,7 +36,7 @@ func (a *adapterLike) Publish(ctx context.Context, d transport.Destination, msgs
 // circuit closes on the first probe instead of staying half-open for good.
 func TestGuardTwiceRecoversAfterOutage(t *testing.T) {
 	clock := fakeclock.New(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Second}, registry.WithClock(clock))
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: time.Second}}, registry.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +72,8 @@ func TestGuardTwiceRecoversAfterOutage(t *testing.T) {
 // The wrapper Guard returns is itself recognised, and a publisher guarded by another
 // registry is refused when it is guarded, with a message that names the fix.
 func TestGuardRefusesAnotherRegistrysPublisher(t *testing.T) {
-	a, _ := registry.New(breaker.DefaultPolicy())
-	b, _ := registry.New(breaker.DefaultPolicy())
+	a, _ := registry.New(registry.DefaultPolicy())
+	b, _ := registry.New(registry.DefaultPolicy())
 	for _, pub := range []transport.Publisher{&adapterLike{reg: a}, a.Guard(failing{}, nil)} {
 		func() {
 			defer func() {
@@ -90,23 +90,23 @@ func TestGuardRefusesAnotherRegistrysPublisher(t *testing.T) {
 // The zero Policy would protect nothing: it is refused as the default and as an
 // override, with an error naming the fix; Disabled says it on purpose.
 func TestZeroPolicyRefused(t *testing.T) {
-	_, err := registry.New(breaker.Policy{})
+	_, err := registry.New(registry.Policy{Circuit: breaker.Policy{}})
 	var pe *breaker.PolicyError
 	if !errors.As(err, &pe) || pe.Field != "FailureThreshold" || !errors.Is(err, breaker.ErrInvalidPolicy) ||
-		!strings.Contains(err.Error(), "breaker.DefaultPolicy()") || !strings.Contains(err.Error(), "Disabled") {
+		!strings.Contains(err.Error(), "registry.DefaultPolicy()") || !strings.Contains(err.Error(), "Disabled") {
 		t.Fatalf("registry.New(Policy{}): %v", err)
 	}
-	if _, err := registry.New(breaker.DefaultPolicy(), registry.WithOverride("kafka:audit", breaker.Policy{MaxInFlight: 4})); err == nil ||
+	if _, err := registry.New(registry.DefaultPolicy(), registry.WithOverride("kafka:audit", registry.Policy{Circuit: breaker.Policy{MaxInFlight: 4}})); err == nil ||
 		!strings.Contains(err.Error(), `override "kafka:audit"`) {
 		t.Fatalf("an override that never opens: %v", err)
 	}
 	bulkhead := breaker.DisabledPolicy()
 	bulkhead.MaxInFlight = 4
-	reg, err := registry.New(breaker.DisabledPolicy(), registry.WithOverride("kafka:audit", bulkhead))
+	reg, err := registry.New(registry.Policy{Circuit: breaker.DisabledPolicy()}, registry.WithOverride("kafka:audit", registry.Policy{Circuit: bulkhead}))
 	if err != nil {
 		t.Fatalf("Disabled on purpose: %v", err)
 	}
-	if _, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, Disabled: true}); err == nil {
+	if _, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, Disabled: true}}); err == nil {
 		t.Fatal("Disabled with a FailureThreshold was accepted")
 	}
 	d := transport.Destination{Broker: "kafka", Name: "orders"}

@@ -7,17 +7,18 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
 // AcquireN weighs a call by its messages under an adaptive limit (at least one), and
-// Finish completes the permit with Outcome: a nil classifier counts every error as
-// a Failure, a given one is asked.
+// Finish completes the permit with Outcome, giving the slot back: a nil classifier
+// counts every error as a Failure, a given one is asked.
 func TestAcquireNWeighsAndFinishClassifies(t *testing.T) {
 	r := newRegistry(t, registry.WithCallCounts(),
-		registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute, Limit: breaker.LimitPolicy{Max: 10}}))
+		registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute}, Admission: admission.Policy{Limit: admission.LimitPolicy{Max: 10}}}))
 	ctx := t.Context()
 	big, err := r.AcquireN(ctx, orders, 9)
 	if err != nil {
@@ -27,8 +28,8 @@ func TestAcquireNWeighsAndFinishClassifies(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AcquireN(0) beside 9 of 10: %v", err)
 	}
-	if _, err := r.AcquireN(ctx, orders, 1); !errors.Is(err, breaker.ErrSaturated) {
-		t.Fatalf("AcquireN(1) beside 10 of 10: %v, want ErrSaturated", err)
+	if _, err := r.AcquireN(ctx, orders, 1); !errors.Is(err, admission.ErrOverLimit) {
+		t.Fatalf("AcquireN(1) beside 10 of 10: %v, want ErrOverLimit", err)
 	} else if re, ok := errors.AsType[*registry.RejectedError](err); !ok || re.Destination != orders {
 		t.Fatalf("refusal %v is not a *RejectedError for %s", err, orders)
 	}
@@ -42,8 +43,8 @@ func TestAcquireNWeighsAndFinishClassifies(t *testing.T) {
 	if c := callsOf(t, r, orders); c.Neutral != 1 || c.Failed != 1 || c.Rejected != 1 {
 		t.Fatalf("counts %+v, want one neutral, one failed, one rejected", c)
 	}
-	if snap := r.Snapshots()[orders]; snap.Failures != 1 || snap.Limit.InFlight != 0 {
-		t.Fatalf("after both finished: %d failures, %d in flight under the limit; want 1 and 0", snap.Failures, snap.Limit.InFlight)
+	if snap, lim := r.Snapshots()[orders], limitOf(t, r, orders); snap.Failures != 1 || lim.InFlight != 0 {
+		t.Fatalf("after both finished: %d failures, %d in flight under the limit; want 1 and 0", snap.Failures, lim.InFlight)
 	}
 }
 
@@ -53,30 +54,27 @@ func TestAcquireNOfARefusedDestination(t *testing.T) {
 	if _, err := r.AcquireN(t.Context(), orders, 1); err != nil {
 		t.Fatal(err)
 	}
-	other := transport.Destination{Broker: "kafka", Name: "pgother"}
-	if p, err := r.AcquireN(t.Context(), other, 1); err == nil || p != (breaker.Permit{}) {
+	other := transport.Destination{Broker: "kafka", Name: "other"}
+	if p, err := r.AcquireN(t.Context(), other, 1); err == nil || p != (registry.Permit{}) {
 		t.Fatalf("AcquireN beyond WithMaxDestinations: %v, %v; want an error and no permit", p, err)
 	}
 }
 
-// Finish of a permit for a destination without a live circuit still completes the
-// permit with Outcome.
+// Finish of a permit for a destination without a live circuit (here: another
+// registry's) still completes the permit with Outcome and gives its slot back.
 func TestFinishWithoutALiveCircuitCompletesThePermit(t *testing.T) {
-	b, err := breaker.New("standalone", breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	owner := newRegistry(t, registry.WithOverride("kafka:orders", limitedOne))
 	r := newRegistry(t)
 	ctx := t.Context()
-	p, err := b.Acquire(ctx)
+	p, err := owner.Acquire(ctx, orders)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o := r.Finish(ctx, orders, p, r.Start(ctx, orders), errBroker, 1, nil); o != breaker.Failure {
 		t.Fatalf("Finish: %v, want Failure", o)
 	}
-	if s := b.Snapshot(); s.Failures != 1 {
-		t.Fatalf("the permit was not completed: %d failures", s.Failures)
+	if s, lim := owner.Snapshots()[orders], limitOf(t, owner, orders); s.State != breaker.Open || lim.InFlight != 0 {
+		t.Fatalf("the permit was not completed: %v, %d in flight under the limit", s.State, lim.InFlight)
 	}
 	if _, ok := r.Lookup(orders); ok {
 		t.Fatal("Finish created a circuit")
@@ -96,8 +94,8 @@ func TestLimitedCircuitFirstErrorIsAFailure(t *testing.T) {
 	}
 }
 
-// A call of a limited circuit ended by a deadline too short to be a verdict is a drop
-// for the limit, counted as Neutral; a probe's is counted as a neutral probe too.
+// A call of a limited circuit ended by a deadline too short to be a verdict is
+// counted as Neutral; a probe's is counted as a neutral probe too.
 func TestLimitDropsAreCountedNeutral(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRegistry(t, registry.WithCallCounts(), registry.WithOverride("kafka:orders", limitedOne))
@@ -127,28 +125,31 @@ func TestLimitDropsAreCountedNeutral(t *testing.T) {
 	})
 }
 
-// pgRequestless is a circuit with an adaptive limit that cannot weigh requests
-// (no AcquireRequest): guarded calls take its plain Acquire.
-type pgRequestless struct{ b *breaker.Breaker }
-
-func (c pgRequestless) Acquire(ctx context.Context) (breaker.Permit, error) { return c.b.Acquire(ctx) }
-func (c pgRequestless) Snapshot() breaker.Snapshot                          { return c.b.Snapshot() }
-func (c pgRequestless) Limiter() *breaker.Limiter                           { return c.b.Limiter() }
-
-func TestLimitedCircuitWithoutWeighedAcquire(t *testing.T) {
-	shared := breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute, Scope: breaker.SharedDependency, Limit: breaker.LimitPolicy{Max: 10}}
-	r := newRegistry(t, registry.WithOverride("kafka:orders", shared),
+// Circuits from a factory (shared ones) get the registry's admission control, kept
+// in this process, as local ones do; the factory sees the circuit's policy alone.
+func TestFactoryCircuitsGetAdmissionOfTheProcess(t *testing.T) {
+	p := registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute, Scope: breaker.SharedDependency},
+		Admission: admission.Policy{Limit: admission.LimitPolicy{Max: 10}}}
+	var given breaker.Policy
+	r := newRegistry(t, registry.WithOverride("kafka:orders", p),
 		registry.WithCircuitFactory(breaker.SharedDependency, func(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
+			given = p
 			p.Scope = breaker.LocalProcess
-			b, err := breaker.New(d.String(), p)
-			return pgRequestless{b}, err
+			return breaker.New(d.String(), p)
 		}))
-	if c, err := r.Circuit(orders); err != nil {
+	held, err := r.AcquireN(t.Context(), orders, 8)
+	if err != nil {
 		t.Fatal(err)
-	} else if c.(breaker.Limited).Limiter() == nil {
-		t.Fatal("the circuit has no limit")
 	}
+	if given != p.Circuit {
+		t.Fatalf("the factory got %+v, want the circuit's policy %+v", given, p.Circuit)
+	}
+	err = r.Guard(&fakePublisher{}, classify).Publish(t.Context(), orders, make([]transport.Message, 3)...)
+	if !errors.Is(err, admission.ErrOverLimit) {
+		t.Fatalf("3 messages beside 8 of a limit of 10: %v, want refused by the limit", err)
+	}
+	r.Complete(orders, held, breaker.Success)
 	if err := r.Guard(&fakePublisher{}, classify).Publish(t.Context(), orders, make([]transport.Message, 3)...); err != nil {
-		t.Fatalf("publish through a limited circuit without AcquireRequest: %v", err)
+		t.Fatalf("3 messages once the 8 completed: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/registry"
@@ -24,7 +25,7 @@ type busyBroker struct {
 }
 
 func (b *busyBroker) Publish(ctx context.Context, _ transport.Destination, _ ...transport.Message) error {
-	if breaker.PriorityOf(ctx) == breaker.Bulk {
+	if admission.PriorityOf(ctx) == admission.Bulk {
 		select {
 		case <-b.release:
 			return nil
@@ -49,7 +50,17 @@ func (b *busyBroker) hang(on bool) {
 	b.mu.Unlock()
 }
 
-var limitedOne = breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Limit: breaker.RecommendedLimit()}
+// limitOf returns the view of d's adaptive limit in r.
+func limitOf(t *testing.T, r *registry.Registry, d transport.Destination) admission.LimitStats {
+	t.Helper()
+	lim, err := r.Admission(d)
+	if err != nil || lim == nil {
+		t.Fatalf("Admission(%s) = %v, %v; want a limit", d, lim, err)
+	}
+	return lim.Stats()
+}
+
+var limitedOne = registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}, Admission: admission.DefaultPolicy()}
 
 // busySetup returns a registry whose destination has learned its baseline from 20
 // online successes of a busyBroker, and the guarded publisher.
@@ -85,10 +96,10 @@ func TestDeadlineMissOfABusyDestinationIsNoVerdict(t *testing.T) {
 		r, broker, pub := busySetup(t)
 		done := make(chan error)
 		go func() {
-			done <- pub.Publish(breaker.WithPriority(t.Context(), breaker.Bulk), orders, make([]transport.Message, 100)...)
+			done <- pub.Publish(admission.WithPriority(t.Context(), admission.Bulk), orders, make([]transport.Message, 100)...)
 		}()
 		synctest.Wait()
-		if s := r.Snapshots()[orders].Limit; s.BulkInFlight != 100 {
+		if s := limitOf(t, r, orders); s.BulkInFlight != 100 {
 			t.Fatalf("bulk in flight %d, want the batch's 100 messages", s.BulkInFlight)
 		}
 		broker.hang(true)
@@ -110,7 +121,7 @@ func TestDeadlineMissOfAHungBrokerOpensDespiteBulkWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, broker, pub := busySetup(t)
 		bctx, cancel := context.WithCancel(t.Context())
-		go pub.Publish(breaker.WithPriority(bctx, breaker.Bulk), orders, make([]transport.Message, 10)...)
+		go pub.Publish(admission.WithPriority(bctx, admission.Bulk), orders, make([]transport.Message, 10)...)
 		broker.hang(true)
 		time.Sleep(1500 * time.Millisecond)
 		onlineDeadline(t, pub)
@@ -136,7 +147,7 @@ func TestDeadlineMissWithoutBulkWorkIsAFailure(t *testing.T) {
 
 // Guarded publishes are weighed by their messages when the limit is on.
 func TestGuardWeighsCallsByTheirMessages(t *testing.T) {
-	r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, Limit: breaker.LimitPolicy{Max: 10}}))
+	r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second}, Admission: admission.Policy{Limit: admission.LimitPolicy{Max: 10}}}))
 	hold := make(chan struct{})
 	started := make(chan struct{})
 	pub := r.Guard(&fakePublisher{fn: func(ctx context.Context, _ transport.Destination) error {
@@ -147,8 +158,8 @@ func TestGuardWeighsCallsByTheirMessages(t *testing.T) {
 	go pub.Publish(t.Context(), orders, make([]transport.Message, 8)...)
 	<-started
 	err := r.Guard(&fakePublisher{}, classify).Publish(t.Context(), orders, make([]transport.Message, 3)...)
-	var le *breaker.LimitError
-	if !errors.As(err, &le) || !errors.Is(err, breaker.ErrSaturated) {
+	var le *admission.LimitError
+	if !errors.As(err, &le) || !errors.Is(err, admission.ErrOverLimit) {
 		t.Fatalf("8+3 messages under a limit of 10: %v, want a *LimitError", err)
 	}
 	if err := r.Guard(&fakePublisher{}, classify).Publish(t.Context(), orders, make([]transport.Message, 2)...); err != nil {
@@ -163,7 +174,7 @@ func TestGuardWeighsCallsByTheirMessages(t *testing.T) {
 func TestIdleEvictionKeepsFailureEvidence(t *testing.T) {
 	clock := fakeclock.New(t0)
 	r := newRegistry(t, registry.WithClock(clock), registry.WithIdleEviction(5*time.Minute),
-		registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute}))
+		registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute}}))
 	down := r.Guard(&fakePublisher{fn: func(context.Context, transport.Destination) error { return errors.New("broker down") }}, classify)
 	first, _ := r.Circuit(orders)
 	for i := range 3 {
@@ -193,7 +204,7 @@ func TestIdleEvictionKeepsFailureEvidence(t *testing.T) {
 // so a broker hung from the start opens one wave later.
 func TestColdStartFirstWaveIsNoVerdict(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute, Limit: breaker.RecommendedLimit()}))
+		r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute}, Admission: admission.DefaultPolicy()}))
 		broker := &busyBroker{release: make(chan struct{})}
 		broker.hang(true)
 		pub := r.Guard(broker, classify)
@@ -236,8 +247,7 @@ func TestSetUpDeadlineMissOfAnAnsweringBrokerIsNoVerdict(t *testing.T) {
 			t.Fatalf("set-up miss of an answering broker: %v with %d failures, want closed with none", s.State, s.Failures)
 		}
 		// No verdict, but the call is over: its permit gives its place in the limit back.
-		c, _ := r.Lookup(orders)
-		if n := c.(breaker.Limited).Limiter().Stats().InFlight; n != 0 {
+		if n := limitOf(t, r, orders).InFlight; n != 0 {
 			t.Fatalf("%d calls in flight after the set-up miss, want its permit completed", n)
 		}
 	})

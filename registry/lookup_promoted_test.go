@@ -13,7 +13,7 @@ var mrOrders = transport.Destination{Broker: "kafka", Name: "orders"}
 // mrNewRegistry is New with a one-failure policy, failing the test on an error.
 func mrNewRegistry(t *testing.T, opts ...Option) *Registry {
 	t.Helper()
-	r, err := New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}, opts...)
+	r, err := New(Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,12 +151,12 @@ func (r *Registry) Partitions(d transport.Destination) (*Partitions, error) {
 	ps := &Partitions{dest: d, failures: int32(pp.Failures), isolation: pp.Isolation, max: pp.MaxPartitions, now: r.now}
 	if ps.failures == 0 {
 		ps.failures = DefaultPartitionFailures
-		if n := r.Policy(d).FailureThreshold; n > 0 {
+		if n := r.Policy(d).Circuit.FailureThreshold; n > 0 {
 			ps.failures = int32(n) // a partition fails as its topic would have to
 		}
 	}
 	if ps.isolation == 0 {
-		ps.isolation = r.Policy(d).Normalized().BreakDuration
+		ps.isolation = r.Policy(d).Circuit.Normalized().BreakDuration
 	}
 	if ps.max == 0 {
 		ps.max = DefaultMaxPartitions

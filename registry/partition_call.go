@@ -71,8 +71,8 @@ func (r *Registry) CallPartitioned(ctx context.Context, d transport.Destination,
 		})
 	}
 	start := startOf(ctx, e.minBudget+c.Hold)
-	start.cold = e.lim != nil && e.lim.Cold()
-	permit, err := e.acquire(ctx, c.N) // weighed by its messages when the limit is on (limit.go)
+	start.cold = e.adm != nil && e.adm.Cold()
+	permit, err := e.acquire(ctx, c.N) // weighed by its messages when admission control is on
 	if err != nil {
 		return e.refused(refusal(ctx, d, err))
 	}

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
@@ -138,7 +139,7 @@ func TestCallPartitionedAsksTheBudgetBeyondTheHold(t *testing.T) {
 // is no verdict, as for guarded calls; the next wave opens it.
 func TestCallPartitionedColdFirstWaveIsNoVerdict(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute, Limit: breaker.RecommendedLimit()}),
+		r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute}, Admission: admission.DefaultPolicy()}),
 			registry.WithPartitionPolicy(registry.PartitionPolicy{Failures: 100, Isolation: time.Minute}))
 		ps, err := r.Partitions(orders)
 		if err != nil || ps == nil {

@@ -27,7 +27,7 @@ type partCall struct {
 func newPartCall(t *testing.T, opts ...registry.Option) *partCall {
 	t.Helper()
 	clock := fakeclock.New(t0)
-	r, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute, MaxInFlight: 100}, append([]registry.Option{registry.WithClock(clock), registry.WithCallCounts(),
+	r, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute, MaxInFlight: 100}}, append([]registry.Option{registry.WithClock(clock), registry.WithCallCounts(),
 		registry.WithPartitionPolicy(registry.PartitionPolicy{Failures: 2, Isolation: time.Minute})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

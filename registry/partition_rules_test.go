@@ -12,7 +12,7 @@ import (
 // partitionsOf returns the partitions of orders in a registry of the given policies.
 func partitionsOf(t *testing.T, clock *fakeclock.Clock, p breaker.Policy, pp registry.PartitionPolicy) *registry.Partitions {
 	t.Helper()
-	r, err := registry.New(p, registry.WithClock(clock), registry.WithPartitionPolicy(pp))
+	r, err := registry.New(registry.Policy{Circuit: p}, registry.WithClock(clock), registry.WithPartitionPolicy(pp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestPartitionDefaultsComeFromTheDestinationPolicy(t *testing.T) {
 // are judged by the destination alone: never isolated, always admitted.
 func TestPartitionCountAndRange(t *testing.T) {
 	clock := fakeclock.New(t0)
-	ps := partitionsOf(t, clock, policy, registry.PartitionPolicy{Failures: 1, Isolation: time.Minute, MaxPartitions: 4})
+	ps := partitionsOf(t, clock, policy.Circuit, registry.PartitionPolicy{Failures: 1, Isolation: time.Minute, MaxPartitions: 4})
 	ps.SetCount(4)
 	ps.SetCount(0)
 	ps.SetCount(-1)
@@ -177,7 +177,7 @@ func TestPartitionNewLeaderEndsItsIsolation(t *testing.T) {
 // counts against the destination only when no other partition is answering.
 func TestTopicOutcomeAtTheEdgesOfTheRange(t *testing.T) {
 	clock := fakeclock.New(t0)
-	ps := partitionsOf(t, clock, policy, registry.PartitionPolicy{Failures: 1, Isolation: time.Minute, MaxPartitions: 4})
+	ps := partitionsOf(t, clock, policy.Circuit, registry.PartitionPolicy{Failures: 1, Isolation: time.Minute, MaxPartitions: 4})
 	ps.SetCount(4)
 	failN(ps, 1, 1)
 	failN(ps, 2, 1)

@@ -183,10 +183,10 @@ func TestReportListsIsolatedPartitions(t *testing.T) {
 	if got := r.Report()[0].IsolatedPartitions; got != nil {
 		t.Fatalf("healed partition still reported: %+v", got)
 	}
-	if _, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second}, registry.WithPartitionPolicy(registry.PartitionPolicy{Failures: -1})); err == nil {
+	if _, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second}}, registry.WithPartitionPolicy(registry.PartitionPolicy{Failures: -1})); err == nil {
 		t.Fatal("a negative Failures accepted")
 	}
-	off, _ := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second}, registry.WithPartitionPolicy(registry.PartitionPolicy{Disabled: true}))
+	off, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second}}, registry.WithPartitionPolicy(registry.PartitionPolicy{Disabled: true}))
 	if ps, err := off.Partitions(orders); ps != nil || err != nil {
 		t.Fatalf("Disabled gives %v, %v", ps, err)
 	}

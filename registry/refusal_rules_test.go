@@ -25,7 +25,7 @@ func (pgRefusing) Snapshot() breaker.Snapshot { return breaker.Snapshot{} }
 
 func pgRefusingRegistry(t *testing.T, err error) *registry.Registry {
 	t.Helper()
-	return newRegistry(t, registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Scope: breaker.SharedDependency}),
+	return newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Scope: breaker.SharedDependency}}),
 		registry.WithCircuitFactory(breaker.SharedDependency, func(transport.Destination, breaker.Policy) (breaker.Circuit, error) {
 			return pgRefusing{err}, nil
 		}))

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -19,8 +20,9 @@ const DefaultMaxDestinations = 10_000
 // destination would pass the cap on live circuits.
 var ErrTooManyDestinations = errors.New("registry: too many destinations")
 
-// Factory makes the circuit for a destination whose policy has a scope the local
-// breaker cannot provide (breaker/dynamo's factory, for example).
+// Factory makes the circuit for a destination whose circuit policy has a scope the
+// local breaker cannot provide (breaker/dynamo's factory, for example). It receives
+// the circuit's policy only: admission is the registry's, per process.
 type Factory func(d transport.Destination, p breaker.Policy) (breaker.Circuit, error)
 
 // Option configures a Registry.
@@ -28,13 +30,13 @@ type Option func(*Registry) error
 
 // WithOverride sets the policy of one destination, keyed exactly as
 // Destination.String() spells it ("kafka:orders").
-func WithOverride(destination string, p breaker.Policy) Option {
+func WithOverride(destination string, p Policy) Option {
 	return func(r *Registry) error {
 		d, err := transport.ParseDestination(destination)
 		if err != nil {
 			return fmt.Errorf("registry: override %q: %w", destination, err)
 		}
-		if err := usable(p); err != nil {
+		if err := p.Validate(); err != nil {
 			return fmt.Errorf("registry: override %q: %w", destination, err)
 		}
 		r.overrides[d] = p
@@ -68,7 +70,8 @@ func WithIdleEviction(d time.Duration) Option {
 	}
 }
 
-// WithCircuitFactory makes the circuits of destinations whose policy has scope s.
+// WithCircuitFactory makes the circuits of destinations whose circuit policy has
+// scope s.
 func WithCircuitFactory(s breaker.Scope, f Factory) Option {
 	return func(r *Registry) error {
 		if f == nil {
@@ -79,7 +82,8 @@ func WithCircuitFactory(s breaker.Scope, f Factory) Option {
 	}
 }
 
-// WithClock sets the clock of the registry and of the local circuits it creates.
+// WithClock sets the clock of the registry, of the local circuits it creates and of
+// their admission control.
 func WithClock(c breaker.Clock) Option {
 	return func(r *Registry) error {
 		r.clock = c
@@ -100,8 +104,10 @@ func WithObserver(f func(transport.Destination, breaker.Transition)) Option {
 }
 
 // WithBypassHook is told, with its destination, every call that a Shadow or FailOpen
-// circuit admitted although Enforce would have refused it (see breaker.Mode). Use it
-// as the audit trail of FailOpen destinations.
+// circuit admitted although Enforce would have refused it (see breaker.Mode), and
+// every call a Shadow circuit's admission control would have refused (Bypass.Err is
+// then the *admission.LimitError). Use it as the audit trail of FailOpen
+// destinations.
 func WithBypassHook(f func(transport.Destination, breaker.Bypass)) Option {
 	return func(r *Registry) error {
 		r.bypassHooks = append(r.bypassHooks, f)
@@ -117,10 +123,11 @@ func WithBreakerOptions(opts ...breaker.Option) Option {
 	}
 }
 
-// Registry holds one circuit per destination. It is safe for concurrent use.
+// Registry holds one circuit per destination, with the admission control of this
+// process's calls to it. It is safe for concurrent use.
 type Registry struct {
-	defaults        breaker.Policy
-	overrides       map[transport.Destination]breaker.Policy
+	defaults        Policy
+	overrides       map[transport.Destination]Policy
 	factories       map[breaker.Scope]Factory
 	maxDestinations int
 	idle            time.Duration
@@ -145,29 +152,30 @@ type Registry struct {
 type entry struct {
 	dest      transport.Destination
 	circuit   breaker.Circuit
+	adm       *admission.Limiter           // this process's admission control; nil when the policy has none
+	onBypass  func(breaker.Bypass)         // set when the circuit's Mode is Shadow: admission refusals are watched, not enforced (permit.go)
 	minBudget time.Duration                // the policy's MinCallBudget, normalized
 	used      atomic.Bool                  // set by use, cleared by each eviction sweep
 	idleAt    time.Time                    // when a sweep first found it unused; guarded by Registry.mu
 	calls     *callCounts                  // nil unless WithCallCounts
 	unusable  atomic.Pointer[unusableNote] // set while calls say the destination is unusable (unusable.go)
-	limited                                // set when the circuit has an adaptive limit (limit.go)
 	parts     atomic.Pointer[Partitions]   // nil until an adapter asks (partition.go)
 }
 
 // New returns a registry whose destinations get the defaults policy unless an
 // override names them. Invalid policies and options fail here, naming what is wrong;
-// so does a policy that would never open (FailureThreshold 0) unless it says
+// so does a circuit that would never open (FailureThreshold 0) unless it says
 // Disabled. Build one registry at start-up and share it: its circuits are what
 // remember a destination's failures from one call to the next.
 //
-//	reg, err := registry.New(breaker.DefaultPolicy())
-func New(defaults breaker.Policy, opts ...Option) (*Registry, error) {
-	if err := usable(defaults); err != nil {
+//	reg, err := registry.New(registry.DefaultPolicy())
+func New(defaults Policy, opts ...Option) (*Registry, error) {
+	if err := defaults.Validate(); err != nil {
 		return nil, fmt.Errorf("registry: default policy: %w", err)
 	}
 	r := &Registry{
 		defaults:        defaults,
-		overrides:       map[transport.Destination]breaker.Policy{},
+		overrides:       map[transport.Destination]Policy{},
 		factories:       map[breaker.Scope]Factory{},
 		maxDestinations: DefaultMaxDestinations,
 		fresh:           map[transport.Destination]*entry{},
@@ -179,16 +187,16 @@ func New(defaults breaker.Policy, opts ...Option) (*Registry, error) {
 		}
 	}
 	for d, p := range r.policies() {
-		if p.Scope != breaker.LocalProcess && r.factories[p.Scope] == nil {
-			return nil, fmt.Errorf("registry: policy for %s has scope %v but no circuit factory provides it (use WithCircuitFactory)", d, p.Scope)
+		if s := p.Circuit.Scope; s != breaker.LocalProcess && r.factories[s] == nil {
+			return nil, fmt.Errorf("registry: policy for %s has scope %v but no circuit factory provides it (use WithCircuitFactory)", d, s)
 		}
 	}
 	return r, nil
 }
 
-// policies lists the defaults (under the key "*") and the overrides.
-func (r *Registry) policies() map[string]breaker.Policy {
-	all := map[string]breaker.Policy{"the default policy": r.defaults}
+// policies lists the defaults and the overrides.
+func (r *Registry) policies() map[string]Policy {
+	all := map[string]Policy{"the default policy": r.defaults}
 	for d, p := range r.overrides {
 		all[d.String()] = p
 	}
@@ -196,7 +204,7 @@ func (r *Registry) policies() map[string]breaker.Policy {
 }
 
 // Policy returns the policy destination d gets.
-func (r *Registry) Policy(d transport.Destination) breaker.Policy {
+func (r *Registry) Policy(d transport.Destination) Policy {
 	if p, ok := r.overrides[d]; ok {
 		return p
 	}
@@ -253,11 +261,19 @@ func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
 		return nil, fmt.Errorf("%w: %d live circuits, cannot add %s", ErrTooManyDestinations, n, d)
 	}
 	p := r.Policy(d)
-	c, err := r.newCircuit(d, p)
+	var clock func() time.Time
+	if r.clock != nil {
+		clock = r.clock.Now
+	}
+	e := &entry{dest: d, adm: admission.NewLimiter(p.Admission.Limit, clock), minBudget: p.minCallBudget()}
+	if p.Circuit.Mode == breaker.Shadow {
+		e.onBypass = r.bypassed(d)
+	}
+	c, err := r.newCircuit(d, p.Circuit, r.observe(d, e.adm))
 	if err != nil {
 		return nil, fmt.Errorf("registry: circuit for %s: %w", d, err)
 	}
-	e := &entry{dest: d, circuit: c, minBudget: p.Normalized().MinCallBudget, limited: limitedOf(c)}
+	e.circuit = c
 	if r.countCalls {
 		e.calls = new(callCounts)
 	}
@@ -298,7 +314,8 @@ func (r *Registry) entries() []*entry {
 	return out
 }
 
-func (r *Registry) newCircuit(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
+// newCircuit makes d's circuit under policy p, observed by observe when not nil.
+func (r *Registry) newCircuit(d transport.Destination, p breaker.Policy, observe func(breaker.Transition)) (breaker.Circuit, error) {
 	if p.Scope != breaker.LocalProcess {
 		c, err := r.factories[p.Scope](d, p)
 		if err != nil {
@@ -308,23 +325,28 @@ func (r *Registry) newCircuit(d transport.Destination, p breaker.Policy) (breake
 		// (telemetry, the admin journal) like a local one. The key makes attaching
 		// again (a factory that hands back the circuit of an evicted destination)
 		// replace the earlier observer, so each transition is reported once.
-		if o, ok := c.(observable); ok && len(r.observers) > 0 {
-			o.Observe(observerKey{r, d}, r.observe(d))
+		if o, ok := c.(observable); ok && observe != nil {
+			o.Observe(observerKey{r, d}, observe)
 		}
 		return c, nil
 	}
 	opts := r.breakerOpts[:len(r.breakerOpts):len(r.breakerOpts)] // appends must not share the backing array
-	if len(r.observers) > 0 {
-		opts = append(opts, breaker.WithObserver(r.observe(d)))
+	if observe != nil {
+		opts = append(opts, breaker.WithObserver(observe))
 	}
 	if len(r.bypassHooks) > 0 {
-		opts = append(opts, breaker.WithBypassHook(func(b breaker.Bypass) {
-			for _, f := range r.bypassHooks {
-				f(d, b)
-			}
-		}))
+		opts = append(opts, breaker.WithBypassHook(r.bypassed(d)))
 	}
 	return breaker.New(d.String(), p, opts...)
+}
+
+// bypassed returns the function that tells the registry's bypass hooks of d's bypasses.
+func (r *Registry) bypassed(d transport.Destination) func(breaker.Bypass) {
+	return func(b breaker.Bypass) {
+		for _, f := range r.bypassHooks {
+			f(d, b)
+		}
+	}
 }
 
 // observable is a circuit from a factory that accepts observers after creation, as
@@ -340,9 +362,17 @@ type observerKey struct {
 	d transport.Destination
 }
 
-// observe returns the function that reports d's transitions to the registry's observers.
-func (r *Registry) observe(d transport.Destination) func(breaker.Transition) {
+// observe returns the function that reports d's transitions to the registry's
+// observers and tells d's admission control when the circuit recovers from an outage
+// (admission.Limiter.Recovered); nil when there is nobody to tell.
+func (r *Registry) observe(d transport.Destination, lim *admission.Limiter) func(breaker.Transition) {
+	if len(r.observers) == 0 && lim == nil {
+		return nil
+	}
 	return func(t breaker.Transition) {
+		if lim != nil && t.Reason == breaker.ReasonProbeSucceeded {
+			lim.Recovered()
+		}
 		for _, f := range r.observers {
 			f(d, t)
 		}
@@ -372,8 +402,7 @@ func (r *Registry) evictLocked() int {
 			e.idleAt = now
 			continue
 		}
-		s := e.circuit.Snapshot()
-		if now.Sub(e.idleAt) >= r.idle && evictable(s) && e.isolatedPartitions() == nil {
+		if now.Sub(e.idleAt) >= r.idle && e.evictable() {
 			gone = append(gone, d)
 		}
 	}

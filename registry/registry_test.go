@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
@@ -19,7 +20,7 @@ import (
 
 var (
 	t0      = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	policy  = breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute}
+	policy  = registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute}}
 	orders  = transport.Destination{Broker: "kafka", Name: "orders"}
 	refunds = transport.Destination{Broker: "kafka", Name: "refunds"}
 )
@@ -60,7 +61,7 @@ func TestOneStableCircuitPerDestination(t *testing.T) {
 
 func TestOverridesApplyToTheExactDestination(t *testing.T) {
 	strict := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour}
-	r := newRegistry(t, registry.WithOverride("kafka:orders", strict))
+	r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: strict}))
 	o, _ := r.Circuit(orders)
 	fail(t, o)
 	if o.Snapshot().State != breaker.Open {
@@ -79,14 +80,19 @@ func TestOverridesApplyToTheExactDestination(t *testing.T) {
 func TestNewRejectsBadConfiguration(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		defaults breaker.Policy
+		defaults registry.Policy
 		opts     []registry.Option
 		want     string
 	}{
-		{"bad default", breaker.Policy{FailureThreshold: 1}, nil, "registry: default policy: breaker: invalid policy: BreakDuration"},
+		{"bad default", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1}}, nil, "registry: default policy: Circuit: breaker: invalid policy: BreakDuration"},
+		{"bad default admission", registry.Policy{Circuit: policy.Circuit, Admission: admission.Policy{Limit: admission.LimitPolicy{Max: -1}}}, nil,
+			"registry: default policy: Admission: admission: invalid policy: Limit.Max"},
+		{"negative budget", registry.Policy{Circuit: policy.Circuit, MinCallBudget: -1}, nil, "registry: default policy: MinCallBudget must not be negative"},
+		{"bad override admission", policy, []registry.Option{registry.WithOverride("kafka:x", registry.Policy{Circuit: policy.Circuit,
+			Admission: admission.Policy{Limit: admission.LimitPolicy{Max: 1, Min: 2}}})}, `registry: override "kafka:x": Admission: admission: invalid policy: Limit.Min`},
 		{"bad override key", policy, []registry.Option{registry.WithOverride("orders", policy)}, `registry: override "orders": transport: invalid destination`},
-		{"bad override policy", policy, []registry.Option{registry.WithOverride("kafka:x", breaker.Policy{Jitter: 2})}, `registry: override "kafka:x": breaker: invalid policy: Jitter`},
-		{"shared scope without factory", policy, []registry.Option{registry.WithOverride("kafka:x", breaker.Policy{FailureThreshold: 1, BreakDuration: 1, Scope: breaker.SharedDependency})}, "registry: policy for kafka:x has scope SHARED_DEPENDENCY but no circuit factory"},
+		{"bad override policy", policy, []registry.Option{registry.WithOverride("kafka:x", registry.Policy{Circuit: breaker.Policy{Jitter: 2}})}, `registry: override "kafka:x": Circuit: breaker: invalid policy: Jitter`},
+		{"shared scope without factory", policy, []registry.Option{registry.WithOverride("kafka:x", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: 1, Scope: breaker.SharedDependency}})}, "registry: policy for kafka:x has scope SHARED_DEPENDENCY but no circuit factory"},
 		{"zero cap", policy, []registry.Option{registry.WithMaxDestinations(0)}, "registry: WithMaxDestinations(0)"},
 		{"zero idle", policy, []registry.Option{registry.WithIdleEviction(0)}, "registry: WithIdleEviction(0s)"},
 	} {
@@ -184,7 +190,7 @@ func TestFactoryMakesSharedScopeCircuits(t *testing.T) {
 	shared := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, Scope: breaker.SharedDependency}
 	var made []string
 	r := newRegistry(t,
-		registry.WithOverride("kafka:orders", shared),
+		registry.WithOverride("kafka:orders", registry.Policy{Circuit: shared}),
 		registry.WithCircuitFactory(breaker.SharedDependency, func(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
 			made = append(made, d.String()+"/"+p.Scope.String())
 			if d.Name == "broken" {
@@ -193,7 +199,7 @@ func TestFactoryMakesSharedScopeCircuits(t *testing.T) {
 			local, err := breaker.New(d.String(), breaker.Policy{})
 			return fakeCircuit{local}, err
 		}),
-		registry.WithOverride("kafka:broken", shared))
+		registry.WithOverride("kafka:broken", registry.Policy{Circuit: shared}))
 	c, err := r.Circuit(orders)
 	if _, ok := c.(fakeCircuit); !ok || err != nil {
 		t.Fatalf("Circuit: %T, %v", c, err)
@@ -234,7 +240,7 @@ func TestObserversSeeSharedCircuits(t *testing.T) {
 		registry.WithObserver(func(d transport.Destination, tr breaker.Transition) {
 			seen = append(seen, d.String()+": "+tr.From.String()+" -> "+tr.To.String())
 		}),
-		registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Scope: breaker.SharedDependency}),
+		registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Scope: breaker.SharedDependency}}),
 		registry.WithCircuitFactory(breaker.SharedDependency, func(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
 			return sharedstate.New(sharedstate.Config{Identity: d.String(), Policy: p, Scope: breaker.SharedDependency, Driver: driver})
 		}))
@@ -258,7 +264,7 @@ func TestObserversSeeARecreatedSharedCircuitOnce(t *testing.T) {
 	seen := 0
 	r := newRegistry(t, registry.WithClock(clock), registry.WithIdleEviction(time.Minute),
 		registry.WithObserver(func(transport.Destination, breaker.Transition) { seen++ }),
-		registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Scope: breaker.SharedDependency}),
+		registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Scope: breaker.SharedDependency}}),
 		registry.WithCircuitFactory(breaker.SharedDependency, func(d transport.Destination, p breaker.Policy) (breaker.Circuit, error) {
 			if c, ok := made[d]; ok {
 				return c, nil

@@ -43,7 +43,7 @@ func TestBatchOutcomeByItsMessages(t *testing.T) {
 // not one with a call in flight, and not one idle for less than the idle time.
 func TestIdleEvictionSparesHeldBusyAndRecentCircuits(t *testing.T) {
 	clock := fakeclock.New(t0)
-	r, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute, MaxInFlight: 4},
+	r, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute, MaxInFlight: 4}},
 		registry.WithClock(clock), registry.WithIdleEviction(time.Minute))
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ func sqs(name string) transport.Destination { return transport.Destination{Broke
 // period is gone within one and a half, and never before one.
 func TestSweepsComeEveryHalfIdlePeriod(t *testing.T) {
 	clock := fakeclock.New(t0)
-	r, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute},
+	r, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute}},
 		registry.WithClock(clock), registry.WithIdleEviction(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestSweepsComeEveryHalfIdlePeriod(t *testing.T) {
 // idle circuits make room; it is refused only when none is idle.
 func TestANewDestinationAtTheCapSweeps(t *testing.T) {
 	clock := fakeclock.New(t0)
-	r, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute},
+	r, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute}},
 		registry.WithClock(clock), registry.WithIdleEviction(10*time.Second), registry.WithMaxDestinations(2))
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestANewDestinationAtTheCapSweeps(t *testing.T) {
 // Without WithIdleEviction, EvictIdle drops nothing, however long a circuit is unused.
 func TestEvictIdleWithoutIdleEvictionKeepsEverything(t *testing.T) {
 	clock := fakeclock.New(t0)
-	r, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute}, registry.WithClock(clock))
+	r, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute}}, registry.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestEvictIdleWithoutIdleEvictionKeepsEverything(t *testing.T) {
 // observers: they hear nothing of it, and nothing fails.
 func TestObserversWithAFactoryCircuitThatTakesNone(t *testing.T) {
 	heard := 0
-	r, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Scope: breaker.SharedDependency},
+	r, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, Scope: breaker.SharedDependency}},
 		registry.WithObserver(func(transport.Destination, breaker.Transition) { heard++ }),
 		registry.WithCircuitFactory(breaker.SharedDependency, func(d transport.Destination, _ breaker.Policy) (breaker.Circuit, error) {
 			return breaker.New(d.String(), breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})

@@ -20,7 +20,7 @@ func (refusing) Publish(context.Context, transport.Destination, ...transport.Mes
 // A destination the broker refuses: the circuit stays closed (the broker is healthy),
 // and its snapshot says why the destination cannot take messages.
 func ExampleRegistry_Snapshot() {
-	reg, _ := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	reg, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}})
 	pub := reg.Guard(refusing{}, func(error) breaker.Outcome { return breaker.Unusable })
 	orders := transport.Destination{Broker: "amqp", Name: "orders"}
 	for range 3 {

@@ -35,7 +35,7 @@ func byKind(err error) breaker.Outcome {
 // destination), and is cleared by a Success or a Rejected message.
 func TestUnusableMark(t *testing.T) {
 	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 100, BreakDuration: time.Minute}, registry.WithClock(clock))
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 100, BreakDuration: time.Minute}}, registry.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

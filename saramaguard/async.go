@@ -37,7 +37,7 @@ type AsyncProducer struct {
 // tag is what the AsyncProducer puts in a queued message's Metadata.
 type tag struct {
 	dest   transport.Destination
-	permit breaker.Permit
+	permit registry.Permit
 	user   any // the caller's Metadata, given back before the message is forwarded
 }
 

@@ -68,12 +68,12 @@ var faults = []fault{
 	{name: "hung broker, short caller deadline", raw: breaker.Failure, counted: breaker.Neutral,
 		arm: func(e *env) (context.Context, context.CancelFunc) {
 			kfakeproduce.Hang(e.cluster, false, nil)
-			return context.WithTimeout(context.Background(), breaker.DefaultMinCallBudget/2)
+			return context.WithTimeout(context.Background(), registry.DefaultMinCallBudget/2)
 		}},
 	{name: "hung broker, caller deadline with its budget", raw: breaker.Failure, counted: breaker.Failure,
 		arm: func(e *env) (context.Context, context.CancelFunc) {
 			kfakeproduce.Hang(e.cluster, false, nil)
-			return context.WithTimeout(context.Background(), 3*breaker.DefaultMinCallBudget)
+			return context.WithTimeout(context.Background(), 3*registry.DefaultMinCallBudget)
 		}},
 }
 

@@ -15,7 +15,7 @@ import (
 // keyed messages bound for one fail before they are sent, the others go elsewhere.
 // (NewSyncProducer installs it by itself.)
 func ExamplePartitioner() {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}})
 	if err != nil {
 		log.Fatal(err)
 	}

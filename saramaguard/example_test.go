@@ -18,7 +18,7 @@ func ExampleNewSyncProducer() {
 	cfg := sarama.NewConfig()
 	cfg.Producer.Retry.Max = 1
 	cfg.Net.ReadTimeout = 3 * time.Second
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func (s *SyncProducer) SendMessages(ctx context.Context, msgs []*sarama.Producer
 	type group struct {
 		topic   string
 		start   registry.Start
-		permit  breaker.Permit
+		permit  registry.Permit
 		refused error
 		n       int
 		failed  []transport.MessageError

@@ -4,7 +4,7 @@
 set -euo pipefail
 GO=${GO:-go}
 pkgs=("$@")
-[ ${#pkgs[@]} -gt 0 ] || pkgs=(registry outbox/postgres breaker breaker/sharedstate outbox)
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(registry outbox/postgres breaker admission breaker/sharedstate outbox)
 # outbox/postgres's own tests run outbox/storetest against the machine's PostgreSQL
 # (DATABASE_URL; they skip without a server unless CI=true).
 bin=$(mktemp -d)/mutate

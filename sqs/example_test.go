@@ -25,7 +25,7 @@ func Example() {
 	cfg.HTTPClient = &http.Client{Timeout: 5 * time.Second}
 	client := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.RetryMaxAttempts = 2 })
 
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}})
 	if err != nil {
 		panic(err)
 	}
@@ -95,7 +95,7 @@ func (a *acceptAll) GetQueueUrl(_ context.Context, in *awssqs.GetQueueUrlInput, 
 // Twelve messages go in two requests; the failed ones are reported by their
 // index in the call, and say nothing about the queue's health.
 func ExamplePublisher_Publish() {
-	reg, _ := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	reg, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}})
 	client := &acceptAll{}
 	pub, _ := sqs.NewPublisher(client, reg)
 
@@ -123,7 +123,7 @@ func ExamplePublisher_Publish() {
 
 // A FIFO queue: the group is the message key, the deduplication ID a header.
 func ExampleWithDeduplicationID() {
-	reg, _ := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
+	reg, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}})
 	pub, _ := sqs.NewPublisher(&acceptAll{}, reg, sqs.WithDeduplicationID(sqs.FromHeader("event-id")))
 	err := pub.Publish(context.Background(), transport.Destination{Broker: sqs.Broker, Name: "payments.fifo"},
 		transport.Message{Key: []byte("customer-42"), Value: []byte("charged"), Headers: []transport.Header{{Key: "event-id", Value: []byte("evt-1")}}})

@@ -82,7 +82,7 @@ func allSucceed(in *awssqs.SendMessageBatchInput) *awssqs.SendMessageBatchOutput
 func newTestPublisher(t *testing.T, api API, p breaker.Policy, opts ...Option) (*Publisher, *registry.Registry, *fakeclock.Clock) {
 	t.Helper()
 	clock := fakeclock.New(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
-	reg, err := registry.New(p, registry.WithClock(clock))
+	reg, err := registry.New(registry.Policy{Circuit: p}, registry.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +436,7 @@ func TestInvalidMessagesAreRefusedBeforeSending(t *testing.T) {
 }
 
 func TestNewPublisherValidates(t *testing.T) {
-	reg, err := registry.New(loose)
+	reg, err := registry.New(registry.Policy{Circuit: loose})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -213,7 +213,7 @@ func TestAlertsInPrometheus(t *testing.T) {
 	backlog := &outageBacklog{since: map[transport.Destination]time.Time{}}
 	s := newPromService(t, promConfig{
 		policy:  policy,
-		regOpts: []registry.Option{registry.WithOverride("amqp:audit", failOpen)},
+		regOpts: []registry.Option{registry.WithOverride("amqp:audit", registry.Policy{Circuit: failOpen})},
 		opts: []telemetry.Option{telemetry.WithOutboxBacklog(func(ctx context.Context) ([]outbox.DestinationBacklog, error) {
 			return backlog.read(ctx)
 		}, time.Second)},

@@ -21,14 +21,14 @@ var benchPolicy = breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute
 func guardedPublisher(tb testing.TB, raw transport.Publisher, on bool) (transport.Publisher, *registry.Registry) {
 	tb.Helper()
 	if !on {
-		reg, err := registry.New(benchPolicy)
+		reg, err := registry.New(registry.Policy{Circuit: benchPolicy})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		return reg.Guard(raw, nil), reg
 	}
 	rec := telemetry.NewRecorder()
-	reg, err := registry.New(benchPolicy, rec.RegistryOptions()...)
+	reg, err := registry.New(registry.Policy{Circuit: benchPolicy}, rec.RegistryOptions()...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -45,7 +45,7 @@ var downPayments = publisherFunc(func(_ context.Context, d transport.Destination
 // and the Recorder's counts.
 func ExampleNew() {
 	rec := telemetry.NewRecorder()
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}, rec.RegistryOptions()...)
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}}, rec.RegistryOptions()...)
 	if err != nil {
 		panic(err)
 	}
@@ -93,7 +93,7 @@ func ExampleNew() {
 // circuit through; the resource names the service.
 func Example_prometheus() {
 	rec := telemetry.NewRecorder()
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}, rec.RegistryOptions()...)
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}}, rec.RegistryOptions()...)
 	if err != nil {
 		panic(err)
 	}

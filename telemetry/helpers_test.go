@@ -70,7 +70,7 @@ func newEnv(t *testing.T, p breaker.Policy, regOpts []registry.Option, opts ...t
 	t.Helper()
 	e := &env{t: t, clock: fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), rec: telemetry.NewRecorder(), raw: &fakePublisher{}}
 	regOpts = append(append([]registry.Option{registry.WithClock(e.clock)}, e.rec.RegistryOptions()...), regOpts...)
-	reg, err := registry.New(p, regOpts...)
+	reg, err := registry.New(registry.Policy{Circuit: p}, regOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}

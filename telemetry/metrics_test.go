@@ -444,11 +444,11 @@ func TestBacklogThroughAnOutage(t *testing.T) {
 // TestNewErrors checks the arguments New refuses.
 func TestNewErrors(t *testing.T) {
 	rec := telemetry.NewRecorder()
-	reg, err := registry.New(breaker.DisabledPolicy(), rec.RegistryOptions()...)
+	reg, err := registry.New(registry.Policy{Circuit: breaker.DisabledPolicy()}, rec.RegistryOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	uncounted, err := registry.New(breaker.DisabledPolicy())
+	uncounted, err := registry.New(registry.Policy{Circuit: breaker.DisabledPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -679,8 +679,8 @@ func TestModes(t *testing.T) {
 	shadow, failOpen := failing, failing
 	shadow.Mode, failOpen.Mode = breaker.Shadow, breaker.FailOpen
 	e := newEnv(t, failing, []registry.Option{
-		registry.WithOverride("kafka:shadowed", shadow),
-		registry.WithOverride("amqp:audit", failOpen),
+		registry.WithOverride("kafka:shadowed", registry.Policy{Circuit: shadow}),
+		registry.WithOverride("amqp:audit", registry.Policy{Circuit: failOpen}),
 	})
 	shadowed := transport.Destination{Broker: "kafka", Name: "shadowed"}
 	audit := transport.Destination{Broker: "amqp", Name: "audit"}
@@ -864,7 +864,7 @@ func newPromService(t testing.TB, cfg promConfig) *promService {
 	s := &promService{clock: fakeclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), raw: &fakePublisher{}}
 	rec := telemetry.NewRecorder()
 	regOpts := append(append([]registry.Option{registry.WithClock(s.clock)}, rec.RegistryOptions()...), cfg.regOpts...)
-	reg, err := registry.New(cfg.policy, regOpts...)
+	reg, err := registry.New(registry.Policy{Circuit: cfg.policy}, regOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -924,7 +924,7 @@ func TestPrometheusExposition(t *testing.T) {
 	s := newPromService(t, promConfig{
 		policy: breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second},
 		regOpts: []registry.Option{registry.WithOverride("sqs:payments",
-			breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second, Mode: breaker.FailOpen})},
+			registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second, Mode: breaker.FailOpen}})},
 		opts: []telemetry.Option{telemetry.WithOutboxBacklog(backlogOf(outbox.DestinationBacklog{Destination: payments, Pending: 4, Oldest: 1500 * time.Millisecond}), 0)},
 	})
 	s.raw.set(payments, errDown)

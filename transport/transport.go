@@ -120,16 +120,16 @@ type Publisher interface {
 // or channel being opened, a pooled one awaited). Adapters wrap the context's error
 // with it, so errors.Is(err, context.DeadlineExceeded) still holds. Such a deadline
 // judges the client's set-up rather than the broker's answers to publishes: a
-// registry whose circuit has an adaptive limit does not count it against a broker
-// that is answering other calls (registry.Outcome).
+// registry whose destination has admission control on does not count it against a
+// broker that is answering other calls (registry.Outcome).
 var ErrNotSent = errors.New("transport: ended before its messages were sent")
 
 // ErrNoAnswer is matched (errors.Is) by the error of a publish that failed because
 // the broker did not answer in time by the client's own clock — a read deadline or a
 // heartbeat that timed out (an i/o timeout), closing the channel or connection — rather
 // than by an answer of the broker's. Net errors that time out (os.ErrDeadlineExceeded)
-// mean the same. A registry whose circuit has an adaptive limit reports such a Failure
-// to the circuit as a missed deadline, as it does the caller's own deadline
+// mean the same. A registry reports such a Failure to the circuit as a missed
+// deadline, as it does the caller's own deadline
 // (breaker.Permit.CompleteMissed): a hung broker's probes fail this way once the
 // client has given up on its connection.
 var ErrNoAnswer = errors.New("transport: the broker did not answer in time")

@@ -17,7 +17,7 @@ import (
 // Any Watermill publisher can be guarded; with watermill-kafka, pass "kafka" and
 // watermillguard.WithClassifier(wmkafka.Classify).
 func ExampleNew() {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 10 * time.Second}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -40,7 +40,7 @@ var errBroker = errors.New("broker down")
 
 func newGuard(t *testing.T, policy breaker.Policy) (*watermillguard.Publisher, *failing, *registry.Registry) {
 	t.Helper()
-	reg, err := registry.New(policy, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
+	reg, err := registry.New(registry.Policy{Circuit: policy}, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestMessageContextAndClassifier(t *testing.T) {
 }
 
 func TestNewRefusesBadInput(t *testing.T) {
-	reg, _ := registry.New(breaker.DisabledPolicy())
+	reg, _ := registry.New(registry.Policy{Circuit: breaker.DisabledPolicy()})
 	pub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
 	for _, tc := range []struct {
 		name   string
@@ -146,7 +146,7 @@ func (b blocking) Close() error                              { return nil }
 func TestReturnOnDone(t *testing.T) { synctest.Test(t, testReturnOnDone) }
 
 func testReturnOnDone(t *testing.T) {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}}, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,10 +163,10 @@ func testReturnOnDone(t *testing.T) {
 		m.SetContext(ctx)
 		return p.Publish("t", m)
 	}
-	if err := publish(breaker.DefaultMinCallBudget / 2); !errors.Is(err, context.DeadlineExceeded) || snapshot(t, reg, "t").Failures != 0 {
+	if err := publish(registry.DefaultMinCallBudget / 2); !errors.Is(err, context.DeadlineExceeded) || snapshot(t, reg, "t").Failures != 0 {
 		t.Fatalf("short deadline: %v, %d failures", err, snapshot(t, reg, "t").Failures)
 	}
-	if err := publish(2 * breaker.DefaultMinCallBudget); !errors.Is(err, context.DeadlineExceeded) || snapshot(t, reg, "t").State != breaker.Open {
+	if err := publish(2 * registry.DefaultMinCallBudget); !errors.Is(err, context.DeadlineExceeded) || snapshot(t, reg, "t").State != breaker.Open {
 		t.Fatalf("deadline with its budget: %v, circuit %v", err, snapshot(t, reg, "t").State)
 	}
 	if err := publish(time.Second); !errors.Is(err, breaker.ErrOpen) {
@@ -177,7 +177,7 @@ func testReturnOnDone(t *testing.T) {
 // Decorator guards the publishers of a Watermill router: a handler's output goes
 // through the circuit of its topic.
 func TestDecoratorInARouter(t *testing.T) {
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}}, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
 	if err != nil {
 		t.Fatal(err)
 	}

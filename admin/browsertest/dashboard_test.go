@@ -67,7 +67,7 @@ func service(t *testing.T, brk time.Duration) (*registry.Registry, *fakeclock.Cl
 	t.Helper()
 	clock := fakeclock.New(time.Now())
 	journal := admin.NewJournal(64)
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: brk},
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: brk}},
 		registry.WithClock(clock), registry.WithObserver(journal.Record),
 		registry.WithBreakerOptions(breaker.WithClock(clock)))
 	if err != nil {
@@ -208,7 +208,7 @@ func browser(t *testing.T, bin string) (ctx context.Context, consoleErrors func(
 // and is kept in no storage.
 func TestDashboardDoesNotTakeTheTokenFromALink(t *testing.T) {
 	bin := chromium(t)
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func ExampleStore_Factory() {
 		panic(err)
 	}
 	reg, err := registry.New(
-		breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Scope: breaker.SingleHost},
+		registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Scope: breaker.SingleHost}},
 		registry.WithCircuitFactory(breaker.SingleHost, store.Factory()))
 	if err != nil {
 		panic(err)

@@ -306,7 +306,7 @@ func TestRegistryGuardsThroughFileCircuits(t *testing.T) {
 	e := newEnv(t)
 	p := policy
 	p.FailureThreshold = 1
-	reg, err := registry.New(p, registry.WithCircuitFactory(breaker.SingleHost, e.store().Factory()))
+	reg, err := registry.New(registry.Policy{Circuit: p}, registry.WithCircuitFactory(breaker.SingleHost, e.store().Factory()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,8 @@ func ExampleFactory() {
 		BreakDuration:    30 * time.Second,
 		Scope:            breaker.SharedDependency,
 	}
-	reg, err := registry.New(shared,
-		registry.WithOverride("kafka:audit", breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}),
+	reg, err := registry.New(registry.Policy{Circuit: shared},
+		registry.WithOverride("kafka:audit", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}}),
 		registry.WithCircuitFactory(breaker.SharedDependency, redisstate.Factory(client,
 			redisstate.WithKeyPrefix("billing:circuit:"),
 			sharedstate.WithMaxStaleness(time.Second))))

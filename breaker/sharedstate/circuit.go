@@ -88,7 +88,6 @@ type Circuit struct {
 	view     atomic.Pointer[view] // the last state read or written; nil before the first
 	installs atomic.Uint64        // views installed, from reads and writes
 	inFlight atomic.Int64         // admitted, uncompleted permits (when MaxInFlight > 0)
-	lim      *breaker.Limiter     // this process's adaptive limit (Policy.Limit); nil when off
 	// rampRefused counts the calls this replica's ramps turned away.
 	rampRefused atomic.Uint64
 	// resetting is the Version whose failure count a Success is resetting, so that a
@@ -183,7 +182,6 @@ func New(cfg Config) (*Circuit, error) {
 		cfg.Unavailable = func(err error) error { return &UnavailableError{Identity: id, Err: err} }
 	}
 	c := &Circuit{cfg: cfg, policy: p.Normalized(), counting: p.Enabled()}
-	c.lim = breaker.NewLimiter(cfg.Identity, cfg.Scope, p.Limit, cfg.Clock) // per process: limit.go
 	c.fingerprint, c.description = Fingerprint(p)
 	c.legacyFingerprint = p.Fingerprint()
 	c.counter, _ = cfg.Driver.(Counter)
@@ -275,8 +273,7 @@ func (c *Circuit) Forget() {
 	c.mu.Unlock()
 }
 
-// acquire is Acquire before this process's adaptive limit (limit.go). It asks to
-// make one call. On success the caller must Complete the permit
+// Acquire asks to make one call. On success the caller must Complete the permit
 // exactly once. A fresh closed snapshot admits without I/O and a fresh open one
 // rejects without I/O. Rejections: an *breaker.OpenError (errors.Is breaker.ErrOpen)
 // while the shared circuit is open or its probe slots are taken, or (also matching
@@ -285,7 +282,7 @@ func (c *Circuit) Forget() {
 // breaker.ErrUnavailable when the state is too old and the store cannot be read, or
 // holds a corrupt record or another policy's; breaker.ErrSaturated over MaxInFlight,
 // which is counted per process. A context that has already ended returns its error.
-func (c *Circuit) acquire(ctx context.Context) (breaker.Permit, error) {
+func (c *Circuit) Acquire(ctx context.Context) (breaker.Permit, error) {
 	if err := ctx.Err(); err != nil {
 		return breaker.Permit{}, err
 	}
@@ -817,9 +814,6 @@ func (c *Circuit) Snapshot() breaker.Snapshot {
 	s := snapshotOf(c.cfg.Identity, c.cfg.Scope, v.rec, c.wall())
 	s.InFlight, s.RampRefused = int(c.inFlight.Load()), c.rampRefused.Load()
 	c.fillLastFailure(&s)
-	if c.lim != nil {
-		s.Limit = c.lim.Stats()
-	}
 	if m := c.mono(); v.ramp != nil && m < v.rampEnd {
 		s.RampUntil, s.RampShare = v.ramp.Until(), c.policy.RampShare(time.Duration(m-v.rampStart))
 	}

@@ -1,8 +1,7 @@
 package sharedstate_test
 
-// What a closed circuit's permit carries (circuit.go: admit, Snapshot): its start
-// time when calls are timed, this process's adaptive limit in Snapshot, and MaxInFlight
-// under contention.
+// What a closed circuit's permit carries (circuit.go: admit): its start time when
+// calls are timed.
 
 import (
 	"context"
@@ -43,15 +42,6 @@ func TestSuccessIsTimedFromItsAcquire(t *testing.T) {
 	p.Complete(breaker.Success)
 	if r := storedRecord(t, d.MemoryDriver); r.Failures != 2 {
 		t.Fatalf("failures after a failure and a success slower than SlowCallDuration: %d; want 2", r.Failures)
-	}
-}
-
-// Snapshot reports this process's adaptive limit when the policy sets one.
-func TestSnapshotReportsTheAdaptiveLimit(t *testing.T) {
-	clock := fakeclock.New(rulesT0)
-	c := freshCircuit(t, newCounting(), clock, func(cfg *sharedstate.Config) { cfg.Policy.Limit = breaker.LimitPolicy{Max: 40} })
-	if s := c.Snapshot(); s.Limit.Limit == 0 || s.Limit.Limit > 40 {
-		t.Fatalf("Snapshot's limit %+v; want the adaptive limit, at most 40", s.Limit)
 	}
 }
 

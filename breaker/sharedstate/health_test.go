@@ -55,3 +55,31 @@ func TestFailureAtItsGenerationsStartIsNoted(t *testing.T) {
 			r.State, r.LastError, r.LastErrorAt, clock.Now().UnixNano())
 	}
 }
+
+// A replica shows its own last failure with its error while the circuit stays closed
+// (the record holds it only once it opens), and its own over the record's only when newer.
+func TestSnapshotShowsTheReplicasOwnLastFailure(t *testing.T) {
+	clock := fakeclock.New(rulesT0)
+	d := newCounting()
+	c := ruleCircuit(t, d, clock, func(cfg *sharedstate.Config) { cfg.MaxStaleness = time.Hour })
+	p := esAcquire(t, c)
+	p.CompleteWith(breaker.Failure, errors.New("broker said no"))
+	s := c.Snapshot()
+	if s.LastError != "broker said no" || !s.LastErrorAt.Equal(clock.Now()) {
+		t.Fatalf("after a failure with its error: %q at %v; want it at %v", s.LastError, s.LastErrorAt, clock.Now())
+	}
+	esEdit(t, d.MemoryDriver, func(r *sharedstate.Record) { // another replica's, at the same instant
+		r.LastError, r.LastErrorAt = "another replica's", clock.Now().UnixNano()
+	})
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Snapshot(); s.LastError != "another replica's" {
+		t.Fatalf("with an error in the record as recent as ours: %q; want the record's", s.LastError)
+	}
+	clock.Advance(time.Second)
+	esAcquire(t, c).CompleteWith(breaker.Failure, errors.New("again"))
+	if s := c.Snapshot(); s.LastError != "again" || !s.LastErrorAt.Equal(clock.Now()) {
+		t.Fatalf("after a newer failure here: %q at %v; want \"again\" at %v", s.LastError, s.LastErrorAt, clock.Now())
+	}
+}

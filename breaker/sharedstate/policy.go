@@ -15,7 +15,6 @@ import (
 // not change the shared state machine, so replicas that differ only there agree.
 var perProcess = map[string]bool{
 	"MaxInFlight": true, // bounds this process's calls in flight (the engine counts per process)
-	"Limit":       true, // the adaptive limit is kept per process (limit.go)
 }
 
 // describe returns the normalized policy as "Field=value" words in field order,

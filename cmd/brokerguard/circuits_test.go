@@ -24,7 +24,7 @@ const testToken = "cli-test-token-0123456789"
 
 func adminServer(t *testing.T) (*registry.Registry, string) {
 	t.Helper()
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestCircuitsWrongURLIsNotNotFound(t *testing.T) {
 // them all, in order.
 func TestCircuitsListPages(t *testing.T) {
 	clearSourceEnv(t)
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -248,7 +248,7 @@ func (r *demoRun) newRegistry(context.Context) error {
 	r.journal = admin.NewJournal(0)
 	r.tl = newTimeline(nil) // lanes are named once the destinations are known
 	var err error
-	r.reg, err = registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: r.c.breakDuration, Jitter: 0.2},
+	r.reg, err = registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: r.c.breakDuration, Jitter: 0.2}},
 		append(r.rec.RegistryOptions(), registry.WithObserver(func(d transport.Destination, t breaker.Transition) {
 			at := time.Since(r.start)
 			r.tl.transition(d.String(), change{at: at, state: t.To})

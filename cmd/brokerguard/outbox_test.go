@@ -189,7 +189,7 @@ func TestOutboxCommandsThroughTheAdminHandler(t *testing.T) {
 	clearOutboxEnv(t)
 	mem := outbox.NewMemoryStore(nil)
 	fillOutbox(t, mem, func(entries ...outbox.Entry) ([]int64, error) { return mem.Enqueue(context.Background(), entries...) })
-	reg, err := registry.New(breaker.DisabledPolicy())
+	reg, err := registry.New(registry.Policy{Circuit: breaker.DisabledPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}

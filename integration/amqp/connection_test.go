@@ -118,7 +118,7 @@ func TestBrokerStoppedCircuitsOpenAndHeal(t *testing.T) {
 	// the machine is, until the test moves the clock past its break.
 	clock := fakeclock.New(time.Now())
 	exchangePolicy := breaker.Policy{FailureThreshold: 2, BreakDuration: 500 * time.Millisecond}
-	reg, err := registry.New(exchangePolicy, registry.WithClock(clock), registry.WithCallCounts())
+	reg, err := registry.New(registry.Policy{Circuit: exchangePolicy}, registry.WithClock(clock), registry.WithCallCounts())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,7 +131,7 @@ func newRegistry(t testing.TB) *registry.Registry {
 
 func registryWith(t testing.TB, p breaker.Policy) *registry.Registry {
 	t.Helper()
-	reg, err := registry.New(p)
+	reg, err := registry.New(registry.Policy{Circuit: p})
 	if err != nil {
 		t.Fatal(err)
 	}

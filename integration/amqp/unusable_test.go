@@ -35,7 +35,7 @@ import (
 func unusableOutage(t *testing.T, tenant harness.RabbitTenant, exchange, queue string, breakIt, fixIt func()) string {
 	t.Helper()
 	clock := fakeclock.New(time.Now())
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute}, registry.WithClock(clock))
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute}}, registry.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func wrongPassword(t *testing.T, tenant harness.RabbitTenant) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestManyConcurrentPublishesOpenNoCircuit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var opened atomic.Int64
-			reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute},
+			reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute}},
 				registry.WithObserver(func(_ transport.Destination, tr breaker.Transition) {
 					if tr.To == breaker.Open {
 						opened.Add(1)

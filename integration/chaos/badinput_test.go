@@ -30,8 +30,8 @@ import (
 // (TestCorruptItemFailsClosed).
 func TestBadInput(t *testing.T) {
 	t.Run("invalid policies name the field", func(t *testing.T) {
-		_, err := registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: time.Second},
-			registry.WithOverride("kafka:orders", breaker.Policy{FailureThreshold: 3}))
+		_, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: time.Second}},
+			registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3}}))
 		var pe *breaker.PolicyError
 		if !errors.As(err, &pe) || pe.Field != "BreakDuration" || !strings.Contains(err.Error(), "kafka:orders") {
 			t.Fatalf("registry.New: %v; want the override and the field named", err)
@@ -47,7 +47,7 @@ func TestBadInput(t *testing.T) {
 	})
 
 	t.Run("malformed destinations are refused before anything is written or sent", func(t *testing.T) {
-		reg, _ := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second})
+		reg, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second}})
 		called := false
 		pub := reg.Guard(publisherFunc(func(context.Context, transport.Destination, ...transport.Message) error { called = true; return nil }), nil)
 		for _, d := range []transport.Destination{{Broker: "kafka"}, {Name: "orders"}, {Broker: "Kafka!", Name: "x"}, {Broker: "kafka", Name: "a\nb"}} {
@@ -82,7 +82,7 @@ func TestBadInput(t *testing.T) {
 			!strings.Contains(err.Error(), "brokerguard_outbox_status_check") {
 			t.Fatalf("the table accepted an unknown status: %v", err)
 		}
-		reg, _ := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second})
+		reg, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second}})
 		proc, err := outbox.NewProcessor(store, reg, reg.Guard(publisherFunc(func(context.Context, transport.Destination, ...transport.Message) error { return nil }), nil))
 		if err != nil {
 			t.Fatal(err)
@@ -123,7 +123,7 @@ func TestBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock := fakeclock.New(time.Now())
-		reg, _ := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}, registry.WithClock(clock))
+		reg, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute}}, registry.WithClock(clock))
 		pub, err := sqs.NewPublisher(client, reg)
 		if err != nil {
 			t.Fatal(err)

@@ -53,7 +53,7 @@ func newDispatcher(ctx context.Context, dsn string, brokers []string) (*outbox.P
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: 200 * time.Millisecond})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: 200 * time.Millisecond}})
 	if err != nil {
 		pool.Close()
 		return nil, nil, nil, err

@@ -181,7 +181,7 @@ func runRecoveryHerd(t *testing.T, p breaker.Policy) herdRun {
 	ctx := context.Background()
 	pubs := make([]transport.Publisher, replicas)
 	for i := range pubs {
-		reg, err := registry.New(p, registry.WithClock(clock))
+		reg, err := registry.New(registry.Policy{Circuit: p}, registry.WithClock(clock))
 		if err != nil {
 			t.Fatal(err)
 		}

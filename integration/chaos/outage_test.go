@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/amqp"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/harness"
@@ -91,7 +92,7 @@ func TestOutagesMidStream(t *testing.T) {
 		amqp.Destination(exchange), {Broker: "sqs", Name: queue},
 	}
 
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: 400 * time.Millisecond, Jitter: 0.2})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: 400 * time.Millisecond, Jitter: 0.2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,11 +441,11 @@ var (
 func TestHungBrokerOpensCircuit(t *testing.T) {
 	for _, pc := range []struct {
 		name     string
-		limit    breaker.LimitPolicy
+		limit    admission.LimitPolicy
 		maxCalls int
 	}{
-		{"", breaker.LimitPolicy{}, hungThreshold},
-		{"limited", breaker.RecommendedLimit(), 4 * hungThreshold},
+		{"", admission.LimitPolicy{}, hungThreshold},
+		{"limited", admission.DefaultPolicy().Limit, 4 * hungThreshold},
 	} {
 		if pc.name != "" {
 			t.Run(pc.name, func(t *testing.T) { testHungBroker(t, pc.name, pc.limit, pc.maxCalls) })
@@ -454,7 +455,7 @@ func TestHungBrokerOpensCircuit(t *testing.T) {
 	}
 }
 
-func testHungBroker(t *testing.T, policyName string, limit breaker.LimitPolicy, maxCalls int) {
+func testHungBroker(t *testing.T, policyName string, limit admission.LimitPolicy, maxCalls int) {
 	for _, a := range []struct {
 		name  string
 		setup func(t *testing.T, reg *registry.Registry) (transport.Publisher, transport.Destination, *harness.Proxy)
@@ -466,7 +467,7 @@ func testHungBroker(t *testing.T, policyName string, limit breaker.LimitPolicy, 
 		t.Run(a.name, func(t *testing.T) {
 			var openedAt time.Time
 			var mu sync.Mutex
-			reg, err := registry.New(breaker.Policy{FailureThreshold: hungThreshold, BreakDuration: time.Minute, Limit: limit},
+			reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: hungThreshold, BreakDuration: time.Minute}, Admission: admission.Policy{Limit: limit}},
 				registry.WithObserver(func(_ transport.Destination, tr breaker.Transition) {
 					if tr.To == breaker.Open {
 						mu.Lock()

@@ -301,8 +301,8 @@ func TestRegistryMixesLocalAndSharedCircuits(t *testing.T) {
 	clk := fakeclock.New(time.Now())
 	local := sharedPolicy()
 	local.Scope = breaker.LocalProcess
-	reg, err := registry.New(sharedPolicy(),
-		registry.WithOverride("kafka:audit", local),
+	reg, err := registry.New(registry.Policy{Circuit: sharedPolicy()},
+		registry.WithOverride("kafka:audit", registry.Policy{Circuit: local}),
 		registry.WithCircuitFactory(breaker.SharedDependency,
 			dynamo.Factory(e.client, e.table, sharedstate.WithIdentityPrefix("billing/"), sharedstate.WithClock(clk))))
 	if err != nil {

@@ -245,7 +245,7 @@ func TestClassifyClosedWriter(t *testing.T) {
 	if raw != io.ErrClosedPipe || kafka.Classify(raw) != breaker.Neutral {
 		t.Fatalf("closed writer: %v classified %v", raw, kafka.Classify(raw))
 	}
-	reg, err := registry.New(counting)
+	reg, err := registry.New(registry.Policy{Circuit: counting})
 	if err != nil {
 		t.Fatal(err)
 	}

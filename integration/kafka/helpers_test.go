@@ -77,7 +77,7 @@ func newEnvWith(t testing.TB, policy breaker.Policy, configure func(*env), kopts
 		configure(e)
 	}
 	var err error
-	if e.reg, err = registry.New(policy, append([]registry.Option{registry.WithClock(e.clock)}, e.regOpts...)...); err != nil {
+	if e.reg, err = registry.New(registry.Policy{Circuit: policy}, append([]registry.Option{registry.WithClock(e.clock)}, e.regOpts...)...); err != nil {
 		t.Fatal(err)
 	}
 	e.pub = newPublisher(t, e)

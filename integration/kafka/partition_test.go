@@ -71,7 +71,7 @@ func TestPartitionOfMatchesTheWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	newPub := func(b kafkago.Balancer) *kafka.Publisher {
-		reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second})
+		reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestOutboxOneDeadBroker(t *testing.T) {
 		RequiredAcks: kafkago.RequireAll, MaxAttempts: 1, BatchTimeout: time.Millisecond,
 		WriteTimeout: 500 * time.Millisecond, ReadTimeout: time.Second,
 	}
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 2 * time.Second})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

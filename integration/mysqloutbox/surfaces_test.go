@@ -69,7 +69,7 @@ func fill(t *testing.T, s surfaceStore, clock *fakeclock.Clock, enqueue func(...
 // backlog gauges telemetry exports, for s.
 func surfaces(t *testing.T, s surfaceStore, clock *fakeclock.Clock) string {
 	t.Helper()
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}, registry.WithClock(clock), registry.WithCallCounts())
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: 30 * time.Second}}, registry.WithClock(clock), registry.WithCallCounts())
 	if err != nil {
 		t.Fatal(err)
 	}

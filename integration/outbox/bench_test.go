@@ -110,7 +110,7 @@ func dispatchRun(b *testing.B, e *env, guard, openFirst bool) (all, healthy rate
 		pub      transport.Publisher = kp
 	)
 	if guard {
-		reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute})
+		reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -279,7 +279,7 @@ func latencyRun(b *testing.B, e *env, backlog int) latencies {
 		}
 		return err
 	})
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 1, BreakDuration: 200 * time.Millisecond})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 1, BreakDuration: 200 * time.Millisecond}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestDeadRowsPageReadsNoPayload(t *testing.T) {
 		claimed = nil
 		runtime.GC()
 
-		reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second})
+		reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}

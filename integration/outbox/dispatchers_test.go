@@ -56,7 +56,7 @@ func runChild(dsn string) error {
 	}
 	defer pool.Close()
 	store := postgres.New(pool)
-	reg, err := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute})
+	reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute}})
 	if err != nil {
 		return err
 	}

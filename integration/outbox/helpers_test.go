@@ -264,7 +264,7 @@ func (e *env) guarded(t testing.TB, p breaker.Policy, brokers []string) (*regist
 	if e.clock != nil {
 		opts = append(opts, registry.WithClock(e.clock))
 	}
-	reg, err := registry.New(p, opts...)
+	reg, err := registry.New(registry.Policy{Circuit: p}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func (s *scripted) Publish(ctx context.Context, d transport.Destination, msgs ..
 // Processor on sc's store publishing through both.
 func holdSetup(t *testing.T, clock *fakeclock.Clock, sc storeCase, p breaker.Policy, opts ...outbox.ProcessorOption) (*outbox.Processor, *scripted) {
 	t.Helper()
-	reg, err := registry.New(p, registry.WithClock(clock))
+	reg, err := registry.New(registry.Policy{Circuit: p}, registry.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

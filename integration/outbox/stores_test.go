@@ -228,7 +228,7 @@ func TestUnusableDestinationOnBothStores(t *testing.T) {
 			}
 			return nil
 		})
-		reg, err := registry.New(breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute}, registry.WithClock(clock))
+		reg, err := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: time.Minute}}, registry.WithClock(clock))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -123,8 +123,8 @@ func TestRegistryUsesRedisForSharedPolicies(t *testing.T) {
 	clk := fakeclock.New(time.Now())
 	local := sharedPolicy()
 	local.Scope = breaker.LocalProcess
-	reg, err := registry.New(sharedPolicy(),
-		registry.WithOverride("kafka:audit", local),
+	reg, err := registry.New(registry.Policy{Circuit: sharedPolicy()},
+		registry.WithOverride("kafka:audit", registry.Policy{Circuit: local}),
 		registry.WithCircuitFactory(breaker.SharedDependency, redisstate.Factory(e.client,
 			redisstate.WithKeyPrefix(e.prefix), sharedstate.WithIdentityPrefix("billing/"), sharedstate.WithClock(clk))))
 	if err != nil {

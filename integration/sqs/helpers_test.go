@@ -146,7 +146,7 @@ type guard struct {
 func newGuard(t testing.TB, c brokersqs.API, policy breaker.Policy, opts ...brokersqs.Option) *guard {
 	t.Helper()
 	clock := fakeclock.New(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
-	reg, err := registry.New(policy, registry.WithClock(clock))
+	reg, err := registry.New(registry.Policy{Circuit: policy}, registry.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

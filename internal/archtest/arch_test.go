@@ -11,7 +11,7 @@ const module = "github.com/brokerguard/brokerguard"
 
 // The core must stay free of third-party code: users pay for nothing they do not use.
 func TestCoreImportsOnlyStandardLibraryAndModule(t *testing.T) {
-	for _, pkg := range []string{"breaker", "transport", "registry"} {
+	for _, pkg := range []string{"breaker", "admission", "transport", "registry"} {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", module+"/"+pkg).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
@@ -24,13 +24,15 @@ func TestCoreImportsOnlyStandardLibraryAndModule(t *testing.T) {
 	}
 }
 
-// breaker depends on nothing of this module but internal helpers; transport only on
-// breaker; no package outside integration builds integration code in.
+// breaker and admission depend on nothing of this module but internal helpers (and
+// never on each other); transport only on breaker; registry composes them; no package
+// outside integration builds integration code in.
 func TestLayering(t *testing.T) {
 	allowed := map[string][]string{
 		"breaker":   {"internal/"},
+		"admission": {"internal/"},
 		"transport": {"breaker"},
-		"registry":  {"breaker", "transport", "internal/"},
+		"registry":  {"breaker", "admission", "transport", "internal/"},
 		// Shared backends plug into the registry through a plain function value and
 		// need not import it; their state machine is sharedstate's.
 		"breaker/sharedstate": {"breaker", "internal/"},

@@ -77,7 +77,7 @@ func RunPartitionScenario(t *testing.T, c PartitionClient) {
 			return c.Raw(cluster, topic, deadline)
 		}},
 		{Name: "adapter defaults, README policy (consecutive 5)", Publish: func(topic string) func(context.Context, []byte) error {
-			reg, err := registry.New(PartitionScenarioPolicy)
+			reg, err := registry.New(registry.Policy{Circuit: PartitionScenarioPolicy})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,6 +25,7 @@ var knownImports = map[string]string{
 	"sql":         "database/sql",
 	"os":          "os",
 	"time":        "time",
+	"admission":   "github.com/brokerguard/brokerguard/admission",
 	"breaker":     "github.com/brokerguard/brokerguard/breaker",
 	"registry":    "github.com/brokerguard/brokerguard/registry",
 	"transport":   "github.com/brokerguard/brokerguard/transport",

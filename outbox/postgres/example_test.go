@@ -44,7 +44,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	reg, _ := registry.New(breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second})
+	reg, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}})
 	var kafkaPublisher transport.Publisher // e.g. the kafka adapter's publisher
 	proc, err := outbox.NewProcessor(store, reg, reg.Guard(kafkaPublisher, nil))
 	if err != nil {

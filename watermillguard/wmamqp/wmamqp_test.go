@@ -85,7 +85,7 @@ func guardedWith(t testing.TB, amqpURL string, reg *registry.Registry, logger wa
 }
 
 func newRegistry(t testing.TB, p breaker.Policy) *registry.Registry {
-	reg, err := registry.New(p, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
+	reg, err := registry.New(registry.Policy{Circuit: p}, registry.WithClock(fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestHungBrokerWithReturnOnDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	hold()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*breaker.DefaultMinCallBudget)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*registry.DefaultMinCallBudget)
 	defer cancel()
 	m := message.NewMessage(watermill.NewUUID(), []byte("no confirm"))
 	m.SetContext(ctx)

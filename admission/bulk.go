@@ -1,11 +1,11 @@
-package breaker
+package admission
 
 import (
 	"math"
 	"time"
 )
 
-// Bulk work (Priority Bulk: an outbox drain, a backfill) yields first, but uses the
+// Bulk work (priority Bulk: an outbox drain, a backfill) yields first, but uses the
 // capacity online calls leave. It does not take a share of the online limit: the
 // limit contracts as online latency rises, and a broker busy with a drain is slow for
 // online calls precisely because of the drain, so a share of it shrinks the drain to
@@ -13,7 +13,7 @@ import (
 // own instead, in messages, that an AIMD controller moves once per window by what
 // online calls see:
 //
-//   - a window with drops (deadline misses, timeouts, Failures) halves it;
+//   - a window with drops (Dropped and Failure results) halves it;
 //   - a window whose online latency is past limitBulkTarget of the online calls'
 //     deadline (learned from the latency of online calls that were dropped) shrinks it
 //     in proportion (by half at most);
@@ -23,7 +23,7 @@ import (
 //
 // The online limit in turn does not count bulk messages, and while bulk work is in
 // flight and above its floor the online limit is not contracted by latency or drops
-// (update): bulk work gives way first. A hung dependency answers nothing: its drops
+// (update): bulk work gives way first. A hung destination answers nothing: its drops
 // take the budget to 1 within a second, then contract the online limit as before.
 type bulkPacer struct {
 	budget   float64 // messages bulk work may hold
@@ -67,22 +67,18 @@ func (bp *bulkPacer) step(ceiling float64, dropped bool, peak, recent float64, m
 	bp.budget = min(max(bp.budget, 1), ceiling)
 }
 
-// admitBulk takes w messages for a bulk call: they must fit under the bulk budget,
-// scaled like the limit by a ramp's share (limit is the scaled limit then), unless no
-// bulk call is in flight; and online calls must not fill the limit (then the
-// dependency is at capacity for them, and bulk work waits).
-func (l *Limiter) admitBulk(now, w int64, share float64, limit int64) (LimitSlot, error) {
+// admitBulk takes w messages for a bulk call admitted at now: they must fit under the
+// bulk budget, unless no bulk call is in flight; and online calls must not fill the
+// limit (then the destination is at capacity for them, and bulk work waits).
+func (l *Limiter) admitBulk(now, w int64) (Slot, error) {
 	bl := l.bulkLimit.Load()
-	if share < 1 {
-		bl = min(bl, limit)
-	}
-	if l.inFlight.Load()-l.bulkInFlight.Load() >= limit {
-		return LimitSlot{}, l.refuse(now, true)
+	if l.inFlight.Load()-l.bulkInFlight.Load() >= l.limit.Load() {
+		return Slot{}, l.refuse(now, true)
 	}
 	for {
 		n := l.bulkInFlight.Load()
 		if n > 0 && n+w > bl {
-			return LimitSlot{}, l.refuse(now, true)
+			return Slot{}, l.refuse(now, true)
 		}
 		if l.bulkInFlight.CompareAndSwap(n, n+w) {
 			if p := l.bulkPeak.Load(); n+w > p {
@@ -95,7 +91,7 @@ func (l *Limiter) admitBulk(now, w int64, share float64, limit int64) (LimitSlot
 	if l.lastBulk.Load() != now {
 		l.lastBulk.Store(now)
 	}
-	return LimitSlot{lim: l, start: now, weight: int32(min(w, math.MaxInt32)), bulk: true}, nil
+	return l.slot(now, w, true), nil
 }
 
 // releaseBulk gives back w bulk messages at now, and wakes bulk callers waiting for
@@ -115,6 +111,21 @@ func (l *Limiter) publishBulk() {
 	if l.bulkLimit.Swap(b) < b {
 		l.wakeBulk()
 	}
+}
+
+// BulkHeadroom returns how many messages a bulk call could take now without being
+// refused: what the bulk budget has left (all of it when no bulk work is in flight);
+// none while online calls fill the limit. The outbox sizes its batches by it.
+func (l *Limiter) BulkHeadroom() int {
+	bl, limit := l.bulkLimit.Load(), l.limit.Load()
+	b := l.bulkInFlight.Load()
+	if l.inFlight.Load()-b >= limit {
+		return 0
+	}
+	if b > 0 {
+		return int(max(bl-b, 0))
+	}
+	return int(bl)
 }
 
 // BulkWake returns a channel that is closed the next time bulk headroom may have

@@ -1,0 +1,312 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/brokerguard/brokerguard/admission"
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/fakeclock"
+	"github.com/brokerguard/brokerguard/registry"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// The composition of a destination's circuit and its admission control.
+
+// limitedTo is a policy whose circuit opens after 2 failures in a row and whose
+// admission limit is n messages.
+func limitedTo(n int) registry.Policy {
+	return registry.Policy{Circuit: breaker.Policy{FailureThreshold: 2, BreakDuration: time.Second, MaxInFlight: 5},
+		Admission: admission.Policy{Limit: admission.LimitPolicy{Max: n}}}
+}
+
+// The circuit decides first: an open circuit refuses without touching admission
+// control, and a call admission control refuses gives the circuit's permit (its
+// in-flight slot) back unchanged.
+func TestCircuitFirstThenAdmission(t *testing.T) {
+	r := newRegistry(t, registry.WithOverride("kafka:orders", limitedTo(1)))
+	held, err := r.Acquire(t.Context(), orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, err := r.Acquire(t.Context(), orders)
+		var re *registry.RejectedError
+		if !errors.As(err, &re) || !errors.Is(err, admission.ErrOverLimit) || errors.Is(err, breaker.ErrSaturated) {
+			t.Fatalf("a call past the limit: %v, want a *RejectedError of the limit", err)
+		}
+	}
+	if s := r.Snapshots()[orders]; s.InFlight != 1 {
+		t.Fatalf("circuit in flight %d after the limit's refusals, want the held call's 1", s.InFlight)
+	}
+	r.CompleteWith(orders, held, breaker.Failure, errBroker)
+	fail := r.Guard(failing{}, classify)
+	if err := fail.Publish(t.Context(), orders, transport.Message{}); err == nil {
+		t.Fatal("failing publish succeeded")
+	}
+	lim, _ := r.Admission(orders)
+	refused := lim.Stats().Refused
+	if _, err := r.Acquire(t.Context(), orders); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("a call to an open circuit: %v, want ErrOpen", err)
+	}
+	if s := lim.Stats(); s.Refused != refused || s.InFlight != 0 {
+		t.Fatalf("admission after the open circuit's refusal: %+v, want nothing taken or refused", s)
+	}
+}
+
+// Every way to end a call gives its admission slot back exactly once: Complete,
+// CompleteWith of a failure with its error, Finish, and a guarded call that
+// succeeds, fails or panics; a second completion of the same permit gives nothing
+// back twice.
+func TestEveryCompletionGivesTheSlotBackOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		end  func(r *registry.Registry, p registry.Permit)
+	}{
+		{"Complete", func(r *registry.Registry, p registry.Permit) { r.Complete(orders, p, breaker.Success) }},
+		{"CompleteWith", func(r *registry.Registry, p registry.Permit) { r.CompleteWith(orders, p, breaker.Failure, errBroker) }},
+		{"Finish", func(r *registry.Registry, p registry.Permit) {
+			r.Finish(ctx, orders, p, r.Start(ctx, orders), errBroker, 2, classify)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := limitedTo(10)
+			p.Circuit.FailureThreshold = 100
+			r := newRegistry(t, registry.WithOverride("kafka:orders", p))
+			for range 3 {
+				p, err := r.AcquireN(ctx, orders, 4)
+				if err != nil {
+					t.Fatal(err)
+				}
+				other, err := r.AcquireN(ctx, orders, 4)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.end(r, p)
+				c.end(r, p) // a second completion: nothing
+				if got := limitOf(t, r, orders).InFlight; got != 4 {
+					t.Fatalf("in flight %d after one of two calls of 4 ended (twice), want 4", got)
+				}
+				r.Complete(orders, other, breaker.Neutral)
+			}
+		})
+	}
+	r := newRegistry(t, registry.WithOverride("kafka:orders", limitedTo(10)))
+	for _, call := range []func(context.Context) error{
+		func(context.Context) error { return nil },
+		func(context.Context) error { return errBroker },
+	} {
+		_ = r.Call(ctx, orders, 10, classify, call)
+		if got := limitOf(t, r, orders).InFlight; got != 0 {
+			t.Fatalf("in flight %d after a guarded call, want 0", got)
+		}
+	}
+}
+
+// A cold process's first wave, a destination busy with bulk work and a slow one
+// answering most calls keep their judgements, but the deadline rule comes first: a
+// call that started with less than MinCallBudget says nothing to admission control
+// either. Half the callers with 50ms deadlines against a broker answering in 100ms
+// (their calls all end by their deadlines) must not contract the limit that the
+// callers with 2s deadlines see, nor teach it their deadline.
+func TestShortDeadlinesDoNotContractTheLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: policy.Circuit, Admission: admission.DefaultPolicy()}))
+		slow := r.Guard(&fakePublisher{fn: func(ctx context.Context, _ transport.Destination) error {
+			select {
+			case <-time.After(100 * time.Millisecond):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}}, classify)
+		var mu sync.Mutex
+		refused := 0
+		call := func(deadline time.Duration) {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			err := slow.Publish(ctx, orders, transport.Message{})
+			if errors.Is(err, admission.ErrOverLimit) {
+				mu.Lock()
+				refused++
+				mu.Unlock()
+			}
+		}
+		for range 60 { // six seconds of rounds, 20 callers in flight
+			var wg sync.WaitGroup
+			for range 10 {
+				wg.Go(func() { call(50 * time.Millisecond) })
+				wg.Go(func() { call(2 * time.Second) })
+			}
+			wg.Wait()
+		}
+		if s := limitOf(t, r, orders); refused != 0 || s.Limit != admission.DefaultPolicy().Limit.Max {
+			t.Fatalf("%d calls refused, limit %+v; want none refused and the limit at its Max", refused, s)
+		}
+		if s := r.Snapshots()[orders]; s.State != breaker.Closed || s.Failures != 0 {
+			t.Fatalf("circuit %v with %d failures, want closed with none", s.State, s.Failures)
+		}
+	})
+}
+
+// When the circuit closes after an outage (its probe succeeded), the registry tells
+// admission control: the limit returns to what it was in its last healthy window
+// instead of exploring up from where the outage's drops left it.
+func TestCircuitRecoveryRestoresTheLimit(t *testing.T) {
+	clock := fakeclock.New(t0)
+	r := newRegistry(t, registry.WithClock(clock), registry.WithOverride("kafka:orders", limitedTo(300)))
+	lim, err := r.Admission(orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	round := func(n int, latency time.Duration, res admission.Result) {
+		var slots []admission.Slot
+		for range n {
+			if s, err := lim.Acquire(1, admission.Online); err == nil {
+				slots = append(slots, s)
+			}
+		}
+		clock.Advance(latency)
+		for _, s := range slots {
+			s.Release(res)
+		}
+	}
+	for range 30 {
+		round(100, time.Millisecond, admission.Success)
+		clock.Advance(100 * time.Millisecond)
+	}
+	healthy := lim.Stats().Limit
+	for range 8 {
+		round(20, 500*time.Millisecond, admission.Dropped)
+	}
+	low := lim.Stats().Limit
+	if low >= healthy/4 {
+		t.Fatalf("after drops the limit is %d (healthy %d), want contracted", low, healthy)
+	}
+	fail := r.Guard(failing{}, classify)
+	for range 2 {
+		_ = fail.Publish(t.Context(), orders, transport.Message{})
+	}
+	if s := r.Snapshots()[orders]; s.State != breaker.Open || lim.Stats().Limit != low {
+		t.Fatalf("circuit %v, limit %d; want open, the limit untouched by the opening", s.State, lim.Stats().Limit)
+	}
+	clock.Advance(time.Second)
+	if err := r.Guard(&fakePublisher{}, classify).Publish(t.Context(), orders, transport.Message{}); err != nil {
+		t.Fatal(err) // the probe
+	}
+	if s := r.Snapshots()[orders]; s.State != breaker.Closed || lim.Stats().Limit < healthy {
+		t.Fatalf("after the probe: %v, limit %d; want closed, the limit back to %d", s.State, lim.Stats().Limit, healthy)
+	}
+}
+
+// A half-open circuit's probe is never refused by admission control, however full the
+// limit: it takes no slot.
+func TestProbesTakeNoAdmissionSlot(t *testing.T) {
+	clock := fakeclock.New(t0)
+	r := newRegistry(t, registry.WithClock(clock), registry.WithOverride("kafka:orders", limitedTo(1)))
+	held, err := r.Acquire(t.Context(), orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := r.Circuit(orders)
+	c.(*breaker.Breaker).ForceOpen(clock.Now().Add(time.Second))
+	clock.Advance(time.Second)
+	probe, err := r.Acquire(t.Context(), orders)
+	if err != nil || !probe.Probe() {
+		t.Fatalf("the call after the hold, the limit full: probe %v, %v; want a probe", probe.Probe(), err)
+	}
+	if got := limitOf(t, r, orders).InFlight; got != 1 {
+		t.Fatalf("in flight under the limit %d, want the held call's 1", got)
+	}
+	r.Complete(orders, probe, breaker.Success)
+	r.Complete(orders, held, breaker.Neutral)
+}
+
+// Under Shadow, a call admission control would refuse is admitted and told to the
+// bypass hooks, and its outcome counts for nothing in the closed circuit: its Success
+// neither resets the failures nor reports itself taken. FailOpen enforces the limit,
+// as it enforces MaxInFlight.
+func TestShadowWatchesTheLimitAndFailOpenEnforcesIt(t *testing.T) {
+	for _, mode := range []breaker.Mode{breaker.Shadow, breaker.FailOpen} {
+		t.Run(mode.String(), func(t *testing.T) {
+			p := limitedTo(1)
+			p.Circuit.Mode = mode
+			var bypasses []breaker.Bypass
+			r := newRegistry(t, registry.WithOverride("kafka:orders", p),
+				registry.WithBypassHook(func(_ transport.Destination, b breaker.Bypass) { bypasses = append(bypasses, b) }))
+			if mode == breaker.Shadow { // without hooks too
+				quiet := newRegistry(t, registry.WithOverride("kafka:orders", p))
+				if _, err := quiet.Acquire(t.Context(), orders); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := quiet.Acquire(t.Context(), orders); err != nil {
+					t.Fatalf("Shadow past the limit, no bypass hook: %v, want admitted", err)
+				}
+			}
+			_ = r.Guard(failing{}, classify).Publish(t.Context(), orders, transport.Message{})
+			held, err := r.Acquire(t.Context(), orders)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bp, err := r.Acquire(t.Context(), orders)
+			if mode == breaker.FailOpen {
+				if !errors.Is(err, admission.ErrOverLimit) || len(bypasses) != 0 {
+					t.Fatalf("FailOpen past the limit: %v, %d bypasses; want refused, none", err, len(bypasses))
+				}
+				return
+			}
+			var le *admission.LimitError
+			if err != nil || len(bypasses) != 1 || bypasses[0].Mode != breaker.Shadow || !errors.As(bypasses[0].Err, &le) {
+				t.Fatalf("Shadow past the limit: %v, bypasses %+v; want admitted and one bypass of the limit", err, bypasses)
+			}
+			if r.Complete(orders, bp, breaker.Success) {
+				t.Fatal("the bypass's Success was taken by the closed circuit")
+			}
+			if s := r.Snapshots()[orders]; s.Failures != 1 {
+				t.Fatalf("%d failures after the bypass's Success, want still 1", s.Failures)
+			}
+			r.Complete(orders, held, breaker.Failure)
+			if s := r.Snapshots()[orders]; s.State != breaker.Open {
+				t.Fatalf("%v after the second failure, want open", s.State)
+			}
+		})
+	}
+}
+
+// The report of a destination shows its adaptive limit; idle eviction keeps a
+// destination while its admission control holds a call.
+func TestReportShowsTheLimitAndEvictionWaitsForIt(t *testing.T) {
+	clock := fakeclock.New(t0)
+	r := newRegistry(t, registry.WithClock(clock), registry.WithIdleEviction(time.Minute),
+		registry.WithOverride("kafka:orders", limitedTo(10)))
+	held, err := r.AcquireN(t.Context(), orders, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := r.Report()
+	if len(rep) != 1 || rep[0].Limit.InFlight != 3 || rep[0].Limit.Limit != 10 {
+		t.Fatalf("report %+v, want orders with 3 of 10 in flight under its limit", rep)
+	}
+	c, _ := r.Circuit(orders)
+	c.(*breaker.Breaker).Snapshot() // the circuit itself holds nothing in flight (no MaxInFlight)
+	for range 3 {
+		clock.Advance(time.Hour)
+		r.EvictIdle()
+	}
+	if _, ok := r.Lookup(orders); !ok {
+		t.Fatal("evicted while a call held its admission slot")
+	}
+	r.Complete(orders, held, breaker.Success)
+	for range 3 {
+		clock.Advance(time.Hour)
+		r.EvictIdle()
+	}
+	if _, ok := r.Lookup(orders); ok {
+		t.Fatal("not evicted once idle")
+	}
+}

@@ -1,0 +1,111 @@
+package registry
+
+import (
+	"context"
+
+	"github.com/brokerguard/brokerguard/admission"
+	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/transport"
+)
+
+// Permit is the right to make one call to a destination, handed out by Acquire and
+// AcquireN: the destination circuit's permit and, when the destination's admission
+// control is on, the admission slot the call holds. Complete it exactly once, with
+// Complete, CompleteWith or Finish, which give the slot back and complete the
+// circuit's permit. The zero Permit holds nothing and completes as stale.
+type Permit struct {
+	circuit breaker.Permit
+	slot    admission.Slot
+	// bypass marks a call a Shadow circuit admitted although its admission control
+	// refused it: its outcome counts for nothing, as a circuit's own bypass's.
+	bypass bool
+}
+
+// Probe reports whether the permit is a half-open circuit's probe.
+func (p Permit) Probe() bool { return p.circuit.Probe() }
+
+// acquire takes d's circuit permit for a call of n messages, then, when admission
+// control is on, its slot, weighed by n and by the priority ctx carries
+// (admission.WithPriority). An open circuit costs nothing more; a probe, and a call a
+// Shadow or FailOpen circuit admitted as a bypass, take no slot (admission never
+// refuses them). A slot refused gives the circuit's permit back unchanged.
+func (e *entry) acquire(ctx context.Context, n int) (Permit, error) {
+	cp, err := e.circuit.Acquire(ctx)
+	if err != nil || e.adm == nil || cp.Probe() || cp.Bypass() {
+		return Permit{circuit: cp}, err
+	}
+	slot, err := e.adm.Acquire(n, admission.PriorityOf(ctx))
+	if err == nil {
+		return Permit{circuit: cp, slot: slot}, nil
+	}
+	if e.onBypass != nil { // Shadow: watch, do not refuse
+		e.onBypass(breaker.Bypass{Identity: e.dest.String(), Mode: breaker.Shadow, State: breaker.Closed,
+			Generation: cp.Generation(), Err: err})
+		return Permit{circuit: cp, bypass: true}, nil
+	}
+	cp.Complete(breaker.Neutral) // gives back what the circuit lent, changes nothing
+	return Permit{}, err
+}
+
+// end gives p's slot back with res, then completes its circuit permit with o and
+// err (as a missed deadline when missed), once: only the permit's first end does
+// anything. It returns whether the circuit took the outcome into account.
+func (p Permit) end(o breaker.Outcome, res admission.Result, err error, missed bool) bool {
+	p.slot.Release(res)
+	switch {
+	case p.bypass:
+		p.circuit.Complete(breaker.Neutral)
+		return false
+	case missed:
+		return p.circuit.CompleteMissed(err)
+	}
+	return p.circuit.CompleteWith(o, err)
+}
+
+// resultOf is what admission control learns from a call that ended with outcome o
+// and no deadline of its own: an answer, an error answer, or nothing.
+func resultOf(o breaker.Outcome) admission.Result {
+	switch o {
+	case breaker.Success:
+		return admission.Success
+	case breaker.Failure:
+		return admission.Failure
+	}
+	return admission.Ignored
+}
+
+// Acquire takes a permit from destination d's circuit, and its admission control's
+// slot, for a call of one message, or returns the error a guarded publisher returns
+// instead of calling: the registry's own (an invalid destination, the cap), the
+// caller's context error, or the refusal as a *RejectedError. Publishers that complete
+// permits themselves (asynchronous writers) use it with Start, Outcome and Complete;
+// the others use Call.
+func (r *Registry) Acquire(ctx context.Context, d transport.Destination) (Permit, error) {
+	return r.AcquireN(ctx, d, 1)
+}
+
+// AcquireN is Acquire for a call of n messages: admission control weighs it by n and
+// by the priority ctx carries (admission.WithPriority). Complete the permit with
+// Finish, or with Complete.
+func (r *Registry) AcquireN(ctx context.Context, d transport.Destination, n int) (Permit, error) {
+	e, err := r.entry(d)
+	if err != nil {
+		return Permit{}, err
+	}
+	permit, err := e.acquire(ctx, max(n, 1))
+	if err != nil {
+		return Permit{}, e.refused(refusal(ctx, d, err))
+	}
+	return permit, nil
+}
+
+// Admission returns destination d's admission control in this process, creating d's
+// circuit on first use as Circuit does, or nil when d's policy turns admission off.
+// The outbox paces its bulk work by it (admission.Limiter.BulkHeadroom).
+func (r *Registry) Admission(d transport.Destination) (*admission.Limiter, error) {
+	e, err := r.entry(d)
+	if err != nil {
+		return nil, err
+	}
+	return e.adm, nil
+}
