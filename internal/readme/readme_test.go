@@ -36,6 +36,7 @@ var knownImports = map[string]string{
 	"awssqs":      "github.com/aws/aws-sdk-go-v2/service/sqs",
 	"outbox":      "github.com/brokerguard/brokerguard/outbox",
 	"postgres":    "github.com/brokerguard/brokerguard/outbox/postgres",
+	"mysql":       "github.com/brokerguard/brokerguard/outbox/mysql",
 	"pgxpool":     "github.com/jackc/pgx/v5/pgxpool",
 	"pgx":         "github.com/jackc/pgx/v5",
 	"dynamo":      "github.com/brokerguard/brokerguard/breaker/dynamo",
