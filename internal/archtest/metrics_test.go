@@ -20,7 +20,9 @@ var overBound = map[string]figures{
 	// its bound is NewMaxExported.
 	"breaker": {exported: 148},
 	// The processor, its options and its store contract in one package.
-	"outbox": {exported: 156},
+	"outbox": {exported: 169},
+	// The test harness: every server and fault layer the integration tests start.
+	"internal/harness": {exported: 158},
 
 	// Validation of every Policy field in one function.
 	"breaker Policy.Validate": {lines: 57, complexity: 30},
@@ -28,8 +30,6 @@ var overBound = map[string]figures{
 	"breaker/sharedstate Circuit.CompletePermit":  {lines: 51, complexity: 30},
 	"breaker/sharedstate Circuit.acquireDegraded": {lines: 66, complexity: 35},
 	"breaker/sharedstate Record.Check":            {lines: 47, complexity: 28},
-	// The demo command, one long script.
-	"cmd/brokerguard demo": {lines: 274, complexity: 51},
 	// The mutation tool's site finder and runner.
 	"internal/tools/mutate Sites":  {lines: 101, complexity: 40},
 	"internal/tools/mutate mutate": {lines: 167, complexity: 44},
