@@ -124,6 +124,7 @@ func (s *Store) claim(ctx context.Context, q querier, r outbox.ClaimRequest) ([]
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
+	recs = withinBytes(recs, probing, r.MaxBytes)
 	ids := make([]int64, len(recs))
 	probed := map[string]bool{}
 	for i := range recs {
@@ -148,6 +149,24 @@ func (s *Store) claim(ctx context.Context, q querier, r outbox.ClaimRequest) ([]
 		}
 	}
 	return recs, nil
+}
+
+// withinBytes keeps, of the rows locked, the probes and the longest prefix by id of
+// the others whose sizes (outbox.Entry.Size) total at most maxBytes, at least one;
+// the rows dropped stay unleased and their locks end with the claim's transaction.
+func withinBytes(recs []outbox.Record, probing map[int64]string, maxBytes int) []outbox.Record {
+	if maxBytes <= 0 {
+		return recs
+	}
+	total, taken := 0, 0
+	return slices.DeleteFunc(recs, func(rec outbox.Record) bool {
+		if _, probe := probing[rec.ID]; probe {
+			return false
+		}
+		total += (outbox.Entry{Message: rec.Message}).Size()
+		taken++
+		return total > maxBytes && taken > 1
+	})
 }
 
 // holds returns every held destination, and those whose hold ended at now.
