@@ -16,8 +16,8 @@
 //     the outbox sizes its batches by [Limiter.BulkHeadroom].
 //   - [Throttle] is client-side adaptive throttling: it refuses calls in proportion to
 //     what the destination stopped accepting over a short window ([ThrottlePolicy]),
-//     so that a brownout keeps the goodput the destination can give. It is not yet
-//     part of [Policy].
+//     so that a brownout keeps the goodput the destination can give ([Policy].Throttle,
+//     on in [DefaultPolicy]).
 //
 // A call is made in two steps: [Limiter.Acquire] returns a [Slot], and the caller
 // releases it once with the call's [Result]: Success (an answer, and its latency),
@@ -30,6 +30,9 @@
 // per destination from the destination's [Policy] ([DefaultPolicy] to start from),
 // takes a slot after the circuit admitted a call (an open circuit costs nothing more,
 // and a circuit's probes are never refused here), and releases it when the call ends.
+//
+// Every refusal matches [ErrRefused] (errors.Is): a [*LimitError] also matches
+// [ErrOverLimit], a [*ThrottleError] [ErrThrottled].
 //
 // Cost: Acquire is lock-free and allocation-free (atomics and one clock read); a
 // release reads the clock and, at most once per LimitPolicy.Window, takes a mutex to

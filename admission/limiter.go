@@ -25,8 +25,8 @@ type LimitError struct {
 // Error says which kind of call was refused and when to come back.
 func (e *LimitError) Error() string { return e.msg }
 
-// Is reports whether target is ErrOverLimit.
-func (e *LimitError) Is(target error) bool { return target == ErrOverLimit }
+// Is reports whether target is ErrOverLimit or ErrRefused.
+func (e *LimitError) Is(target error) bool { return target == ErrOverLimit || target == ErrRefused }
 
 // Slot is what a call admitted by a Limiter holds: give it back with Release when
 // the call ends. The zero Slot holds nothing.

@@ -116,7 +116,7 @@ func (l *limiter) refusal(w int, pr admission.Priority) *admission.LimitError {
 	l.t.Helper()
 	_, err := l.lim.Acquire(w, pr)
 	var le *admission.LimitError
-	if !errors.As(err, &le) || !errors.Is(err, admission.ErrOverLimit) || le.Bulk != (pr == admission.Bulk) {
+	if !errors.As(err, &le) || !errors.Is(err, admission.ErrOverLimit) || !errors.Is(err, admission.ErrRefused) || errors.Is(err, admission.ErrThrottled) || le.Bulk != (pr == admission.Bulk) {
 		l.t.Fatalf("%v call of %d over the limit: %v, want a %v *LimitError", pr, w, err, pr)
 	}
 	return le

@@ -14,23 +14,37 @@ type Policy struct {
 	// Limit is the adaptive concurrency limit (see LimitPolicy); the zero value turns
 	// it off.
 	Limit LimitPolicy
-
-	// The adaptive throttle's policy joins here as a Throttle field.
+	// Throttle is the adaptive throttle (see ThrottlePolicy): it refuses calls in
+	// proportion to the share the destination stopped accepting. The zero value turns
+	// it off.
+	Throttle ThrottlePolicy
 }
 
 // DefaultPolicy returns the admission control brokerguard recommends for broker
 // publishers: an adaptive limit of up to 1,000 messages in flight per destination,
 // contracting when latency passes twice its learned baseline or calls are dropped,
-// with bulk work holding at most half of it. Every default is written out.
+// with bulk work holding at most half of it; and the adaptive throttle of
+// DefaultThrottlePolicy (K 3 over 1 s, from 20 calls sent), which sheds calls only
+// while the destination accepts less than a third of them. Every default is written
+// out.
 func DefaultPolicy() Policy {
-	return Policy{Limit: LimitPolicy{Max: 1000, Min: 1, Tolerance: 2, BulkShare: 0.5, Window: 100 * time.Millisecond}}
+	return Policy{
+		Limit:    LimitPolicy{Max: 1000, Min: 1, Tolerance: 2, BulkShare: 0.5, Window: 100 * time.Millisecond},
+		Throttle: DefaultThrottlePolicy(),
+	}
 }
 
-// Enabled reports whether the policy controls admission at all.
-func (p Policy) Enabled() bool { return p.Limit.Enabled() }
+// Enabled reports whether the policy controls admission at all: the limit or the
+// throttle is on.
+func (p Policy) Enabled() bool { return p.Limit.Enabled() || p.Throttle.Enabled() }
 
 // Validate reports the first field whose value is out of range, as a *PolicyError.
-func (p Policy) Validate() error { return p.Limit.validate() }
+func (p Policy) Validate() error {
+	if err := p.Limit.validate(); err != nil {
+		return err
+	}
+	return p.Throttle.validate()
+}
 
 // LimitPolicy configures an adaptive concurrency limit (see Limiter): a bound on the
 // messages in flight to a destination at once that learns the destination's healthy
@@ -109,7 +123,7 @@ func (lp LimitPolicy) validate() error {
 	return nil
 }
 
-// PolicyError names the Policy field that is wrong ("Limit.Max") and why.
+// PolicyError names the Policy field that is wrong ("Limit.Max", "Throttle.K") and why.
 type PolicyError struct {
 	Field  string
 	Reason string

@@ -32,7 +32,22 @@ func TestPolicyValidationNamesTheField(t *testing.T) {
 			t.Errorf("%+v: %v, want an error naming %s", c.lp, err, c.field)
 		}
 	}
-	for _, p := range []admission.Policy{{}, admission.DefaultPolicy(), {Limit: admission.LimitPolicy{Max: 1, Min: 1, Tolerance: 1, BulkShare: 1, Window: time.Millisecond}}} {
+	for _, c := range []struct {
+		tp    admission.ThrottlePolicy
+		field string
+	}{
+		{admission.ThrottlePolicy{K: 0.5}, "Throttle.K"},
+		{admission.ThrottlePolicy{MinSent: 3}, "Throttle.K"},
+		{admission.ThrottlePolicy{K: 3, Window: time.Millisecond}, "Throttle.Window"},
+		{admission.ThrottlePolicy{K: 3, MinSent: -1}, "Throttle.MinSent"},
+	} {
+		err := admission.Policy{Limit: admission.DefaultPolicy().Limit, Throttle: c.tp}.Validate()
+		var pe *admission.PolicyError
+		if !errors.As(err, &pe) || pe.Field != c.field {
+			t.Errorf("%+v: %v, want an error naming %s", c.tp, err, c.field)
+		}
+	}
+	for _, p := range []admission.Policy{{}, admission.DefaultPolicy(), {Throttle: admission.DefaultThrottlePolicy()}, {Limit: admission.LimitPolicy{Max: 1, Min: 1, Tolerance: 1, BulkShare: 1, Window: time.Millisecond}}} {
 		if err := p.Validate(); err != nil {
 			t.Errorf("%+v: %v", p, err)
 		}
@@ -47,8 +62,11 @@ func TestPolicyValidationNamesTheField(t *testing.T) {
 // everything, and a limit turned off is no Limiter.
 func TestDefaultPolicyIsWrittenOutAndTheZeroPolicyIsOff(t *testing.T) {
 	want := admission.LimitPolicy{Max: 1000, Min: 1, Tolerance: 2, BulkShare: 0.5, Window: 100 * time.Millisecond}
-	if got := admission.DefaultPolicy(); got.Limit != want || !got.Enabled() {
-		t.Fatalf("DefaultPolicy() = %+v, want the limit %+v, enabled", got, want)
+	if got := admission.DefaultPolicy(); got.Limit != want || got.Throttle != admission.DefaultThrottlePolicy() || !got.Enabled() {
+		t.Fatalf("DefaultPolicy() = %+v, want the limit %+v and the default throttle, enabled", got, want)
+	}
+	if !(admission.Policy{Throttle: admission.DefaultThrottlePolicy()}).Enabled() {
+		t.Fatal("a policy with the throttle alone does not control admission")
 	}
 	if (admission.Policy{}).Enabled() || admission.NewLimiter(admission.LimitPolicy{}, nil) != nil {
 		t.Fatal("the zero Policy controls admission")

@@ -95,11 +95,16 @@ func (p ThrottlePolicy) validate() error {
 }
 
 func throttleFieldError(field, msg string) error {
-	return errors.New("admission: Throttle." + field + " " + msg)
+	return &PolicyError{Field: "Throttle." + field, Reason: msg}
 }
 
 // ErrThrottled is what errors.Is finds in every refusal of a Throttle.
 var ErrThrottled = errors.New("admission: throttled")
+
+// ErrRefused is what errors.Is finds in every refusal of admission control: a
+// *LimitError (also ErrOverLimit) and a *ThrottleError (also ErrThrottled). The call
+// was not made, and the destination is up: come back after the error's NotBefore.
+var ErrRefused = errors.New("admission: refused")
 
 // ThrottleError is a Throttle's refusal of a call. errors.Is(err, ErrThrottled) holds
 // for it. A throttle hands out one ThrottleError per bucket of its window, so refusing
@@ -121,8 +126,8 @@ func (e *ThrottleError) Error() string {
 		", retry after " + e.NotBefore.UTC().Format(time.RFC3339Nano) + ")"
 }
 
-// Is reports whether target is ErrThrottled.
-func (e *ThrottleError) Is(target error) bool { return target == ErrThrottled }
+// Is reports whether target is ErrThrottled or ErrRefused.
+func (e *ThrottleError) Is(target error) bool { return target == ErrThrottled || target == ErrRefused }
 
 // ThrottleStats is what a Throttle shows the surfaces (admin, CLI, metrics).
 type ThrottleStats struct {
@@ -161,6 +166,7 @@ type Throttle struct {
 	threshold atomic.Uint64 // refuse when a uniform 64-bit draw is below it; 0: refuse nothing
 	revised   atomic.Int64  // the bucket the threshold was last revised in
 	refusal   atomic.Pointer[ThrottleError]
+	accepting atomic.Bool // the last revision found the destination accepting (Accepting)
 
 	p       ThrottlePolicy
 	width   int64 // nanoseconds of a bucket
@@ -360,11 +366,38 @@ func (t *Throttle) revise(b int64) {
 		return
 	}
 	sent, accepted := t.window(b)
+	if ok := sent >= int64(t.p.MinSent) && throttleAcceptingShare*accepted >= sent; ok != t.accepting.Load() {
+		t.accepting.Store(ok)
+	}
 	p := 0.0
 	if sent >= int64(t.p.MinSent) || sent > 0 && t.threshold.Load() != 0 {
 		p = max(0, (float64(sent)-t.p.K*float64(accepted))/float64(sent+1))
 	}
 	t.threshold.Store(throttleThreshold(p))
+}
+
+// throttleAcceptingShare: a destination accepting fewer than 1 in this many sent calls
+// is not Accepting.
+const throttleAcceptingShare = 20
+
+// Accepting reports whether the destination accepts a useful share of what is sent:
+// the trailing window holds at least MinSent sent calls, and it accepted at least 1 in
+// 20 of them. It reads the clock and revises the window when its bucket has moved on,
+// so that evidence older than the window never counts.
+//
+// A registry asks it before it holds a failure against the destination's circuit:
+// while the destination accepts a share, the throttle sheds in proportion and the
+// circuit stays closed (a brownout keeps the goodput the destination gives); a
+// destination that accepts (almost) nothing, or whose traffic is too rare to fill
+// the window, is judged by its circuit alone.
+func (t *Throttle) Accepting() bool {
+	if t == nil {
+		return false
+	}
+	if b := t.now() / t.width; b > t.revised.Load() {
+		t.revise(b)
+	}
+	return t.accepting.Load()
 }
 
 // throttleThreshold turns a probability in [0, 1) into the bound a uniform 64-bit draw

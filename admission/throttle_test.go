@@ -233,6 +233,43 @@ func TestThrottleWindowExpiry(t *testing.T) {
 	}
 }
 
+// TestThrottleAccepting checks the view the circuit's judge reads: a destination is
+// accepting while the window holds MinSent sent calls of which 1 in 20 or more were
+// accepted; too few calls, or evidence that has left the window, say nothing. (The
+// records are made in bucket 0 and judged from the next bucket on, when the window is
+// revised.)
+func TestThrottleAccepting(t *testing.T) {
+	const bucket = time.Second / 8 // the default window's
+	for _, tc := range []struct {
+		name           string
+		sent, accepted int
+		later          time.Duration // when Accepting is asked, after the records
+		want           bool
+	}{
+		{"healthy", 100, 100, bucket, true},
+		{"60 % failing", 100, 40, bucket, true},
+		{"1 in 20 accepted", 100, 5, bucket, true},
+		{"fewer than 1 in 20", 100, 4, bucket, false},
+		{"nothing accepted", 100, 0, bucket, false},
+		{"too few calls sent", 19, 19, bucket, false},
+		{"MinSent sent", 20, 20, bucket, true},
+		{"evidence out of the window", 100, 100, 8 * bucket, false},
+		{"evidence still in the window", 100, 100, 7*bucket + bucket - 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			th, c := newClockedThrottle(t, DefaultThrottlePolicy())
+			recordN(th, tc.sent, tc.accepted)
+			c.set(tc.later)
+			if got := th.Accepting(); got != tc.want {
+				t.Fatalf("Accepting() = %v after %d sent, %d accepted, asked %v later; want %v", got, tc.sent, tc.accepted, tc.later, tc.want)
+			}
+		})
+	}
+	if (*Throttle)(nil).Accepting() {
+		t.Fatal("a nil throttle says its destination accepts")
+	}
+}
+
 // TestThrottleRefusal checks the refusal's values: one error per bucket, errors.Is
 // ErrThrottled, NotBefore at the next revision, the probability it was drawn against,
 // and no allocation for repeated refusals.
@@ -245,8 +282,8 @@ func TestThrottleRefusal(t *testing.T) {
 	_ = th.Stats()
 	err := th.Admit()
 	var te *ThrottleError
-	if !errors.As(err, &te) || !errors.Is(err, ErrThrottled) {
-		t.Fatalf("Admit = %v, want a *ThrottleError that is ErrThrottled", err)
+	if !errors.As(err, &te) || !errors.Is(err, ErrThrottled) || !errors.Is(err, ErrRefused) || errors.Is(err, ErrOverLimit) {
+		t.Fatalf("Admit = %v, want a *ThrottleError that is ErrThrottled and ErrRefused, not ErrOverLimit", err)
 	}
 	if want := throttleBase.Add(250 * time.Millisecond); !te.NotBefore.Equal(want) {
 		t.Errorf("NotBefore = %v, want %v (the end of the bucket)", te.NotBefore, want)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -310,3 +311,193 @@ func TestReportShowsTheLimitAndEvictionWaitsForIt(t *testing.T) {
 		t.Fatal("not evicted once idle")
 	}
 }
+
+// throttled is a registry with DefaultPolicy on a fake clock, counting calls, and a
+// publisher that fails the calls fail says to fail (by their number, from 0).
+func throttled(t *testing.T, fail func(i int64) bool) (*registry.Registry, *fakeclock.Clock, transport.Publisher) {
+	t.Helper()
+	clock := fakeclock.New(t0)
+	r, err := registry.New(registry.DefaultPolicy(), registry.WithClock(clock), registry.WithCallCounts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	pub := r.Guard(&fakePublisher{fn: func(context.Context, transport.Destination) error {
+		if fail(n.Add(1) - 1) {
+			return errBroker
+		}
+		return nil
+	}}, classify)
+	return r, clock, pub
+}
+
+func throttleOf(t *testing.T, r *registry.Registry) admission.ThrottleStats {
+	t.Helper()
+	for _, c := range r.Report() {
+		if c.Destination == orders {
+			return c.Throttle
+		}
+	}
+	t.Fatal("no report of kafka:orders")
+	return admission.ThrottleStats{}
+}
+
+// A brownout under DefaultPolicy: a destination failing 6 calls in 10, fast, is
+// neither throttled (it accepts more than a third) nor cut off by its circuit,
+// although runs of 5 failures in a row are frequent: while it accepts a useful share,
+// its failures are the throttle's to weigh, not the circuit's. (The brownout starts
+// after a healthy second: a process that starts in one has no window yet, and is
+// judged by its circuit until it has sent MinSent calls.)
+func TestBrownoutKeepsTheCircuitClosed(t *testing.T) {
+	r, clock, pub := throttled(t, func(i int64) bool { return i >= 320 && i%10 < 6 })
+	var made, failed int
+	for range 48 { // a healthy second, then 5s, 40 calls per 125ms bucket
+		for range 40 {
+			made++
+			if err := pub.Publish(t.Context(), orders, transport.Message{}); err != nil {
+				var re *registry.RejectedError
+				if errors.As(err, &re) {
+					t.Fatalf("call %d of a 60 %% brownout refused: %v", made, err)
+				}
+				failed++
+			}
+		}
+		clock.Advance(125 * time.Millisecond)
+	}
+	if s := r.Snapshots()[orders]; s.State != breaker.Closed {
+		t.Fatalf("60 %% brownout: circuit %v, want closed", s.State)
+	}
+	if c := callsOf(t, r, orders); c.Rejected != 0 || c.Published != uint64(made-failed) {
+		t.Fatalf("counts %+v, want no refusal and %d published", c, made-failed)
+	}
+	if s := throttleOf(t, r); s.RejectProbability != 0 || s.Sent == 0 {
+		t.Fatalf("throttle %+v, want sent calls and no refusal", s)
+	}
+}
+
+// A destination that goes hard down is throttled at once, in proportion, and its
+// circuit opens once the window no longer shows it accepting anything; a throttle's
+// refusal is a *RejectedError that matches admission.ErrThrottled and ErrRefused, and
+// is counted and reported as a refusal.
+func TestHardDownIsThrottledThenOpens(t *testing.T) {
+	down := atomic.Bool{}
+	r, clock, pub := throttled(t, func(int64) bool { return down.Load() })
+	for range 8 { // a healthy second
+		for range 20 {
+			if err := pub.Publish(t.Context(), orders, transport.Message{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(125 * time.Millisecond)
+	}
+	down.Store(true)
+	var refusals int
+	for step := range 16 { // two seconds down, 20 attempts per bucket
+		for range 20 {
+			err := pub.Publish(t.Context(), orders, transport.Message{})
+			var re *registry.RejectedError
+			switch {
+			case errors.Is(err, breaker.ErrOpen):
+			case errors.Is(err, admission.ErrThrottled):
+				if !errors.As(err, &re) || !errors.Is(err, admission.ErrRefused) || errors.Is(err, admission.ErrOverLimit) {
+					t.Fatalf("throttle refusal %v, want a *RejectedError matching ErrRefused", err)
+				}
+				refusals++
+			case !errors.Is(err, errBroker):
+				t.Fatalf("call to a dead destination: %v", err)
+			}
+		}
+		if step == 0 {
+			if s := r.Snapshots()[orders]; s.State != breaker.Closed {
+				t.Fatalf("an eighth of a second into the outage, with the healthy second in the window: %v, want closed", s.State)
+			}
+		}
+		clock.Advance(125 * time.Millisecond)
+	}
+	if s := r.Snapshots()[orders]; s.State != breaker.Open {
+		t.Fatalf("two seconds hard down: %v, want open", s.State)
+	}
+	if refusals == 0 {
+		t.Fatal("the throttle refused nothing while the destination failed every call")
+	}
+	if c, s := callsOf(t, r, orders), throttleOf(t, r); s.Refused != uint64(refusals) || c.Rejected < uint64(refusals) {
+		t.Fatalf("%d throttle refusals: reported %+v, counted %+v", refusals, s, c)
+	}
+}
+
+// Rare traffic is the circuit's to judge: a dead destination called once every 10
+// minutes never fills the throttle's window, and opens after DefaultPolicy's 5
+// failures.
+func TestRareFailuresOpenUnderDefaultPolicy(t *testing.T) {
+	r, clock, pub := throttled(t, func(int64) bool { return true })
+	for i := range 5 {
+		if s := r.Snapshots()[orders]; i > 0 && s.State != breaker.Closed {
+			t.Fatalf("after %d rare failures: %v, want closed", i, s.State)
+		}
+		if err := pub.Publish(t.Context(), orders, transport.Message{}); !errors.Is(err, errBroker) {
+			t.Fatalf("call %d: %v, want the broker's failure", i+1, err)
+		}
+		clock.Advance(10 * time.Minute)
+	}
+	if s := r.Snapshots()[orders]; s.State != breaker.Open {
+		t.Fatalf("after 5 rare failures: %v, want open", s.State)
+	}
+}
+
+// Only outcomes that say something about the destination feed the throttle: a
+// success, a failure and a missed deadline with its budget do; the caller's cancel, a
+// message's own rejection and a deadline shorter than MinCallBudget do not.
+func TestThrottleIsFedByVerdictsOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // 0: none
+		cancel   bool
+		err      error // nil: the call waits for its context
+		wantSent int64
+	}{
+		{"success", 0, false, errNone, 1},
+		{"broker failure", 0, false, errBroker, 1},
+		{"message rejected", 0, false, errBadMsg, 0},
+		{"caller cancelled", 0, true, nil, 0},
+		{"deadline under MinCallBudget", registry.DefaultMinCallBudget / 2, false, nil, 0},
+		{"deadline with its budget", 2 * registry.DefaultMinCallBudget, false, nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, err := registry.New(registry.DefaultPolicy(), registry.WithCallCounts())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := r.Guard(&fakePublisher{}, classify).Publish(t.Context(), orders, transport.Message{}); err != nil {
+					t.Fatal(err) // a success first: the destination is warm (no cold first wave)
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				if tc.deadline > 0 {
+					ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+					defer cancel()
+				}
+				pub := r.Guard(&fakePublisher{fn: func(ctx context.Context, _ transport.Destination) error {
+					if tc.cancel {
+						cancel()
+					}
+					if tc.err == nil {
+						<-ctx.Done()
+						return ctx.Err()
+					}
+					if tc.err == errNone {
+						return nil
+					}
+					return tc.err
+				}}, classify)
+				_ = pub.Publish(ctx, orders, transport.Message{})
+				if s := throttleOf(t, r); s.Sent != 1+tc.wantSent {
+					t.Fatalf("throttle window holds %d sent calls, want %d", s.Sent, 1+tc.wantSent)
+				}
+			})
+		})
+	}
+}
+
+// errNone marks, in TestThrottleIsFedByVerdictsOnly, a call that succeeds.
+var errNone = errors.New("no error")

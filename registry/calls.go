@@ -51,6 +51,10 @@ type CircuitReport struct {
 	// Limit is the view of the destination's adaptive limit in this process; zero
 	// when its admission control is off.
 	Limit admission.LimitStats
+	// Throttle is the view of the destination's adaptive throttle in this process:
+	// the probability it refuses with, the window's counts and its refusals; zero
+	// when the throttle is off.
+	Throttle admission.ThrottleStats
 	// Calls are zero unless the registry counts calls (WithCallCounts).
 	Calls CallCounts
 	// IsolatedPartitions lists the destination's partitions isolated now (see
@@ -67,6 +71,7 @@ func (r *Registry) Report() []CircuitReport {
 		if e.adm != nil {
 			out[i].Limit = e.adm.Stats()
 		}
+		out[i].Throttle = e.thr.Stats()
 		if c := e.calls; c != nil {
 			out[i].Calls = CallCounts{
 				Published: c[published].Load(), Failed: c[failed].Load(),
@@ -114,12 +119,13 @@ func (e *entry) refused(err error) error {
 // circuit shows in its snapshot), gives admission control what o says, and counts
 // the call by what the circuit made of it.
 func (e *entry) complete(p Permit, o breaker.Outcome, err error) bool {
-	return e.end(p, o, resultOf(o), err, false)
+	res := resultOf(o)
+	return e.end(p, e.judged(p, o), res, res, err, false)
 }
 
 // end is Permit.end, counting the call by what the circuit made of it.
-func (e *entry) end(p Permit, o breaker.Outcome, res admission.Result, err error, missed bool) bool {
-	return e.count(p, o, p.end(o, res, err, missed))
+func (e *entry) end(p Permit, o breaker.Outcome, res, thr admission.Result, err error, missed bool) bool {
+	return e.count(p, o, p.end(o, res, thr, err, missed))
 }
 
 // count counts a call completed with o by what the circuit made of it (counted:
@@ -161,7 +167,8 @@ func (r *Registry) CompleteWith(d transport.Destination, p Permit, o breaker.Out
 	if e, ok := r.lookup(d); ok {
 		return e.complete(p, o, err)
 	}
-	return p.end(o, resultOf(o), err, false)
+	res := resultOf(o)
+	return p.end(o, res, res, err, false)
 }
 
 // testHookLookupMissed, when set by a test, runs in lookup after the read map missed

@@ -10,12 +10,14 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// RejectedError is returned by a guarded publisher when the destination's circuit
-// refused the call; the inner publisher was not called. errors.Is(err, breaker.ErrOpen)
-// and errors.As(err, **breaker.OpenError) see through it.
+// RejectedError is returned by a guarded publisher when the destination's circuit or
+// its admission control refused the call; the inner publisher was not called.
+// errors.Is(err, breaker.ErrOpen) and errors.As(err, **breaker.OpenError) see through
+// it, as errors.Is(err, admission.ErrRefused) does for admission control's refusals
+// (the adaptive limit's, admission.ErrOverLimit; the throttle's, admission.ErrThrottled).
 type RejectedError struct {
 	Destination transport.Destination
-	Err         error // *breaker.OpenError, breaker.ErrSaturated or breaker.ErrUnavailable
+	Err         error // *breaker.OpenError, breaker.ErrSaturated, breaker.ErrUnavailable, *admission.LimitError or *admission.ThrottleError
 }
 
 // Error names the destination and the circuit's reason.

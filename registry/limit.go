@@ -22,7 +22,8 @@ func (r *Registry) Finish(ctx context.Context, d transport.Destination, p Permit
 	e, ok := r.lookup(d)
 	if !ok {
 		o := Outcome(ctx, s, err, n, classify)
-		p.end(o, resultOf(o), err, false)
+		res := resultOf(o)
+		p.end(o, res, res, err, false)
 		return o
 	}
 	return e.settle(ctx, p, Outcome(ctx, s, err, n, classify), s, err)
@@ -36,17 +37,19 @@ func (e *entry) settle(ctx context.Context, p Permit, o breaker.Outcome, s Start
 		if o == breaker.Failure && noAnswer(err) {
 			// The client's own clock gave up on the broker (a read deadline, a
 			// heartbeat): a missed deadline too, not an error answer.
-			e.end(p, o, admission.Dropped, err, true)
+			e.end(p, o, admission.Dropped, admission.Dropped, err, true)
 			return o
 		}
-		e.complete(p, o, err)
+		res := resultOf(o)
+		o = e.judged(p, o)
+		e.end(p, o, res, res, err, false)
 		return o
 	}
 	// The call was ended by its deadline. One that started with less than
 	// MinCallBudget says nothing to any judge: Outcome made it Neutral, and
 	// admission control ignores it (neither a drop nor a deadline to learn).
 	if s.short {
-		e.end(p, o, admission.Ignored, err, false)
+		e.end(p, o, admission.Ignored, admission.Ignored, err, false)
 		return o
 	}
 	lim := e.adm
@@ -54,7 +57,7 @@ func (e *entry) settle(ctx context.Context, p Permit, o breaker.Outcome, s Start
 	// client's set-up, a channel opening at the slow pace): no evidence, and no work
 	// the limit must shed; the opening goes on, and serves a later call.
 	if lim != nil && o == breaker.Failure && errors.Is(err, transport.ErrNotSent) && lim.Answered() {
-		e.end(p, breaker.Neutral, admission.Ignored, err, false)
+		e.end(p, breaker.Neutral, admission.Ignored, admission.Ignored, err, false)
 		return breaker.Neutral
 	}
 	// Otherwise a drop for admission control whatever the circuit makes of it, and no
@@ -64,9 +67,35 @@ func (e *entry) settle(ctx context.Context, p Permit, o breaker.Outcome, s Start
 	if lim != nil && o == breaker.Failure && (lim.Busy() || s.cold || lim.Answering()) {
 		o = breaker.Neutral
 	}
+	// The throttle takes the miss as the destination's only when the circuit would:
+	// a slow destination is the limit's to answer, and this process's bulk work or
+	// cold start is not the destination's doing.
+	thr := admission.Ignored
+	if o == breaker.Failure {
+		thr = admission.Dropped
+	}
 	// A Failure is a missed deadline, not an error answer: the circuit it opens
 	// probes for the recovery back to back (breaker.Permit.CompleteMissed).
-	e.end(p, o, admission.Dropped, err, o == breaker.Failure)
+	e.end(p, o, admission.Dropped, thr, err, o == breaker.Failure)
+	return o
+}
+
+// judged is what the circuit is told of a call that ended with o, an answer (not a
+// missed deadline, which the deadline rule judges): a Failure is Neutral while the
+// destination accepts a useful share of the calls sent to it
+// (admission.Throttle.Accepting: at least 1 in 20 of the trailing second's calls, and
+// at least the throttle's MinSent of them). Such a destination is in a brownout, and
+// the throttle sheds in proportion to its failures; opening the circuit would refuse
+// the share it still accepts, and its failures are fast, so refusing saves the
+// callers nothing. The circuit judges a destination that accepts (almost) nothing, or
+// whose calls are too rare to fill the window, and its own probes, as before. Without
+// a throttle, o is unchanged. Missed deadlines are not judged here: they cost the
+// callers their deadlines, and the deadline rule tells a slow destination (the limit's
+// to answer) from a hung one (the circuit's).
+func (e *entry) judged(p Permit, o breaker.Outcome) breaker.Outcome {
+	if o == breaker.Failure && !p.Probe() && e.thr.Accepting() {
+		return breaker.Neutral
+	}
 	return o
 }
 

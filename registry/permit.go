@@ -16,6 +16,7 @@ import (
 type Permit struct {
 	circuit breaker.Permit
 	slot    admission.Slot
+	thr     *admission.Throttle // the destination's throttle, told how the call ended; nil when off
 	// bypass marks a call a Shadow circuit admitted although its admission control
 	// refused it: its outcome counts for nothing, as a circuit's own bypass's.
 	bypass bool
@@ -25,23 +26,30 @@ type Permit struct {
 func (p Permit) Probe() bool { return p.circuit.Probe() }
 
 // acquire takes d's circuit permit for a call of n messages, then, when admission
-// control is on, its slot, weighed by n and by the priority ctx carries
-// (admission.WithPriority). An open circuit costs nothing more; a probe, and a call a
-// Shadow or FailOpen circuit admitted as a bypass, take no slot (admission never
-// refuses them). A slot refused gives the circuit's permit back unchanged.
+// control is on, asks its throttle and takes its limit's slot, weighed by n and by
+// the priority ctx carries (admission.WithPriority). An open circuit costs nothing
+// more; a probe, and a call a Shadow or FailOpen circuit admitted as a bypass, are
+// never refused by admission control and take no slot, but their outcomes feed the
+// throttle. A refusal gives the circuit's permit back unchanged.
 func (e *entry) acquire(ctx context.Context, n int) (Permit, error) {
 	cp, err := e.circuit.Acquire(ctx)
-	if err != nil || e.adm == nil || cp.Probe() || cp.Bypass() {
-		return Permit{circuit: cp}, err
+	p := Permit{circuit: cp, thr: e.thr}
+	if err != nil || cp.Probe() || cp.Bypass() {
+		return p, err
 	}
-	slot, err := e.adm.Acquire(n, admission.PriorityOf(ctx))
+	// The throttle first: while it refuses nothing it costs one atomic load, and a
+	// call it refuses takes no slot from the limit.
+	err = e.thr.Admit()
+	if err == nil && e.adm != nil {
+		p.slot, err = e.adm.Acquire(n, admission.PriorityOf(ctx))
+	}
 	if err == nil {
-		return Permit{circuit: cp, slot: slot}, nil
+		return p, nil
 	}
 	if e.onBypass != nil { // Shadow: watch, do not refuse
 		e.onBypass(breaker.Bypass{Identity: e.dest.String(), Mode: breaker.Shadow, State: breaker.Closed,
 			Generation: cp.Generation(), Err: err})
-		return Permit{circuit: cp, bypass: true}, nil
+		return Permit{circuit: cp, thr: e.thr, bypass: true}, nil
 	}
 	cp.Complete(breaker.Neutral) // gives back what the circuit lent, changes nothing
 	return Permit{}, err
@@ -49,17 +57,25 @@ func (e *entry) acquire(ctx context.Context, n int) (Permit, error) {
 
 // end gives p's slot back with res, then completes its circuit permit with o and
 // err (as a missed deadline when missed), once: only the permit's first end does
-// anything. It returns whether the circuit took the outcome into account.
-func (p Permit) end(o breaker.Outcome, res admission.Result, err error, missed bool) bool {
+// anything. It returns whether the circuit took the outcome into account. The
+// throttle is told thr (an answer, an error answer or a drop; nothing for Ignored)
+// when the circuit's permit was live, which is once: a stale permit (of a generation
+// that has ended, or under an override) is old news for the throttle too.
+func (p Permit) end(o breaker.Outcome, res, thr admission.Result, err error, missed bool) bool {
 	p.slot.Release(res)
+	var live bool
 	switch {
 	case p.bypass:
-		p.circuit.Complete(breaker.Neutral)
-		return false
+		live = p.circuit.Complete(breaker.Neutral)
 	case missed:
-		return p.circuit.CompleteMissed(err)
+		live = p.circuit.CompleteMissed(err)
+	default:
+		live = p.circuit.CompleteWith(o, err)
 	}
-	return p.circuit.CompleteWith(o, err)
+	if live && p.thr != nil && thr != admission.Ignored {
+		p.thr.Record(thr == admission.Success)
+	}
+	return live && !p.bypass
 }
 
 // resultOf is what admission control learns from a call that ended with outcome o
@@ -100,12 +116,22 @@ func (r *Registry) AcquireN(ctx context.Context, d transport.Destination, n int)
 }
 
 // Admission returns destination d's admission control in this process, creating d's
-// circuit on first use as Circuit does, or nil when d's policy turns admission off.
-// The outbox paces its bulk work by it (admission.Limiter.BulkHeadroom).
+// circuit on first use as Circuit does, or nil when d's policy turns the adaptive
+// limit off. The outbox paces its bulk work by it (admission.Limiter.BulkHeadroom).
 func (r *Registry) Admission(d transport.Destination) (*admission.Limiter, error) {
 	e, err := r.entry(d)
 	if err != nil {
 		return nil, err
 	}
 	return e.adm, nil
+}
+
+// Throttle returns destination d's adaptive throttle in this process, creating d's
+// circuit on first use as Circuit does, or nil when d's policy turns the throttle off.
+func (r *Registry) Throttle(d transport.Destination) (*admission.Throttle, error) {
+	e, err := r.entry(d)
+	if err != nil {
+		return nil, err
+	}
+	return e.thr, nil
 }

@@ -38,17 +38,22 @@ type Policy struct {
 const DefaultMinCallBudget = 100 * time.Millisecond
 
 // DefaultPolicy returns the policy brokerguard recommends for a publisher's
-// destination, every default written out: breaker.DefaultPolicy's circuit (open after
-// 5 failures in a row, then a probe every 550ms, so that a return is seen within
-// about a second), admission.DefaultPolicy's adaptive limit (calls in flight follow
-// the destination's latency, bulk work such as the outbox yields to online calls, and
-// a deadline missed while the destination is busy with this process's own bulk work,
-// or in a cold process's first wave, is not held against the broker), and
-// DefaultMinCallBudget.
+// destination, every default written out:
 //
-//	p := registry.DefaultPolicy()
-//	p.Circuit.FailureThreshold = 2  // payments: open sooner
-//	p.Admission = admission.Policy{} // no admission control
+//   - breaker.DefaultPolicy's circuit: open after 5 failures in a row, then a probe
+//     every 550ms, so that a return is seen within about a second. While the
+//     destination accepts at least 1 in 20 of a trailing second's calls (20 or more),
+//     its error answers are left to the throttle and do not count against the circuit
+//     (see admission.Throttle.Accepting): the circuit is for a destination that accepts
+//     nothing, or that is called too rarely to fill the window.
+//   - admission.DefaultPolicy's adaptive limit: calls in flight follow the
+//     destination's latency, bulk work such as the outbox yields to online calls, and
+//     a deadline missed while the destination is busy with this process's own bulk
+//     work, or in a cold process's first wave, is not held against the broker.
+//   - admission.DefaultPolicy's adaptive throttle: calls are refused with probability
+//     max(0, (sent - 3*accepted) / (sent + 1)) over the trailing second, so that a
+//     brownout keeps the goodput the destination gives and sheds the rest at once.
+//   - DefaultMinCallBudget.
 func DefaultPolicy() Policy {
 	return Policy{Circuit: breaker.DefaultPolicy(), Admission: admission.DefaultPolicy(), MinCallBudget: DefaultMinCallBudget}
 }

@@ -106,7 +106,7 @@ func WithObserver(f func(transport.Destination, breaker.Transition)) Option {
 // WithBypassHook is told, with its destination, every call that a Shadow or FailOpen
 // circuit admitted although Enforce would have refused it (see breaker.Mode), and
 // every call a Shadow circuit's admission control would have refused (Bypass.Err is
-// then the *admission.LimitError). Use it as the audit trail of FailOpen
+// then the *admission.LimitError or *admission.ThrottleError). Use it as the audit trail of FailOpen
 // destinations.
 func WithBypassHook(f func(transport.Destination, breaker.Bypass)) Option {
 	return func(r *Registry) error {
@@ -152,7 +152,8 @@ type Registry struct {
 type entry struct {
 	dest      transport.Destination
 	circuit   breaker.Circuit
-	adm       *admission.Limiter           // this process's admission control; nil when the policy has none
+	adm       *admission.Limiter           // this process's adaptive limit; nil when the policy has none
+	thr       *admission.Throttle          // this process's adaptive throttle; nil when the policy has none
 	onBypass  func(breaker.Bypass)         // set when the circuit's Mode is Shadow: admission refusals are watched, not enforced (permit.go)
 	minBudget time.Duration                // the policy's MinCallBudget, normalized
 	used      atomic.Bool                  // set by use, cleared by each eviction sweep
@@ -265,7 +266,11 @@ func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
 	if r.clock != nil {
 		clock = r.clock.Now
 	}
-	e := &entry{dest: d, adm: admission.NewLimiter(p.Admission.Limit, clock), minBudget: p.minCallBudget()}
+	thr, err := admission.NewThrottle(p.Admission.Throttle, clock)
+	if err != nil { // policies were validated: only a bug gets here
+		return nil, fmt.Errorf("registry: throttle for %s: %w", d, err)
+	}
+	e := &entry{dest: d, adm: admission.NewLimiter(p.Admission.Limit, clock), thr: thr, minBudget: p.minCallBudget()}
 	if p.Circuit.Mode == breaker.Shadow {
 		e.onBypass = r.bypassed(d)
 	}
