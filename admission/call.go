@@ -57,9 +57,10 @@ const (
 	// Failure is an error answer from the destination, or the path to it: the limit
 	// contracts.
 	Failure
-	// Dropped is a call that ended without an answer: its deadline passed, or the
-	// client's own timeout. The limit contracts, and an online call's latency tells
-	// the bulk budget how long online callers wait.
+	// Dropped is a call that ended without an answer: a deadline it started with
+	// enough time for passed, or the client's own timeout gave up. The limit
+	// contracts, and an online call's latency tells the bulk budget how long online
+	// callers wait. A deadline too short to be a verdict is Ignored, not Dropped.
 	Dropped
 )
 

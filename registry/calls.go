@@ -125,6 +125,9 @@ func (e *entry) complete(p Permit, o breaker.Outcome, err error) bool {
 
 // end is Permit.end, counting the call by what the circuit made of it.
 func (e *entry) end(p Permit, o breaker.Outcome, res, thr admission.Result, err error, missed bool) bool {
+	if testHookEnd != nil {
+		testHookEnd(o, res, thr, missed)
+	}
 	return e.count(p, o, p.end(o, res, thr, err, missed))
 }
 
@@ -170,6 +173,11 @@ func (r *Registry) CompleteWith(d transport.Destination, p Permit, o breaker.Out
 	res := resultOf(o)
 	return p.end(o, res, res, err, false)
 }
+
+// testHookEnd, when set by a test, is told what each guarded call's end gives the
+// circuit (o, and whether as a missed deadline), the limit (res) and the throttle
+// (thr). Nil in production.
+var testHookEnd func(o breaker.Outcome, res, thr admission.Result, missed bool)
 
 // testHookLookupMissed, when set by a test, runs in lookup after the read map missed
 // and before mu is taken: there another caller can promote the entry out of fresh.

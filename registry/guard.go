@@ -171,6 +171,25 @@ func startOf(ctx context.Context, budget time.Duration) Start {
 
 func failAll(error) breaker.Outcome { return breaker.Failure }
 
+// endedBy is ctx.Err() for a call that returned err, also when the context's deadline
+// has passed and its cancellation has not run yet: an SDK that sets its connection's
+// deadline to the context's returns its own timeout (an i/o timeout) at the same
+// instant, and may return before the context's timer fires. Without this, that call
+// would be judged by the client's timeout (a missed deadline with its budget) even
+// when it started with less than MinCallBudget: the caller's own deadline held against
+// the broker. It reads the clock only for a failed call whose context has a deadline
+// and has not ended.
+func endedBy(ctx context.Context, err error) error {
+	ended := ctx.Err()
+	if ended != nil || err == nil {
+		return ended
+	}
+	if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // Outcome is the rule Guard applies to a publish of n messages that returned err,
 // given the call's Start; it is exported for publishers that complete permits
 // themselves (asynchronous writers). In order:
@@ -218,7 +237,7 @@ func failAll(error) breaker.Outcome { return breaker.Failure }
 // A hung broker answers nothing, is never busy, and opens its circuit as before,
 // once a window of the limit has closed on its misses.
 func Outcome(ctx context.Context, s Start, err error, n int, classify transport.Classifier) breaker.Outcome {
-	switch ended := ctx.Err(); {
+	switch ended := endedBy(ctx, err); {
 	case err == nil:
 		return breaker.Success
 	case ended == nil:

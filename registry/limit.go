@@ -33,7 +33,7 @@ func (r *Registry) Finish(ctx context.Context, d transport.Destination, p Permit
 // deadline rule: what a deadline or a timeout that ended the call says to the circuit
 // and to admission control.
 func (e *entry) settle(ctx context.Context, p Permit, o breaker.Outcome, s Start, err error) breaker.Outcome {
-	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if err == nil || !errors.Is(endedBy(ctx, err), context.DeadlineExceeded) {
 		if o == breaker.Failure && noAnswer(err) {
 			// The client's own clock gave up on the broker (a read deadline, a
 			// heartbeat): a missed deadline too, not an error answer.
