@@ -3,6 +3,7 @@ package admission
 import (
 	"errors"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,15 +53,26 @@ var slotTokens = sync.Pool{New: func() any { return new(slotToken) }}
 // Release gives the slot back with how the call ended, and reports whether this was
 // the slot's first Release: later ones, of the slot or of a copy, change nothing. It
 // reads the clock.
-func (s Slot) Release(r Result) bool {
-	t := s.t
-	if t == nil || !t.seq.CompareAndSwap(s.seq, s.seq+1) {
+func (s Slot) Release(r Result) bool { return s.ReleaseRecording(r, nil, Ignored) }
+
+// ReleaseRecording is Release that also tells t how the call ended, as t.Record(verdict
+// == Success) would (nothing for Ignored or a nil t), with the clock reading the
+// release takes: a call's end then reads the clock once for both. It records only on
+// the slot's first Release, and reports whether this was it.
+func (s Slot) ReleaseRecording(r Result, t *Throttle, verdict Result) bool {
+	tok := s.t
+	if tok == nil || !tok.seq.CompareAndSwap(s.seq, s.seq+1) {
 		return false
 	}
-	lim, start, w, bulk := t.lim, t.start, t.weight, t.bulk
-	t.lim = nil // the pool must not keep the limiter alive
-	slotTokens.Put(t)
-	lim.release(start, w, bulk, r, lim.now())
+	lim, start, w, bulk := tok.lim, tok.start, tok.weight, tok.bulk
+	tok.lim = nil // the pool must not keep the limiter alive
+	slotTokens.Put(tok)
+	now := lim.now()
+	lim.release(start, w, bulk, r, now)
+	if t != nil && verdict != Ignored {
+		// The throttle counts from its own epoch; both read one clock.
+		t.recordAt(max(now+int64(lim.epoch.Sub(t.epoch)), 0), verdict == Success)
+	}
 	return true
 }
 
@@ -131,11 +143,10 @@ type Limiter struct {
 	bulkWake     atomic.Pointer[chan struct{}] // closed when bulk headroom may have grown (BulkWake)
 	_            [64]byte
 
-	// The current window, added to by releases. winCounts packs the releases with a
-	// verdict (successes, failures, drops; low 32 bits) and the online successes
-	// measured (high 32 bits), so that a release adds once.
-	winCounts   atomic.Int64
-	winSum      atomic.Int64 // the measured successes' latency, nanoseconds
+	// The current window, added to by releases. Every release with a verdict adds to
+	// one of the stripes (win), picked by a hash of its clock reading as the
+	// throttle's are, so that releases on different cores rarely write one line;
+	// drops and misses are rarer and kept here.
 	winDrops    atomic.Int64
 	winMissed   atomic.Int64 // online calls dropped (count<<40 | latency sum in ms): their deadlines
 	lastSuccess atomic.Int64 // when a call last succeeded, to the millisecond (nanoseconds since epoch; 0: never)
@@ -144,6 +155,9 @@ type Limiter struct {
 	_           [64]byte
 
 	refuseOnline, refuseBulk atomic.Pointer[LimitError] // cached per NotBefore slot
+
+	win      []winStripe // written by releases; summed and reset by update
+	winShift uint        // 64 - log2(len(win))
 
 	mu       sync.Mutex // serializes updates; guards the fields below
 	ready    bool       // the baseline exists
@@ -158,6 +172,30 @@ type Limiter struct {
 	good     float64 // the limit in the last healthy window
 
 	bulk bulkPacer // the bulk budget (bulk.go)
+}
+
+// winStripe is one stripe of a window's counts, 64 bytes: a slice of them is 64-byte
+// aligned (its size class is a multiple of 64), so no two stripes share a cache line.
+type winStripe struct {
+	// counts packs the releases with a verdict (successes, failures, drops; low 32
+	// bits) and the online successes measured (high 32 bits), so a release adds once.
+	counts atomic.Int64
+	sum    atomic.Int64 // the measured successes' latency, nanoseconds
+	_      [48]byte
+}
+
+// stripe picks the window stripe a release at now adds to (see Throttle.stripe).
+func (l *Limiter) stripe(now int64) *winStripe {
+	return &l.win[uint64(now)*0x9E3779B97F4A7C15>>l.winShift]
+}
+
+// events returns the releases with a verdict in the current window, over every stripe.
+func (l *Limiter) events() int64 {
+	var n int64
+	for i := range l.win {
+		n += l.win[i].counts.Load() & (1<<32 - 1)
+	}
+	return n
 }
 
 const (
@@ -178,7 +216,8 @@ func NewLimiter(p LimitPolicy, now func() time.Time) *Limiter {
 		return nil
 	}
 	p = p.normalized()
-	l := &Limiter{p: p, clock: now}
+	n := stripes()
+	l := &Limiter{p: p, clock: now, win: make([]winStripe, n), winShift: uint(64 - bits.TrailingZeros(uint(n)))}
 	if now != nil {
 		l.epoch = now()
 	} else {
@@ -270,13 +309,14 @@ func (l *Limiter) release(start, w int64, bulk bool, r Result, now int64) {
 		l.warmed.Store(true)
 	}
 	add := int64(1)
+	st := l.stripe(now)
 	if r == Success {
 		if last := l.lastSuccess.Load(); last == 0 || now-last >= int64(time.Millisecond) {
 			l.lastSuccess.Store(max(now, 1))
 		}
 		if !bulk {
 			add |= 1 << 32
-			l.winSum.Add(max(now-start, 0))
+			st.sum.Add(max(now-start, 0))
 		}
 	} else {
 		l.winDrops.Add(1)
@@ -284,10 +324,15 @@ func (l *Limiter) release(start, w int64, bulk bool, r Result, now int64) {
 	if r == Dropped && !bulk { // an online call ended without an answer: learn the deadline
 		l.winMissed.Add(1<<40 | min(max(now-start, 0)/int64(time.Millisecond), 1<<40-1))
 	}
-	done := l.winCounts.Add(add) & (1<<32 - 1)
+	done := st.counts.Add(add) & (1<<32 - 1)
 	begun := l.winStart.Load()
 	elapsed := now - begun
-	if elapsed < int64(l.p.Window) || done < limitMinEvents && elapsed < limitMaxWindows*int64(l.p.Window) {
+	if elapsed < int64(l.p.Window) {
+		return
+	}
+	// A window with few events waits for more, up to limitMaxWindows; this stripe's
+	// count is a lower bound of the window's, summed only when it is short.
+	if done < limitMinEvents && elapsed < limitMaxWindows*int64(l.p.Window) && l.events() < limitMinEvents {
 		return
 	}
 	if !l.mu.TryLock() { // another release is updating
@@ -301,7 +346,12 @@ func (l *Limiter) release(start, w int64, bulk bool, r Result, now int64) {
 
 // update closes the window and moves the limit. Requires l.mu held.
 func (l *Limiter) update(now int64) {
-	counts, sum, drops := l.winCounts.Swap(0), l.winSum.Swap(0), l.winDrops.Swap(0)
+	var counts, sum int64
+	for i := range l.win {
+		counts += l.win[i].counts.Swap(0)
+		sum += l.win[i].sum.Swap(0)
+	}
+	drops := l.winDrops.Swap(0)
 	samples, done := counts>>32, counts&(1<<32-1)
 	peak := float64(l.peak.Swap(l.inFlight.Load()))
 	elapsed := max(now-l.winStart.Load(), 1)

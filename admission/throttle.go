@@ -195,6 +195,12 @@ const (
 	throttleMaxStripe = 16
 )
 
+// stripes is how many stripes of counters a Throttle or a Limiter's window keeps:
+// twice GOMAXPROCS, rounded up to a power of two, at most throttleMaxStripe.
+func stripes() int {
+	return min(1<<bits.Len(uint(2*runtime.GOMAXPROCS(0)-1)), throttleMaxStripe)
+}
+
 // throttleStripe is 128 bytes: a slice of them is 64-byte aligned (its size class is
 // a power of two of at least 128), so no two stripes share a cache line.
 type throttleStripe struct {
@@ -225,7 +231,7 @@ func NewThrottle(p ThrottlePolicy, now func() time.Time) (*Throttle, error) {
 // readings (recordAt, admitAt).
 func newThrottle(p ThrottlePolicy, now func() time.Time, epoch time.Time) *Throttle {
 	p = p.normalized()
-	n := min(1<<bits.Len(uint(2*runtime.GOMAXPROCS(0)-1)), throttleMaxStripe)
+	n := stripes()
 	return &Throttle{
 		p:       p,
 		width:   int64(p.Window / throttleBuckets),

@@ -938,3 +938,41 @@ func TestThrottleModelBlip(t *testing.T) {
 		t.Errorf("the throttle refused %d calls over a 200ms blip, want none", n)
 	}
 }
+
+// TestReleaseRecording checks that a slot's release tells the throttle the verdict
+// once, on the slot's first release, by the limiter's clock reading, and nothing for
+// Ignored or without a throttle.
+func TestReleaseRecording(t *testing.T) {
+	c := &throttleClock{}
+	lim := NewLimiter(LimitPolicy{Max: 10}, c.now)
+	th, err := NewThrottle(DefaultThrottlePolicy(), c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name           string
+		th             *Throttle
+		verdict        Result
+		sent, accepted int64 // in the window after the release, cumulative
+	}{
+		{"success", th, Success, 1, 1},
+		{"dropped", th, Dropped, 2, 1},
+		{"failure", th, Failure, 3, 1},
+		{"ignored", th, Ignored, 3, 1},
+		{"no throttle", nil, Success, 3, 1},
+	} {
+		slot, err := lim.Acquire(1, Online)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slot.ReleaseRecording(Success, tc.th, tc.verdict) || slot.ReleaseRecording(Success, tc.th, tc.verdict) {
+			t.Fatalf("%s: the first release did not report itself as first, or a second one did", tc.name)
+		}
+		if s := th.Stats(); s.Sent != tc.sent || s.Accepted != tc.accepted {
+			t.Fatalf("%s: window %d sent, %d accepted; want %d, %d", tc.name, s.Sent, s.Accepted, tc.sent, tc.accepted)
+		}
+	}
+	if (Slot{}).ReleaseRecording(Success, th, Success) || th.Stats().Sent != 3 {
+		t.Fatal("the zero Slot recorded a verdict")
+	}
+}

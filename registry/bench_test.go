@@ -31,8 +31,9 @@ func benchCall(b *testing.B, p registry.Policy) {
 	})
 }
 
-// BenchmarkCallDefault is the closed path of DefaultPolicy: the circuit's permit and
-// the adaptive limit's slot.
+// BenchmarkCallDefault is the closed path of DefaultPolicy: the circuit's permit, the
+// throttle's admission (one atomic load) and the adaptive limit's slot, and at the
+// end the throttle's record through the slot's release.
 func BenchmarkCallDefault(b *testing.B) { benchCall(b, registry.DefaultPolicy()) }
 
 // BenchmarkCallNoAdmission is the closed path of DefaultPolicy's circuit alone.

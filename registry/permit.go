@@ -55,14 +55,14 @@ func (e *entry) acquire(ctx context.Context, n int) (Permit, error) {
 	return Permit{}, err
 }
 
-// end gives p's slot back with res, then completes its circuit permit with o and
-// err (as a missed deadline when missed), once: only the permit's first end does
-// anything. It returns whether the circuit took the outcome into account. The
-// throttle is told thr (an answer, an error answer or a drop; nothing for Ignored)
-// when the circuit's permit was live, which is once: a stale permit (of a generation
-// that has ended, or under an override) is old news for the throttle too.
+// end completes p's circuit permit with o and err (as a missed deadline when missed),
+// then gives its slot back with res, once: only the permit's first end does anything.
+// It returns whether the circuit took the outcome into account. The throttle is told
+// thr (an answer, an error answer or a drop; nothing for Ignored) when the circuit's
+// permit was live, which is once: a stale permit (of a generation that has ended, or
+// under an override) is old news for the throttle too. A call that holds a slot tells
+// the throttle through it, with the one clock reading of its release.
 func (p Permit) end(o breaker.Outcome, res, thr admission.Result, err error, missed bool) bool {
-	p.slot.Release(res)
 	var live bool
 	switch {
 	case p.bypass:
@@ -72,8 +72,11 @@ func (p Permit) end(o breaker.Outcome, res, thr admission.Result, err error, mis
 	default:
 		live = p.circuit.CompleteWith(o, err)
 	}
-	if live && p.thr != nil && thr != admission.Ignored {
-		p.thr.Record(thr == admission.Success)
+	if !live || p.thr == nil {
+		thr = admission.Ignored
+	}
+	if !p.slot.ReleaseRecording(res, p.thr, thr) && thr != admission.Ignored {
+		p.thr.Record(thr == admission.Success) // no slot: a probe, a bypass, or the limit off
 	}
 	return live && !p.bypass
 }
