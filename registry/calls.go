@@ -123,8 +123,16 @@ func (e *entry) complete(p Permit, o breaker.Outcome, err error) bool {
 	return e.end(p, e.judged(p, o), res, res, err, false)
 }
 
-// end is Permit.end, counting the call by what the circuit made of it.
+// end is Permit.end, counting the call by what the circuit made of it. With a
+// throttle, an error answer is the throttle's alone: it says how much of what is sent
+// the destination accepts, not how much it can have in flight, and a brownout's fast
+// failures would otherwise contract the limit toward its minimum (a drop-driven
+// contraction) and refuse the share the destination still accepts. The limit keeps
+// learning from latency and from missed deadlines.
 func (e *entry) end(p Permit, o breaker.Outcome, res, thr admission.Result, err error, missed bool) bool {
+	if res == admission.Failure && e.thr != nil {
+		res = admission.Ignored
+	}
 	if testHookEnd != nil {
 		testHookEnd(o, res, thr, missed)
 	}

@@ -59,10 +59,12 @@ func TestEveryJudgeGetsTheDeadlineRule(t *testing.T) {
 	}{
 		{"success", "idle", 0, false, func(context.Context, context.CancelFunc) error { return nil },
 			want{breaker.Success, admission.Success, admission.Success, false}},
+		// An error answer is the throttle's: the limit learns concurrency from latency
+		// and drops (see entry.end).
 		{"error answer", "idle", 0, false, func(context.Context, context.CancelFunc) error { return errAnswer },
-			want{breaker.Failure, admission.Failure, admission.Failure, false}},
+			want{breaker.Failure, admission.Ignored, admission.Failure, false}},
 		{"error answer within a short deadline", "idle", short, false, func(context.Context, context.CancelFunc) error { return errAnswer },
-			want{breaker.Failure, admission.Failure, admission.Failure, false}},
+			want{breaker.Failure, admission.Ignored, admission.Failure, false}},
 		{"message rejected", "idle", 0, false, func(context.Context, context.CancelFunc) error { return errTooLarge },
 			want{breaker.Rejected, admission.Ignored, admission.Ignored, false}},
 		{"caller cancelled", "idle", 0, false, func(ctx context.Context, cancel context.CancelFunc) error {
@@ -113,7 +115,7 @@ func TestEveryJudgeGetsTheDeadlineRule(t *testing.T) {
 					}
 				}
 				var got []want
-				testHookEnd = func(o breaker.Outcome, res, thr admission.Result, missed bool) {
+				testHookEnd = func(o breaker.Outcome, res, thr admission.Result, missed bool) { // res as the limit gets it
 					got = append(got, want{o, res, thr, missed})
 				}
 				defer func() { testHookEnd = nil }()
