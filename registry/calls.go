@@ -119,6 +119,14 @@ func (e *entry) complete(p Permit, o breaker.Outcome, err error) bool {
 
 // end is Permit.end, counting the call by what the circuit made of it.
 func (e *entry) end(p Permit, o breaker.Outcome, res admission.Result, err error, missed bool) bool {
+	switch {
+	case o == breaker.Success:
+		if e.failing.Load() { // write only when the flag changes
+			e.failing.Store(false)
+		}
+	case o == breaker.Failure || res == admission.Dropped:
+		e.failing.Store(true)
+	}
 	return e.count(p, o, p.end(o, res, err, missed))
 }
 
