@@ -122,77 +122,126 @@ const minFailureWindow = time.Millisecond
 // clock's resolution.
 const minRampDuration = time.Millisecond
 
+// maxPolicyDuration bounds every duration of a Policy. A circuit that should stay
+// open longer is an operator's hold (ForceOpen); the bound also keeps every deadline
+// the circuit computes (a doubled, jittered break added to the time since its start)
+// far from overflowing, which would let calls through at once.
+const maxPolicyDuration = 24 * time.Hour
+
 // Validate reports the first field whose value is out of range, as a *PolicyError.
+// It checks each field's own range first (counts not negative, durations within
+// [0, 24h], ratios within their interval and not NaN), then the rules that tie
+// fields together.
 func (p Policy) Validate() error {
-	bad := func(field, format string, args ...any) error {
-		return &PolicyError{Field: field, Reason: fmt.Sprintf(format, args...)}
-	}
-	nonNegative := []struct {
-		field string
-		v     int64
-	}{
-		{"FailureThreshold", int64(p.FailureThreshold)},
-		{"BreakDuration", int64(p.BreakDuration)},
-		{"FailureWindow", int64(p.FailureWindow)},
-		{"MinimumCalls", int64(p.MinimumCalls)},
-		{"SlowCallDuration", int64(p.SlowCallDuration)},
-		{"HalfOpenMaxProbes", int64(p.HalfOpenMaxProbes)},
-		{"SuccessesToClose", int64(p.SuccessesToClose)},
-		{"ProbeLease", int64(p.ProbeLease)},
-		{"HalfOpenRetryDelay", int64(p.HalfOpenRetryDelay)},
-		{"MaxBreakDuration", int64(p.MaxBreakDuration)},
-		{"MaxInFlight", int64(p.MaxInFlight)},
-	}
-	for _, f := range nonNegative {
-		if f.v < 0 {
-			return bad(f.field, "must not be negative (got %d)", f.v)
+	for _, check := range [...]func(Policy) *PolicyError{Policy.checkCounts, Policy.checkDurations, Policy.checkRatios, Policy.checkRelations, Policy.checkRamp} {
+		if err := check(p); err != nil {
+			return err
 		}
 	}
-	switch {
-	case p.FailureThreshold > 0 && p.BreakDuration == 0:
-		return bad("BreakDuration", "must be positive when FailureThreshold is set")
-	case p.FailureWindow > 0 && p.FailureWindow < minFailureWindow:
-		return bad("FailureWindow", "must be at least %v (got %v)", minFailureWindow, p.FailureWindow)
-	case p.FailureWindow == 0 && p.MinimumCalls > 0:
-		return bad("MinimumCalls", "applies only in window mode; set FailureWindow")
-	case math.IsNaN(p.FailureRatio) || p.FailureRatio < 0 || p.FailureRatio > 1:
-		return bad("FailureRatio", "must be within [0, 1] (got %v)", p.FailureRatio)
-	case p.FailureWindow == 0 && p.FailureRatio > 0:
-		return bad("FailureRatio", "applies only in window mode; set FailureWindow")
-	case math.IsNaN(p.SlowCallRatio) || p.SlowCallRatio < 0 || p.SlowCallRatio > 1:
-		return bad("SlowCallRatio", "must be within [0, 1] (got %v)", p.SlowCallRatio)
-	case p.SlowCallRatio > 0 && (p.SlowCallDuration == 0 || p.FailureWindow == 0):
-		return bad("SlowCallRatio", "applies only in window mode with SlowCallDuration; set both")
-	case p.MaxBreakDuration > 0 && p.MaxBreakDuration < p.BreakDuration:
-		return bad("MaxBreakDuration", "must not be below BreakDuration (%v < %v)", p.MaxBreakDuration, p.BreakDuration)
-	case math.IsNaN(p.Jitter) || p.Jitter < 0 || p.Jitter > 0.5:
-		return bad("Jitter", "must be within [0, 0.5] (got %v)", p.Jitter)
-	case p.Scope > SingleHost:
-		return bad("Scope", "is not a known scope (got %d)", p.Scope)
-	case p.Mode > FailOpen:
-		return bad("Mode", "is not a known mode (got %d)", p.Mode)
-	case p.Disabled && p.FailureThreshold > 0:
-		return bad("Disabled", "contradicts FailureThreshold %d; set one of them", p.FailureThreshold)
-	}
-	return p.validateRamp(bad)
+	return nil
 }
 
-func (p Policy) validateRamp(bad func(field, format string, args ...any) error) error {
-	switch {
-	case p.RampDuration < 0:
-		return bad("RampDuration", "must not be negative (got %v)", p.RampDuration)
-	case p.RampDuration > 0 && p.RampDuration < minRampDuration:
-		return bad("RampDuration", "must be at least %v (got %v)", minRampDuration, p.RampDuration)
-	case math.IsNaN(p.RampFloor) || p.RampFloor < 0 || p.RampFloor > 1:
-		return bad("RampFloor", "must be within [0, 1] (got %v)", p.RampFloor)
-	case math.IsNaN(p.RampAggression) || math.IsInf(p.RampAggression, 0) || p.RampAggression < 0:
-		return bad("RampAggression", "must be a positive number, or 0 for linear (got %v)", p.RampAggression)
-	case p.RampDuration == 0 && p.RampFloor != 0:
-		return bad("RampFloor", "applies only with RampDuration; set it")
-	case p.RampDuration == 0 && p.RampAggression != 0:
-		return bad("RampAggression", "applies only with RampDuration; set it")
+// fieldRule is one rule of Validate: when broken, field is wrong for reason.
+type fieldRule struct {
+	broken bool
+	field  string
+	reason string
+}
+
+// firstBroken returns the error of the first broken rule, or nil.
+func firstBroken(rules []fieldRule) *PolicyError {
+	for _, r := range rules {
+		if r.broken {
+			return &PolicyError{Field: r.field, Reason: r.reason}
+		}
 	}
 	return nil
+}
+
+func (p Policy) checkCounts() *PolicyError {
+	for _, f := range [...]struct {
+		field string
+		v     int
+	}{
+		{"FailureThreshold", p.FailureThreshold}, {"MinimumCalls", p.MinimumCalls},
+		{"HalfOpenMaxProbes", p.HalfOpenMaxProbes}, {"SuccessesToClose", p.SuccessesToClose},
+		{"MaxInFlight", p.MaxInFlight},
+	} {
+		if f.v < 0 {
+			return &PolicyError{Field: f.field, Reason: fmt.Sprintf("must not be negative (got %d)", f.v)}
+		}
+	}
+	return nil
+}
+
+func (p Policy) checkDurations() *PolicyError {
+	for _, f := range [...]struct {
+		field string
+		v     time.Duration
+	}{
+		{"BreakDuration", p.BreakDuration}, {"FailureWindow", p.FailureWindow},
+		{"SlowCallDuration", p.SlowCallDuration}, {"ProbeLease", p.ProbeLease},
+		{"HalfOpenRetryDelay", p.HalfOpenRetryDelay}, {"MaxBreakDuration", p.MaxBreakDuration},
+		{"RampDuration", p.RampDuration},
+	} {
+		switch {
+		case f.v < 0:
+			return &PolicyError{Field: f.field, Reason: fmt.Sprintf("must not be negative (got %v)", f.v)}
+		case f.v > maxPolicyDuration:
+			return &PolicyError{Field: f.field, Reason: fmt.Sprintf("must be at most %v (got %v); hold a circuit open longer with ForceOpen", maxPolicyDuration, f.v)}
+		}
+	}
+	return nil
+}
+
+func (p Policy) checkRatios() *PolicyError {
+	for _, f := range [...]struct {
+		field string
+		v     float64
+		max   float64
+	}{
+		{"FailureRatio", p.FailureRatio, 1}, {"SlowCallRatio", p.SlowCallRatio, 1},
+		{"Jitter", p.Jitter, 0.5}, {"RampFloor", p.RampFloor, 1},
+		{"RampAggression", p.RampAggression, math.MaxFloat64},
+	} {
+		if math.IsNaN(f.v) || f.v < 0 || f.v > f.max {
+			if f.max == math.MaxFloat64 {
+				return &PolicyError{Field: f.field, Reason: fmt.Sprintf("must be a positive number, or 0 for linear (got %v)", f.v)}
+			}
+			return &PolicyError{Field: f.field, Reason: fmt.Sprintf("must be within [0, %v] (got %v)", f.max, f.v)}
+		}
+	}
+	return nil
+}
+
+// checkRelations checks the rules between fields; each field is within its own
+// range already.
+func (p Policy) checkRelations() *PolicyError {
+	windowed := p.FailureWindow > 0
+	return firstBroken([]fieldRule{
+		{p.FailureThreshold > 0 && p.BreakDuration == 0, "BreakDuration", "must be positive when FailureThreshold is set"},
+		{windowed && p.FailureWindow < minFailureWindow, "FailureWindow",
+			fmt.Sprintf("must be at least %v (got %v)", minFailureWindow, p.FailureWindow)},
+		{!windowed && p.MinimumCalls > 0, "MinimumCalls", "applies only in window mode; set FailureWindow"},
+		{!windowed && p.FailureRatio > 0, "FailureRatio", "applies only in window mode; set FailureWindow"},
+		{p.SlowCallRatio > 0 && (p.SlowCallDuration == 0 || !windowed), "SlowCallRatio",
+			"applies only in window mode with SlowCallDuration; set both"},
+		{p.MaxBreakDuration > 0 && p.MaxBreakDuration < p.BreakDuration, "MaxBreakDuration",
+			fmt.Sprintf("must not be below BreakDuration (%v < %v)", p.MaxBreakDuration, p.BreakDuration)},
+		{p.Scope > SingleHost, "Scope", fmt.Sprintf("is not a known scope (got %d)", p.Scope)},
+		{p.Mode > FailOpen, "Mode", fmt.Sprintf("is not a known mode (got %d)", p.Mode)},
+		{p.Disabled && p.FailureThreshold > 0, "Disabled",
+			fmt.Sprintf("contradicts FailureThreshold %d; set one of them", p.FailureThreshold)},
+	})
+}
+
+func (p Policy) checkRamp() *PolicyError {
+	return firstBroken([]fieldRule{
+		{p.RampDuration > 0 && p.RampDuration < minRampDuration, "RampDuration",
+			fmt.Sprintf("must be at least %v (got %v)", minRampDuration, p.RampDuration)},
+		{p.RampDuration == 0 && p.RampFloor != 0, "RampFloor", "applies only with RampDuration; set it"},
+		{p.RampDuration == 0 && p.RampAggression != 0, "RampAggression", "applies only with RampDuration; set it"},
+	})
 }
 
 // Enabled reports whether the circuit can open (FailureThreshold > 0).

@@ -14,6 +14,9 @@ func brkWindowed() breaker.Policy {
 	return breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second, FailureWindow: 10 * time.Second}
 }
 
+// day is the largest duration Validate accepts.
+const day = 24 * time.Hour
+
 // Validate accepts every field at its exact bound and refuses it one step beyond,
 // naming the field.
 func TestPolicyValidateAtEachBound(t *testing.T) {
@@ -82,6 +85,20 @@ func TestPolicyValidateAtEachBound(t *testing.T) {
 		{"RampAggression infinite", func(p *breaker.Policy) { p.RampDuration, p.RampAggression = time.Second, math.Inf(1) }, "RampAggression"},
 		{"RampAggression NaN", func(p *breaker.Policy) { p.RampDuration, p.RampAggression = time.Second, math.NaN() }, "RampAggression"},
 		{"RampFloor without a ramp", func(p *breaker.Policy) { p.RampFloor = 0.5 }, "RampFloor"},
+		{"every duration at 24h", func(p *breaker.Policy) {
+			p.BreakDuration, p.FailureWindow, p.SlowCallDuration, p.ProbeLease = day, day, day, day
+			p.HalfOpenRetryDelay, p.MaxBreakDuration, p.RampDuration = day, day, day
+		}, ""},
+		{"BreakDuration the largest Duration", func(p *breaker.Policy) { p.BreakDuration = math.MaxInt64 }, "BreakDuration"},
+		{"BreakDuration above 24h", func(p *breaker.Policy) { p.BreakDuration = day + 1 }, "BreakDuration"},
+		{"FailureWindow above 24h", func(p *breaker.Policy) { p.FailureWindow = day + 1 }, "FailureWindow"},
+		{"SlowCallDuration above 24h", func(p *breaker.Policy) { p.SlowCallDuration = day + 1 }, "SlowCallDuration"},
+		{"ProbeLease above 24h", func(p *breaker.Policy) { p.ProbeLease = day + 1 }, "ProbeLease"},
+		{"HalfOpenRetryDelay above 24h", func(p *breaker.Policy) { p.HalfOpenRetryDelay = day + 1 }, "HalfOpenRetryDelay"},
+		{"MaxBreakDuration the largest Duration", func(p *breaker.Policy) { p.MaxBreakDuration = math.MaxInt64 }, "MaxBreakDuration"},
+		{"RampDuration above 24h", func(p *breaker.Policy) { p.RampDuration = day + 1 }, "RampDuration"},
+		{"FailureRatio infinite", func(p *breaker.Policy) { p.FailureRatio = math.Inf(1) }, "FailureRatio"},
+		{"Jitter infinite", func(p *breaker.Policy) { p.Jitter = math.Inf(-1) }, "Jitter"},
 		{"RampAggression without a ramp", func(p *breaker.Policy) { p.RampAggression = 2 }, "RampAggression"},
 	} {
 		p := brkWindowed()
@@ -167,5 +184,24 @@ func TestFingerprintOfEveryOptionalFieldIsStable(t *testing.T) {
 	// without the line breaks, computed outside Go (float fields as their IEEE 754 bits).
 	if got, want := p.Fingerprint(), "482a6509723fa5dc9f0b72760d508673"; got != want {
 		t.Fatalf("fingerprint %s, want %s", got, want)
+	}
+}
+
+// The longest break Validate accepts, doubled to its maximum and spread by the largest
+// jitter, still refuses calls: no deadline the circuit computes overflows.
+func TestTheLongestBreaksRefuseCalls(t *testing.T) {
+	for _, random := range []float64{0, 0.999999} {
+		h := newHarness(t, breaker.Policy{FailureThreshold: 1, BreakDuration: day / 2, MaxBreakDuration: day, Jitter: 0.5},
+			breaker.WithRandom(func() float64 { return random }))
+		h.clock.Advance(day * 365 * 100) // a process up for a century
+		h.call(breaker.Failure)
+		for probe := range 3 {
+			h.wantState(breaker.Open)
+			if _, err := h.b.Acquire(t.Context()); !errors.Is(err, breaker.ErrOpen) {
+				t.Fatalf("random %v, after %d failed probes: Acquire = %v, want ErrOpen", random, probe, err)
+			}
+			h.clock.Advance(2 * day)
+			h.call(breaker.Failure) // the probe fails: the break doubles up to a day
+		}
 	}
 }

@@ -130,6 +130,14 @@ func (e *entry) complete(p Permit, o breaker.Outcome, err error) bool {
 // contraction) and refuse the share the destination still accepts. The limit keeps
 // learning from latency and from missed deadlines.
 func (e *entry) end(p Permit, o breaker.Outcome, res, thr admission.Result, err error, missed bool) bool {
+	switch {
+	case o == breaker.Success:
+		if e.failing.Load() { // write only when the flag changes
+			e.failing.Store(false)
+		}
+	case o == breaker.Failure || res == admission.Dropped:
+		e.failing.Store(true)
+	}
 	if res == admission.Failure && e.thr != nil {
 		res = admission.Ignored
 	}

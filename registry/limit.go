@@ -101,9 +101,15 @@ func (e *entry) judged(p Permit, o breaker.Outcome) breaker.Outcome {
 
 // evictable reports whether idle eviction may drop e: its circuit is closed, with no
 // override, nothing in flight, and no failure evidence (a circuit counting failures
-// of rare traffic must keep them, or it could never open); nothing holds its
-// admission control; and no partition of it is isolated.
+// of rare traffic must keep them, or it could never open); its last call that ended
+// with a verdict succeeded (a failure the registry excused, such as a cold
+// destination's first missed deadline, is evidence too: a fresh entry would be cold
+// again and excuse the next one); nothing holds its admission control; and no
+// partition of it is isolated.
 func (e *entry) evictable() bool {
+	if e.failing.Load() {
+		return false
+	}
 	s := e.circuit.Snapshot()
 	return s.State == breaker.Closed && s.Override == breaker.NoOverride && s.InFlight == 0 &&
 		s.Probes == 0 && s.Failures == 0 && (e.adm == nil || e.adm.Stats().InFlight == 0) &&

@@ -157,6 +157,7 @@ type entry struct {
 	onBypass  func(breaker.Bypass)         // set when the circuit's Mode is Shadow: admission refusals are watched, not enforced (permit.go)
 	minBudget time.Duration                // the policy's MinCallBudget, normalized
 	used      atomic.Bool                  // set by use, cleared by each eviction sweep
+	failing   atomic.Bool                  // the last call ended with a verdict did not succeed: eviction keeps the entry (limit.go)
 	idleAt    time.Time                    // when a sweep first found it unused; guarded by Registry.mu
 	calls     *callCounts                  // nil unless WithCallCounts
 	unusable  atomic.Pointer[unusableNote] // set while calls say the destination is unusable (unusable.go)

@@ -1,7 +1,12 @@
 package registry_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,5 +130,91 @@ func TestCallCountsTotal(t *testing.T) {
 	c := registry.CallCounts{Published: 1, Failed: 2, Rejected: 4, Neutral: 8}
 	if c.Total() != 15 {
 		t.Errorf("Total of %+v = %d, want 15", c, c.Total())
+	}
+}
+
+// untilDeadline is the context of a call whose client retries a refused connection
+// until the caller's deadline: far off when the call starts, passed once ended is set.
+type untilDeadline struct {
+	context.Context
+	ended bool
+}
+
+func (c *untilDeadline) Deadline() (time.Time, bool) { return time.Now().Add(time.Hour), true }
+
+func (c *untilDeadline) Err() error {
+	if c.ended {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// One call every 10 minutes to a destination whose broker refuses connections opens
+// its circuit within the default policy's threshold, whether the client gives up at
+// once or retries until the caller's deadline, and whether or not idle eviction runs
+// in between: an entry whose last call failed is never evicted with its evidence.
+func TestRareCallsToADeadBrokerOpenWithinTheThreshold(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	classify := func(err error) breaker.Outcome {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return breaker.Failure
+		}
+		return breaker.Neutral
+	}
+	threshold := registry.DefaultPolicy().Circuit.FailureThreshold
+	for _, tc := range []struct {
+		name     string
+		idle     time.Duration // 0: no eviction
+		deadline bool          // the client retries until the caller's deadline
+	}{
+		{"refused at once, no eviction", 0, false},
+		{"refused at once, idle eviction 5m", 5 * time.Minute, false},
+		{"refused at once, idle eviction 1m", time.Minute, false},
+		{"retried until the deadline, no eviction", 0, true},
+		{"retried until the deadline, idle eviction 5m", 5 * time.Minute, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fakeclock.New(t0)
+			opts := []registry.Option{registry.WithClock(clock)}
+			if tc.idle > 0 {
+				opts = append(opts, registry.WithIdleEviction(tc.idle))
+			}
+			r, err := registry.New(registry.DefaultPolicy(), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := sqs("rare")
+			open := func() bool {
+				c, ok := r.Lookup(d)
+				return ok && c.Snapshot().State == breaker.Open
+			}
+			calls := 0
+			for ; calls < 3*threshold && !open(); calls++ {
+				ctx := &untilDeadline{Context: t.Context()}
+				err := r.Call(ctx, d, 1, classify, func(context.Context) error {
+					ctx.ended = tc.deadline
+					if tc.deadline {
+						return fmt.Errorf("%w (last dial: %w)", context.DeadlineExceeded, refused)
+					}
+					return refused
+				})
+				if !errors.Is(err, syscall.ECONNREFUSED) {
+					t.Fatalf("call %d: %v, want the broker's refusal", calls+1, err)
+				}
+				for range 10 { // sweeps every minute between the calls
+					clock.Advance(time.Minute)
+					r.EvictIdle()
+				}
+			}
+			within := threshold
+			if tc.deadline {
+				// The first call of a cold destination that misses its deadline is
+				// excused as start-up (Outcome): one call more.
+				within++
+			}
+			if !open() || calls > within {
+				t.Fatalf("%d calls 10 minutes apart left the circuit closed or opened it late (open: %v); want open within %d", calls, open(), within)
+			}
+		})
 	}
 }
