@@ -11,13 +11,14 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// inflight is one asynchronous message that was sent and awaits its ack. It is in
-// Publisher.inflight from just before its send until the one that takes it out
-// (take) finishes it: nats.go's ack or error handler, the watcher when the
-// connection closes, or Close when it gives the message up.
+// inflight is one asynchronous message that was sent and awaits its ack: the
+// message nats.go sends, its permits and its promise, in one allocation. It is in
+// Publisher.inflight, under &msg, from just before its send until the one that takes
+// it out (take) finishes it: nats.go's ack or error handler (which get &msg back),
+// the watcher when the connection closes, or Close when it gives the message up.
 type inflight struct {
+	msg     nats.Msg
 	t       ticket
-	subject string
 	promise func(*jetstream.PubAck, error)
 }
 
@@ -77,8 +78,9 @@ func (p *Publisher) PublishAsync(ctx context.Context, d transport.Destination, m
 	if ids := transport.MessageIDs(ctx); len(ids) == 1 {
 		id = ids[0]
 	}
-	m, err := toMsg(d, msg, id)
-	if err != nil {
+	x := &inflight{promise: promise}
+	m := &x.msg
+	if err := toMsg(m, d, msg, id); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -93,16 +95,15 @@ func (p *Publisher) PublishAsync(ctx context.Context, d transport.Destination, m
 		p.release()
 		return ErrClosed
 	}
-	t, err := p.g.begin(ctx, d)
-	if err != nil {
+	if err := p.g.begin(ctx, d, &x.t); err != nil {
 		p.release()
 		return err
 	}
 	// In the map before the send: its ack may come before PublishMsgAsync returns.
 	p.amu.Lock()
-	p.inflight[m] = &inflight{t: t, subject: m.Subject, promise: promise}
+	p.inflight[m] = x
 	p.amu.Unlock()
-	_, err = p.ajs.PublishMsgAsync(m)
+	_, err := p.ajs.PublishMsgAsync(m)
 	if err == nil {
 		if p.abandoning.Load() {
 			p.abandon() // Close gave up the others while this one was being sent
@@ -113,7 +114,7 @@ func (p *Publisher) PublishAsync(ctx context.Context, d transport.Destination, m
 		return nil // the watcher or Close took it meanwhile, and finishes it
 	}
 	err = p.result(ctx, d, m.Subject, err)
-	p.g.end(ctx, &t, err)
+	p.g.end(ctx, &x.t, err)
 	p.release()
 	return err
 }
@@ -147,7 +148,7 @@ func (p *Publisher) finish(x *inflight, ack *jetstream.PubAck, err error) {
 	ctx := context.Background()
 	if err != nil {
 		ack = nil
-		err = p.result(ctx, x.t.d, x.subject, err)
+		err = p.result(ctx, x.t.d, x.msg.Subject, err)
 	}
 	p.g.end(ctx, &x.t, err)
 	if x.promise != nil {

@@ -3,7 +3,6 @@ package natsguard
 import (
 	"context"
 	"sync/atomic"
-	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
@@ -19,11 +18,11 @@ type guard struct {
 	reg      *registry.Registry
 	conn     transport.Destination // the connection circuit's destination
 	classify transport.Classifier
-	epoch    time.Time
-	// answered is when the server last answered a call of this publisher (a PubAck or
-	// an API error), in nanoseconds since epoch. A call that timed out while the
-	// server answered others says nothing against the connection (connOutcome).
-	answered atomic.Int64
+	// answers counts the calls of this publisher the server answered (a PubAck or an
+	// API error). A call that failed after the count moved past the one it began with
+	// failed while the server answered others: nothing against the connection
+	// (connOutcome). A count rather than a time: no clock is read per call.
+	answers atomic.Uint64
 }
 
 // ticket is one admitted asynchronous call: its stream permit and connection permit.
@@ -33,17 +32,14 @@ type ticket struct {
 	cstart registry.Start // for the connection's
 	stream registry.Permit
 	conn   registry.Permit
-	t0     int64 // when the call began, in nanoseconds since epoch
+	seen   uint64 // answers when the call began
 }
-
-// now is the time since the guard's epoch, on the monotonic clock.
-func (g *guard) now() int64 { return int64(time.Since(g.epoch)) }
 
 // call makes one synchronous call of n messages to d's stream under the connection's
 // circuit and the stream's (registry.Call). The connection is asked first: while it
 // refuses, the stream's circuit is not touched and the refusal names the connection.
 func (g *guard) call(ctx context.Context, d transport.Destination, n int, send func(context.Context) error) error {
-	t0 := g.now()
+	seen := g.answers.Load()
 	cstart := g.reg.Start(ctx, g.conn)
 	cp, err := g.reg.Acquire(ctx, g.conn)
 	if err != nil {
@@ -64,28 +60,29 @@ func (g *guard) call(ctx context.Context, d transport.Destination, n int, send f
 	})
 	o := breaker.Neutral
 	if sent {
-		o = g.connOutcome(ctx, cstart, t0, sendErr)
+		o = g.connOutcome(ctx, cstart, seen, sendErr)
 	}
 	completed = true
 	g.reg.CompleteWith(g.conn, cp, o, failureErr(o, sendErr))
 	return err
 }
 
-// begin admits one asynchronous message to d's stream: the connection's permit, then
-// the stream's. It returns the refusal (a *registry.RejectedError naming the circuit
-// that refused, or the caller's context error) when either refuses.
-func (g *guard) begin(ctx context.Context, d transport.Destination) (ticket, error) {
-	t := ticket{d: d, t0: g.now(), cstart: g.reg.Start(ctx, g.conn)}
+// begin admits one asynchronous message to d's stream into t: the connection's
+// permit, then the stream's. It returns the refusal (a *registry.RejectedError
+// naming the circuit that refused, or the caller's context error) when either
+// refuses, and then t holds no permit.
+func (g *guard) begin(ctx context.Context, d transport.Destination, t *ticket) error {
+	t.d, t.seen, t.cstart = d, g.answers.Load(), g.reg.Start(ctx, g.conn)
 	var err error
 	if t.conn, err = g.reg.Acquire(ctx, g.conn); err != nil {
-		return ticket{}, err
+		return err
 	}
 	t.start = g.reg.Start(ctx, d)
 	if t.stream, err = g.reg.Acquire(ctx, d); err != nil {
 		g.reg.Complete(g.conn, t.conn, breaker.Neutral)
-		return ticket{}, err
+		return err
 	}
-	return t, nil
+	return nil
 }
 
 // end completes both permits of t for a message whose publish returned err, with the
@@ -94,7 +91,7 @@ func (g *guard) begin(ctx context.Context, d transport.Destination) (ticket, err
 func (g *guard) end(ctx context.Context, t *ticket, err error) breaker.Outcome {
 	o := g.reg.Finish(ctx, t.d, t.stream, t.start, err, 1, g.classify)
 	g.reg.NoteOutcome(t.d, o, err)
-	co := g.connOutcome(ctx, t.cstart, t.t0, err)
+	co := g.connOutcome(ctx, t.cstart, t.seen, err)
 	g.reg.CompleteWith(g.conn, t.conn, co, failureErr(co, err))
 	return o
 }
@@ -107,32 +104,22 @@ func (g *guard) drop(t *ticket) {
 	g.reg.Complete(g.conn, t.conn, breaker.Neutral)
 }
 
-// connOutcome is what a call that began at t0 and returned err says about the
-// connection: a Success when the server answered it, whatever the answer (the
-// stream's circuit judges that); nothing when the call failed while the server
-// answered another call of this publisher after t0 (a hung stream, not a dead
-// connection); otherwise the registry's deadline rule, then a Failure for the errors
-// Classify calls Failures (the connection is down, closed, or the server did not
-// answer in time) and nothing for the rest.
-func (g *guard) connOutcome(ctx context.Context, s registry.Start, t0 int64, err error) breaker.Outcome {
+// connOutcome is what a call that began when the server had answered seen calls,
+// and returned err, says about the connection: a Success when the server answered
+// it, whatever the answer (the stream's circuit judges that); nothing when the call
+// failed while the server answered another call of this publisher after it began (a
+// hung stream, not a dead connection); otherwise the registry's deadline rule, then
+// a Failure for the errors Classify calls Failures (the connection is down, closed,
+// or the server did not answer in time) and nothing for the rest.
+func (g *guard) connOutcome(ctx context.Context, s registry.Start, seen uint64, err error) breaker.Outcome {
 	if err == nil || serverAnswered(err) {
-		g.markAnswered()
+		g.answers.Add(1)
 		return breaker.Success
 	}
-	if g.answered.Load() > t0 {
+	if g.answers.Load() != seen {
 		return breaker.Neutral
 	}
 	return registry.Outcome(ctx, s, err, 1, connClassify)
-}
-
-// markAnswered records that the server answered a call now. The shared word is
-// written at most once a millisecond, so answers on many goroutines do not contend
-// on it.
-func (g *guard) markAnswered() {
-	now := g.now()
-	if now-g.answered.Load() > int64(time.Millisecond) {
-		g.answered.Store(now)
-	}
 }
 
 // connClassify is the connection's classifier: Classify's Failures are the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,7 +97,7 @@ type Publisher struct {
 	drainOnce sync.Once
 
 	// ajs sends the asynchronous messages (asyncJetStream); inflight holds those
-	// awaiting their acks, guarded by amu.
+	// awaiting their acks, by the address of their nats.Msg, guarded by amu.
 	ajs      jetstream.JetStream
 	amu      sync.Mutex
 	inflight map[*nats.Msg]*inflight
@@ -125,7 +126,7 @@ func NewPublisher(js jetstream.JetStream, reg *registry.Registry, opts ...Option
 	p := &Publisher{
 		js: js, nc: js.Conn(), maxPending: DefaultMaxPending, timeout: js.Options().DefaultTimeout,
 		inflight: map[*nats.Msg]*inflight{}, drained: make(chan struct{}),
-		g: guard{reg: reg, classify: Classify, epoch: time.Now()},
+		g: guard{reg: reg, classify: Classify},
 	}
 	if p.timeout <= 0 {
 		p.timeout = defaultTimeout
@@ -317,7 +318,8 @@ func toMsgs(ctx context.Context, d transport.Destination, msgs []transport.Messa
 		if ids != nil {
 			id = ids[i]
 		}
-		nm, err := toMsg(d, m, id)
+		nm := new(nats.Msg)
+		err := toMsg(nm, d, m, id)
 		if err != nil {
 			if im, ok := errors.AsType[*InvalidMessageError](err); ok {
 				im.Index = i
@@ -329,22 +331,53 @@ func toMsgs(ctx context.Context, d transport.Destination, msgs []transport.Messa
 	return out, nil
 }
 
-// toMsg converts m for d's stream: the subject is m.Key, the headers are m's (their
-// order per key kept), the stream is expected (Nats-Expected-Stream) and, unless a
-// header sets one, id becomes the message id (Nats-Msg-Id).
-func toMsg(d transport.Destination, m transport.Message, id string) (*nats.Msg, error) {
+// toMsg fills nm with m for d's stream: the subject is m.Key, the headers are m's
+// (their order per key kept), the stream is expected (Nats-Expected-Stream) and,
+// unless a header sets one, id becomes the message id (Nats-Msg-Id).
+func toMsg(nm *nats.Msg, d transport.Destination, m transport.Message, id string) error {
 	if !publishable(m.Key) {
-		return nil, &InvalidMessageError{Reason: fmt.Sprintf("subject %q (the message's Key) is not a subject to publish to", m.Key)}
+		return &InvalidMessageError{Reason: fmt.Sprintf("subject %q (the message's Key) is not a subject to publish to", m.Key)}
 	}
-	h := make(nats.Header, len(m.Headers)+2)
-	for _, kv := range m.Headers {
-		h[kv.Key] = append(h[kv.Key], string(kv.Value))
+	n := len(m.Headers) + 1
+	if id != "" {
+		n++
 	}
-	h[jetstream.ExpectedStreamHeader] = []string{d.Name}
+	// One array holds every value and one string every header value's bytes: a
+	// message costs the same few allocations whatever its headers.
+	vals := make([]string, n)
+	var all string
+	if len(m.Headers) > 0 {
+		size := 0
+		for _, kv := range m.Headers {
+			size += len(kv.Value)
+		}
+		var b strings.Builder
+		b.Grow(size)
+		for _, kv := range m.Headers {
+			b.Write(kv.Value)
+		}
+		all = b.String()
+	}
+	h := make(nats.Header, n)
+	at := 0
+	for i, kv := range m.Headers {
+		vals[i] = all[at : at+len(kv.Value)]
+		at += len(kv.Value)
+		if vs, ok := h[kv.Key]; ok {
+			h[kv.Key] = append(vs, vals[i]) // a repeated key: its own array, order kept
+		} else {
+			h[kv.Key] = vals[i : i+1 : i+1]
+		}
+	}
+	i := len(m.Headers)
+	vals[i] = d.Name
+	h[jetstream.ExpectedStreamHeader] = vals[i : i+1 : i+1]
 	if id != "" && len(h[jetstream.MsgIDHeader]) == 0 {
-		h[jetstream.MsgIDHeader] = []string{id}
+		vals[i+1] = id
+		h[jetstream.MsgIDHeader] = vals[i+1 : i+2 : i+2]
 	}
-	return &nats.Msg{Subject: string(m.Key), Data: m.Value, Header: h}, nil
+	nm.Subject, nm.Data, nm.Header = string(m.Key), m.Value, h
+	return nil
 }
 
 // publishable reports whether subject can be published to: tokens separated by

@@ -3,6 +3,8 @@ package natsguard_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -150,4 +152,90 @@ func TestAlreadyGuarded(t *testing.T) {
 	if q.Classifier()(natsguard.ErrAckTimeout) != breaker.Neutral {
 		t.Error("WithClassifier did not replace Classify")
 	}
+}
+
+// A message's headers reach the stream as NATS headers, the values of a repeated key
+// in their order, with Nats-Expected-Stream and the context's id as Nats-Msg-Id
+// unless a header sets one, whether it is published synchronously or not.
+func TestHeadersReachTheStream(t *testing.T) {
+	e := newEnv(t, machine(t), counting, nil)
+	d, subj := newStream(t, e.js, "headers", jetstream.StreamConfig{})
+	cases := []struct {
+		name    string
+		headers []transport.Header
+		id      string
+		want    nats.Header
+	}{
+		{name: "none", want: nats.Header{}},
+		{name: "repeated key", headers: []transport.Header{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("two")},
+			{Key: "a", Value: []byte("three")}, {Key: "a", Value: nil}},
+			id: "row-7", want: nats.Header{"a": {"1", "three", ""}, "b": {"two"}, jetstream.MsgIDHeader: {"row-7"}}},
+		{name: "a header's id wins", headers: []transport.Header{{Key: jetstream.MsgIDHeader, Value: []byte("mine")}},
+			id: "row-8", want: nats.Header{jetstream.MsgIDHeader: {"mine"}}},
+	}
+	ctx := context.Background()
+	for _, async := range []bool{false, true} {
+		for i, c := range cases {
+			t.Run(fmt.Sprintf("%s/async=%v", c.name, async), func(t *testing.T) {
+				id := c.id
+				if id != "" && async {
+					id += "-async" // not a duplicate of the synchronous one
+					c.want = cloneHeader(c.want)
+					if c.want.Get(jetstream.MsgIDHeader) == c.id {
+						c.want.Set(jetstream.MsgIDHeader, id)
+					}
+				}
+				call := ctx
+				if id != "" {
+					call = transport.WithMessageIDs(ctx, []string{id})
+				}
+				msg := transport.Message{Key: []byte(subj(fmt.Sprintf("m%d-%v", i, async))), Value: []byte("v"), Headers: c.headers}
+				var seq uint64
+				if async {
+					acked := make(chan error, 1)
+					if err := e.p.PublishAsync(call, d, msg, func(ack *jetstream.PubAck, err error) {
+						if err == nil {
+							seq = ack.Sequence
+						}
+						acked <- err
+					}); err != nil {
+						t.Fatal(err)
+					}
+					if err := <-acked; err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					if err := e.p.Publish(call, d, msg); err != nil {
+						t.Fatal(err)
+					}
+				}
+				s, err := e.js.Stream(ctx, d.Name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got *jetstream.RawStreamMsg
+				if async {
+					got, err = s.GetMsg(ctx, seq)
+				} else {
+					got, err = s.GetLastMsgForSubject(ctx, string(msg.Key))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := cloneHeader(c.want)
+				want[jetstream.ExpectedStreamHeader] = []string{d.Name}
+				if !reflect.DeepEqual(got.Header, want) {
+					t.Errorf("stored headers %v, want %v", got.Header, want)
+				}
+			})
+		}
+	}
+}
+
+func cloneHeader(h nats.Header) nats.Header {
+	out := nats.Header{}
+	for k, vs := range h {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
 }
