@@ -22,8 +22,11 @@ type backlogByDestination interface {
 // OutboxStats is the body of GET /api/outbox. The lists are present when the store
 // offers them.
 type OutboxStats struct {
-	Enabled      bool                 `json:"enabled"`
-	Pending      int64                `json:"pending"`
+	Enabled bool  `json:"enabled"`
+	Pending int64 `json:"pending"`
+	// Estimated is set when Pending includes an estimate: a destination with a large
+	// backlog counted from a sample (outbox/postgres.BacklogExactUpTo).
+	Estimated    bool                 `json:"estimated,omitempty"`
 	OldestMS     int64                `json:"oldest_pending_ms"`
 	Destinations []DestinationBacklog `json:"destinations,omitempty"`
 	Held         []HeldDestination    `json:"held,omitempty"`
@@ -39,6 +42,7 @@ type DestinationBacklog struct {
 	Destination string `json:"destination"`
 	Pending     int64  `json:"pending"`
 	OldestMS    int64  `json:"oldest_pending_ms"`
+	Estimated   bool   `json:"estimated,omitempty"` // Pending is an estimate
 }
 
 // HeldDestination is a destination whose rows are not claimed until Until;
@@ -73,21 +77,9 @@ func ReadOutbox(ctx context.Context, o Outbox, now time.Time) OutboxStats {
 }
 
 func readOutbox(ctx context.Context, o Outbox, now time.Time) (OutboxStats, error) {
-	pending, oldest, err := o.Backlog(ctx)
+	out, err := readBacklog(ctx, o)
 	if err != nil {
-		return OutboxStats{}, err
-	}
-	out := OutboxStats{Enabled: true, Pending: pending, OldestMS: oldest.Milliseconds()}
-	if b, ok := o.(backlogByDestination); ok {
-		ds, err := b.BacklogByDestination(ctx)
-		if err != nil {
-			return out, err
-		}
-		out.Destinations = []DestinationBacklog{}
-		for _, d := range ds {
-			out.Destinations = append(out.Destinations, DestinationBacklog{
-				Destination: d.Destination.String(), Pending: d.Pending, OldestMS: d.Oldest.Milliseconds()})
-		}
+		return out, err
 	}
 	if oc, ok := o.(outbox.OnCall); ok {
 		hs, err := oc.Holds(ctx)
@@ -110,6 +102,29 @@ func readOutbox(ctx context.Context, o Outbox, now time.Time) (OutboxStats, erro
 		for _, c := range dc {
 			out.Dead = append(out.Dead, DeadCount{Reason: c.Reason, Rows: c.Rows})
 		}
+	}
+	return out, nil
+}
+
+// readBacklog reads the backlog of o: from its destinations' backlogs when it has
+// them (one reading, which a store may estimate when it is large), else its total.
+func readBacklog(ctx context.Context, o Outbox) (OutboxStats, error) {
+	b, ok := o.(backlogByDestination)
+	if !ok {
+		pending, oldest, err := o.Backlog(ctx)
+		return OutboxStats{Enabled: true, Pending: pending, OldestMS: oldest.Milliseconds()}, err
+	}
+	ds, err := b.BacklogByDestination(ctx)
+	if err != nil {
+		return OutboxStats{}, err
+	}
+	out := OutboxStats{Enabled: true, Destinations: []DestinationBacklog{}}
+	for _, d := range ds {
+		out.Pending += d.Pending
+		out.OldestMS = max(out.OldestMS, d.Oldest.Milliseconds())
+		out.Estimated = out.Estimated || d.Estimated
+		out.Destinations = append(out.Destinations, DestinationBacklog{Destination: d.Destination.String(),
+			Pending: d.Pending, OldestMS: d.Oldest.Milliseconds(), Estimated: d.Estimated})
 	}
 	return out, nil
 }

@@ -13,6 +13,9 @@ type DestinationBacklog struct {
 	Destination transport.Destination
 	Pending     int64
 	Oldest      time.Duration
+	// Estimated is set when Pending is an estimate: a store that counts a large
+	// backlog from a sample (outbox/postgres past BacklogExactUpTo rows).
+	Estimated bool
 }
 
 // BacklogByDestination returns the pending rows per destination, destinations with

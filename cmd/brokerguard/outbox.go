@@ -26,7 +26,9 @@ const outboxUsage = `usage: brokerguard outbox COMMAND [flags] [ID...]
 
 Commands:
   stats                     backlog (total and per destination), held destinations
-                            and their hold end, dead rows by reason
+                            and their hold end, dead rows by reason; a PostgreSQL
+                            destination past 10,000 pending rows shows an estimate (~),
+                            --exact counts every row (with --database-url)
   dead                      one page of dead rows, by ascending id:
                             --destination kafka:orders, --reason attempts_exhausted,
                             --after ID (the last id of the previous page), --limit N (1-500)
@@ -64,6 +66,7 @@ type outboxFlags struct {
 	destination, reason                  string
 	after                                int64
 	limit                                int
+	exact                                bool // stats: count every pending row
 }
 
 // outboxCmd runs "brokerguard outbox ...".
@@ -89,6 +92,9 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&o.token, "token", "", "bearer token for requeue through --url (env BROKERGUARD_ADMIN_TOKEN)")
 	asJSON := fs.Bool("json", false, "print JSON (the admin handler's shape) instead of a table")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long the command may take")
+	if cmd == "stats" {
+		fs.BoolVar(&o.exact, "exact", false, "count every pending row (PostgreSQL), not an estimate past 10,000 a destination")
+	}
 	if cmd != "stats" {
 		fs.StringVar(&o.destination, "destination", "", "only dead rows of this destination, e.g. kafka:orders")
 		fs.StringVar(&o.reason, "reason", "", "only dead rows with this reason, e.g. attempts_exhausted")
@@ -179,6 +185,9 @@ func (o *outboxFlags) open(cmd string, timeout time.Duration, stderr io.Writer) 
 	case places > 1:
 		fmt.Fprintln(stderr, "brokerguard outbox: give one place to find the outbox, not both a database and --url")
 		return nil, errUsage
+	case o.exact && o.databaseURL == "":
+		fmt.Fprintln(stderr, "brokerguard outbox stats: --exact goes with --database-url (the others count every row already, or serve the service's reading)")
+		return nil, errUsage
 	case o.mysqlDSN != "":
 		return o.openMySQL(stderr)
 	case o.url != "":
@@ -196,6 +205,9 @@ func (o *outboxFlags) open(cmd string, timeout time.Duration, stderr io.Writer) 
 		return outboxClient{adminClient{base: strings.TrimSuffix(o.url, "/"), token: o.token, http: &http.Client{Timeout: timeout}}}, nil
 	}
 	var opts []postgres.Option
+	if o.exact {
+		opts = append(opts, postgres.WithExactBacklog())
+	}
 	if o.schema != "" || o.table != "" {
 		name := o.table
 		if name == "" {
@@ -320,17 +332,25 @@ func ms(n int64) string {
 	return d.String()
 }
 
+// count prints n, marked "~" when it is an estimate.
+func count(n int64, estimated bool) string {
+	if estimated {
+		return "~" + strconv.FormatInt(n, 10)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 // statsTable answers "how far behind is the outbox": the backlog per destination,
 // with each held destination's hold end and, when it is held for being unusable
 // rather than for an outage, why; then the dead rows by reason.
 func statsTable(w io.Writer, st admin.OutboxStats) {
-	fmt.Fprintf(w, "pending %d, oldest waiting %s\n\n", st.Pending, ms(st.OldestMS))
+	fmt.Fprintf(w, "pending %s, oldest waiting %s\n\n", count(st.Pending, st.Estimated), ms(st.OldestMS))
 	held := map[string]admin.HeldDestination{}
 	for _, h := range st.Held {
 		held[h.Destination] = h
 	}
 	fmt.Fprintln(w, "DESTINATION\tPENDING\tOLDEST\tHELD UNTIL\tREMAINING\tUNUSABLE")
-	line := func(dest string, pending int64, oldest string) {
+	line := func(dest string, pending string, oldest string) {
 		until, remaining, unusable := "-", "-", "-"
 		if h, ok := held[dest]; ok {
 			until, remaining = fmtTime(&h.Until), ms(h.RemainingMS)
@@ -339,14 +359,14 @@ func statsTable(w io.Writer, st admin.OutboxStats) {
 			}
 			delete(held, dest)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", esc(dest), pending, oldest, until, remaining, unusable)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", esc(dest), pending, oldest, until, remaining, unusable)
 	}
 	for _, d := range st.Destinations {
-		line(d.Destination, d.Pending, ms(d.OldestMS))
+		line(d.Destination, count(d.Pending, d.Estimated), ms(d.OldestMS))
 	}
 	for _, h := range st.Held { // held with nothing pending
 		if _, ok := held[h.Destination]; ok {
-			line(h.Destination, 0, "-")
+			line(h.Destination, "0", "-")
 		}
 	}
 	fmt.Fprintln(w, "\nDEAD REASON\tROWS")

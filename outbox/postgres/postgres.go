@@ -183,16 +183,17 @@ func WithMaxEntryBytes(n int) Option { return func(s *Store) { s.maxEntry = n } 
 
 // Store is an outbox.Store on a PostgreSQL table. It is safe for concurrent use.
 type Store struct {
-	db         DB            // bounded by the timeout (deadline.go)
-	pool       *pgxpool.Pool // the DB given to New, when it is a pool: CommitWaker listens on it
-	clock      breaker.Clock
-	table      TableName
-	quiet      bool // no NOTIFY on Enqueue, no CommitWaker
-	maxEntry   int  // WithMaxEntryBytes; 0: outbox.DefaultMaxEntryBytes
-	timeout    time.Duration
-	timeoutSet bool
-	stmts      *statements
-	claimLock  string // the statement that takes the claims' lock (claimSetup)
+	db           DB            // bounded by the timeout (deadline.go)
+	pool         *pgxpool.Pool // the DB given to New, when it is a pool: CommitWaker listens on it
+	clock        breaker.Clock
+	table        TableName
+	quiet        bool // no NOTIFY on Enqueue, no CommitWaker
+	maxEntry     int  // WithMaxEntryBytes; 0: outbox.DefaultMaxEntryBytes
+	timeout      time.Duration
+	timeoutSet   bool
+	stmts        *statements
+	claimLock    string // the statement that takes the claims' lock (claimSetup)
+	exactBacklog bool   // WithExactBacklog
 }
 
 var (
