@@ -87,10 +87,8 @@ type Circuit interface {
 // concurrent use. Create it with New.
 type Breaker struct {
 	identity string
-	policy   Policy // normalized
-	counting bool   // the circuit can open
-	windowed bool   // counting in a trailing window rather than consecutively
-	clock    Clock  // nil: time.Since(epoch), which skips a wall-clock read
+	cfg      atomic.Pointer[config] // the policy in force; Reconfigure replaces it (reconfigure.go)
+	clock    Clock                  // nil: time.Since(epoch), which skips a wall-clock read
 	epoch    time.Time
 	random   func() float64
 
@@ -170,13 +168,8 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 	if p.Scope != LocalProcess {
 		return nil, &PolicyError{Field: "Scope", Reason: "is " + p.Scope.String() + ", which a local breaker cannot provide; use a backend for that scope"}
 	}
-	b := &Breaker{
-		identity: identity,
-		policy:   p.Normalized(),
-		counting: p.Enabled(),
-		windowed: p.Enabled() && p.FailureWindow > 0,
-		random:   rand.Float64,
-	}
+	b := &Breaker{identity: identity, random: rand.Float64}
+	b.cfg.Store(newConfig(p))
 	for _, o := range opts {
 		o(b)
 	}
@@ -189,10 +182,10 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 	} else {
 		b.epoch = time.Now()
 	}
-	if b.windowed {
-		b.win = window.New(int64(b.policy.FailureWindow))
-		if b.policy.SlowCallDuration > 0 {
-			b.slowWin = window.New(int64(b.policy.FailureWindow))
+	if b.conf().windowed {
+		b.win = window.New(int64(b.conf().policy.FailureWindow))
+		if b.conf().policy.SlowCallDuration > 0 {
+			b.slowWin = window.New(int64(b.conf().policy.FailureWindow))
 		}
 	}
 	b.cur.Store(b.closedPhase(1, 0, NoOverride, 0))
@@ -203,7 +196,7 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 func (b *Breaker) Identity() string { return b.identity }
 
 // Policy returns the circuit's policy with defaults written out.
-func (b *Breaker) Policy() Policy { return b.policy }
+func (b *Breaker) Policy() Policy { return b.conf().policy }
 
 func (b *Breaker) now() int64 {
 	if b.clock == nil {
@@ -230,7 +223,7 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 		return Permit{tok: t, seq: t.seq.Load(), ph: ph, gen: ph.gen}, nil
 	}
 	// The open rejection, inline: one monotonic clock read, no lock, no allocation.
-	if ph.state == Open && b.policy.Mode == Enforce && b.clock == nil && int64(time.Since(b.epoch)) < ph.deadline {
+	if ph.state == Open && b.conf().policy.Mode == Enforce && b.clock == nil && int64(time.Since(b.epoch)) < ph.deadline {
 		return Permit{}, ph.reject
 	}
 	return b.acquireSlow(ph)
@@ -279,7 +272,7 @@ func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
 // acquireClosed admits a call into the closed phase ph, unless its ramp or
 // MaxInFlight turns it away.
 func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
-	limit := int64(b.policy.MaxInFlight)
+	limit := int64(b.conf().policy.MaxInFlight)
 	r, since := ph.ramp, time.Duration(now-ph.rampStart)
 	if r != nil && now >= ph.rampEnd {
 		// The ramp is over: a plain phase goes back to the hot path for good.
@@ -314,7 +307,7 @@ func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
 // the call as a bypass instead (FailOpen still enforces MaxInFlight), counts it and
 // tells the bypass hooks. A bypass takes no in-flight slot.
 func (b *Breaker) refuse(ph *phase, now int64, err error) (Permit, error) {
-	mode := b.policy.Mode
+	mode := b.conf().policy.Mode
 	if mode == Enforce || mode == FailOpen && err == ErrSaturated {
 		return Permit{}, err
 	}
@@ -333,7 +326,7 @@ func (b *Breaker) refuse(ph *phase, now int64, err error) (Permit, error) {
 // It requires b.mu held.
 func (b *Breaker) acquireProbe(ph *phase, now int64) (Permit, error) {
 	ph.reclaimLeases(now)
-	if len(ph.probes) >= b.policy.HalfOpenMaxProbes {
+	if len(ph.probes) >= b.conf().policy.HalfOpenMaxProbes {
 		// Come back when a slot may free up: a probe's lease ends, or a probe fails and
 		// lets the next one in (missed.go), whichever comes first; and not before the
 		// retry delay, or after a missed deadline the probes' gap.
@@ -341,16 +334,16 @@ func (b *Breaker) acquireProbe(ph *phase, now int64) (Permit, error) {
 		for _, pr := range ph.probes {
 			earliest = min(earliest, pr.expires, b.nextProbe(pr.admitted))
 		}
-		floor := int64(b.policy.HalfOpenRetryDelay)
+		floor := int64(b.conf().policy.HalfOpenRetryDelay)
 		if ph.missed {
 			floor = b.probeGap()
 		}
 		notBefore := max(now+floor, earliest)
-		return Permit{}, NewOpenError(b.identity, b.policy.Scope, b.timeAt(notBefore))
+		return Permit{}, NewOpenError(b.identity, b.conf().policy.Scope, b.timeAt(notBefore))
 	}
-	p, err := b.admit(ph, now, flagProbe, int64(b.policy.MaxInFlight))
+	p, err := b.admit(ph, now, flagProbe, int64(b.conf().policy.MaxInFlight))
 	if err == nil {
-		ph.probes = append(ph.probes, probe{tok: p.tok, seq: p.seq, admitted: now, expires: now + int64(b.policy.ProbeLease)})
+		ph.probes = append(ph.probes, probe{tok: p.tok, seq: p.seq, admitted: now, expires: now + int64(b.conf().policy.ProbeLease)})
 	}
 	return p, err
 }
@@ -364,7 +357,7 @@ var errOverRamp = errors.New("breaker: over the ramp's in-flight bound")
 // compare-and-swap, never added and taken back, so that the count never shows a
 // caller who is turned away (Snapshot.InFlight stays within MaxInFlight).
 func (b *Breaker) admit(ph *phase, now int64, flags uint8, limit int64) (Permit, error) {
-	if bound := int64(b.policy.MaxInFlight); bound > 0 {
+	if bound := int64(b.conf().policy.MaxInFlight); bound > 0 {
 		for {
 			n := b.inFlight.Load()
 			if n >= bound {
@@ -400,7 +393,7 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 	if flags&flagInFlight != 0 {
 		b.inFlight.Add(-1)
 	}
-	slow := o == Success && b.policy.SlowCallDuration > 0 && b.judgeSlow(start, b.now())
+	slow := o == Success && b.conf().policy.SlowCallDuration > 0 && b.judgeSlow(start, b.now())
 	missed := flags&flagMissed != 0 && o == Failure
 	if flags&flagProbe != 0 {
 		return b.completeProbe(ph, tok, seq, o, missed, start)
@@ -408,27 +401,27 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 	if flags&flagBypass != 0 {
 		return b.completeBypass(ph, o, missed, start)
 	}
-	if b.cur.Load() != ph || ph.override != NoOverride {
+	if ph = b.live(ph); ph == nil || ph.override != NoOverride {
 		return false
 	}
-	if o != Success && o != Failure || !b.counting {
+	if o != Success && o != Failure || !b.conf().counting {
 		return true
 	}
-	if b.windowed {
+	if b.conf().windowed {
 		return b.recordWindow(ph, o == Failure, slow, missed)
 	}
 	if o == Success {
 		if ph.failures.Load() != 0 {
 			ph.failures.Store(0)
 		}
-		if b.policy.SlowCallDuration > 0 {
+		if b.conf().policy.SlowCallDuration > 0 {
 			b.recordSlowRun(ph, slow)
 		}
 		return true
 	}
-	if ph.failures.Add(1) >= int64(b.policy.FailureThreshold) {
+	if ph.failures.Add(1) >= int64(b.conf().policy.FailureThreshold) {
 		b.mu.Lock()
-		if b.cur.Load() == ph {
+		if ph = b.live(ph); ph != nil {
 			now := b.now()
 			b.enter(ph, b.failedPhase(ph, now, 0, missed, now), now, ReasonFailureThreshold)
 		}
@@ -447,7 +440,7 @@ func (b *Breaker) recordWindow(ph *phase, failure, slow, missed bool) bool {
 		testHookRecordWindow()
 	}
 	b.mu.Lock()
-	if b.cur.Load() != ph {
+	if ph = b.live(ph); ph == nil || !b.conf().windowed {
 		b.mu.Unlock()
 		return false
 	}
@@ -459,7 +452,7 @@ func (b *Breaker) recordWindow(ph *phase, failure, slow, missed bool) bool {
 	} else if ph.failures.Load() != 0 {
 		ph.failures.Store(0)
 	}
-	p := b.policy
+	p := b.conf().policy
 	switch {
 	case failure && c.Failures >= int64(p.FailureThreshold) && c.Calls >= int64(p.MinimumCalls) &&
 		(p.FailureRatio == 0 || float64(c.Failures) >= p.FailureRatio*float64(c.Calls)):
@@ -477,7 +470,7 @@ func (b *Breaker) recordWindow(ph *phase, failure, slow, missed bool) bool {
 func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome, missed bool, start int64) bool {
 	b.mu.Lock()
 	i := -1
-	if b.cur.Load() == ph {
+	if ph = b.live(ph); ph != nil {
 		for j, pr := range ph.probes {
 			if pr.tok == tok && pr.seq == seq {
 				i = j
@@ -506,13 +499,14 @@ func (b *Breaker) completeProbe(ph *phase, tok *token, seq uint64, o Outcome, mi
 // half-open circuit count, as probe evidence: Shadow ignores what Enforce would not
 // have seen, and an open circuit is serving its break.
 func (b *Breaker) completeBypass(ph *phase, o Outcome, missed bool, start int64) bool {
-	if b.policy.Mode != FailOpen || ph.state != HalfOpen {
+	if b.conf().policy.Mode != FailOpen || ph.state != HalfOpen {
 		return false
 	}
 	b.mu.Lock()
-	live := b.cur.Load() == ph
+	cur := b.live(ph)
+	live := cur != nil && cur.state == HalfOpen
 	if live {
-		b.probeOutcome(ph, b.now(), o, missed, start)
+		b.probeOutcome(cur, b.now(), o, missed, start)
 	}
 	b.mu.Unlock()
 	b.events.Flush()
@@ -526,7 +520,7 @@ func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome, missed bool, sta
 	switch o {
 	case Success:
 		ph.successes++
-		if ph.successes >= b.policy.SuccessesToClose {
+		if ph.successes >= b.conf().policy.SuccessesToClose {
 			b.failedProbes, b.errorProbes = 0, 0
 			b.enter(ph, b.recoveredPhase(ph.gen+1, now), now, ReasonProbeSucceeded)
 		}
@@ -545,7 +539,7 @@ func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome, missed bool, sta
 // BreakDuration from now (missed.go). missed says the failure was a missed deadline.
 // Requires b.mu held (the random source need not be safe for concurrent use).
 func (b *Breaker) failedPhase(from *phase, now int64, errorProbes int, missed bool, start int64) *phase {
-	brk := int64(b.policy.BreakAfter(errorProbes, b.random))
+	brk := int64(b.conf().policy.BreakAfter(errorProbes, b.random))
 	deadline := now + brk
 	if from.state == HalfOpen {
 		deadline = max(start+brk, now+b.probeGap())
@@ -568,13 +562,13 @@ func (b *Breaker) enter(from, to *phase, now int64, reason string) *phase {
 }
 
 func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *phase {
-	if b.windowed {
+	if b.conf().windowed {
 		b.win.Reset(now)
 	}
 	ph := &phase{
 		b: b, gen: gen, state: Closed, override: o, deadline: until,
-		plain:        o == NoOverride && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
-		plainSuccess: o == NoOverride && !b.windowed && b.policy.MaxInFlight == 0 && b.policy.SlowCallDuration == 0,
+		plain:        o == NoOverride && b.conf().policy.MaxInFlight == 0 && b.conf().policy.SlowCallDuration == 0,
+		plainSuccess: o == NoOverride && !b.conf().windowed && b.conf().policy.MaxInFlight == 0 && b.conf().policy.SlowCallDuration == 0,
 	}
 	ph.admitAll.Store(ph.plain)
 	return ph
@@ -585,8 +579,8 @@ func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *p
 // a ForceClose leaves has been taking full traffic.
 func (b *Breaker) recoveredPhase(gen uint64, now int64) *phase {
 	ph := b.closedPhase(gen, now, NoOverride, 0)
-	if ph.ramp = NewRamp(b.identity, b.policy, b.timeAt(now), uint64(b.random()*0x1p64)); ph.ramp != nil {
-		ph.rampStart, ph.rampEnd = now, now+int64(b.policy.RampDuration)
+	if ph.ramp = NewRamp(b.identity, b.conf().policy, b.timeAt(now), uint64(b.random()*0x1p64)); ph.ramp != nil {
+		ph.rampStart, ph.rampEnd = now, now+int64(b.conf().policy.RampDuration)
 		ph.admitAll.Store(false)
 	}
 	return ph
@@ -595,7 +589,7 @@ func (b *Breaker) recoveredPhase(gen uint64, now int64) *phase {
 func (b *Breaker) openPhase(from *phase, now, deadline int64, o Override) *phase {
 	return &phase{
 		b: b, gen: from.gen + 1, state: Open, override: o, deadline: deadline,
-		reject: NewOpenError(b.identity, b.policy.Scope, b.timeAt(deadline)),
+		reject: NewOpenError(b.identity, b.conf().policy.Scope, b.timeAt(deadline)),
 		frozen: b.evidence(from, now),
 	}
 }
@@ -609,7 +603,7 @@ func (b *Breaker) evidence(ph *phase, now int64) window.Counts {
 	switch {
 	case ph.state != Closed:
 		return ph.frozen
-	case b.windowed:
+	case b.conf().windowed:
 		return b.win.Totals(now)
 	}
 	return window.Counts{Failures: ph.failures.Load()}
@@ -724,15 +718,15 @@ func (b *Breaker) Snapshot() Snapshot {
 	ph, now := b.cur.Load(), b.now()
 	ev := b.evidence(ph, now)
 	s := Snapshot{
-		Identity: b.identity, Scope: b.policy.Scope, State: ph.state, Generation: ph.gen,
+		Identity: b.identity, Scope: b.conf().policy.Scope, State: ph.state, Generation: ph.gen,
 		Failures: int(ev.Failures), Calls: int(ev.Calls),
 		InFlight: int(b.inFlight.Load()), Override: ph.override,
-		Mode: b.policy.Mode, Bypassed: b.bypassed.Load(),
+		Mode: b.conf().policy.Mode, Bypassed: b.bypassed.Load(),
 		RampShare: 1, RampRefused: b.rampRefused.Load(),
 	}
 	if ph.ramp != nil && now < ph.rampEnd {
 		s.RampUntil = b.timeAt(ph.rampEnd)
-		s.RampShare = b.policy.RampShare(time.Duration(now - ph.rampStart))
+		s.RampShare = b.conf().policy.RampShare(time.Duration(now - ph.rampStart))
 	}
 	if ph.state == HalfOpen {
 		ph.reclaimLeases(now)

@@ -36,11 +36,11 @@ func (p Permit) CompleteMissed(err error) bool { return p.completeFailure(err, f
 
 // probeGap is the least time between a failed probe's end and the next probe: a
 // tenth of BreakDuration, at least 1ns.
-func (b *Breaker) probeGap() int64 { return max(int64(b.policy.BreakDuration)/10, 1) }
+func (b *Breaker) probeGap() int64 { return max(int64(b.conf().policy.BreakDuration)/10, 1) }
 
 // nextProbe is the earliest the next probe may be admitted should the probe admitted
 // at admitted fail: a break after its admission, without jitter's spread (and a gap
 // after the failure, which the caller adds). Requires b.mu held.
 func (b *Breaker) nextProbe(admitted int64) int64 {
-	return admitted + int64(b.policy.BreakAfter(b.errorProbes, func() float64 { return 0 }))
+	return admitted + int64(b.conf().policy.BreakAfter(b.errorProbes, func() float64 { return 0 }))
 }

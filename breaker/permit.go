@@ -66,13 +66,10 @@ func (p Permit) Complete(o Outcome) bool {
 	}
 	start := t.start
 	tokens.Put(t)
-	if o == Success && ph.plainSuccess {
+	if o == Success && ph.plainSuccess && ph.b.cur.Load() == ph {
 		// The hot path: a success on a plain closed circuit resets the consecutive
 		// count, writing only when there is something to reset so that healthy
 		// traffic does not bounce the cache line between cores.
-		if ph.b.cur.Load() != ph {
-			return false
-		}
 		if ph.failures.Load() != 0 {
 			ph.failures.Store(0)
 		}

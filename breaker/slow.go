@@ -30,7 +30,7 @@ type slowState struct {
 // now is a slow call that counts, and learns the baseline from fast ones.
 func (b *Breaker) judgeSlow(start, now int64) bool {
 	s := &b.slow
-	if now-start <= int64(b.policy.SlowCallDuration) {
+	if now-start <= int64(b.conf().policy.SlowCallDuration) {
 		if s.readyAt.Load() == 0 && s.fast.Add(1) >= slowBaselineCalls {
 			s.readyAt.CompareAndSwap(0, now+1)
 		}
@@ -49,11 +49,11 @@ func (b *Breaker) recordSlowRun(ph *phase, slow bool) {
 		}
 		return
 	}
-	if b.slow.run.Add(1) < int64(b.policy.FailureThreshold) {
+	if b.slow.run.Add(1) < int64(b.conf().policy.FailureThreshold) {
 		return
 	}
 	b.mu.Lock()
-	if b.cur.Load() == ph {
+	if ph = b.live(ph); ph != nil {
 		now := b.now()
 		b.slow.run.Store(0)
 		b.enter(ph, b.failedPhase(ph, now, 0, false, now), now, ReasonSlowCalls)
@@ -69,7 +69,7 @@ func (b *Breaker) slowRateReached(now int64, slow bool) bool {
 		return false
 	}
 	c := b.slowWin.Record(now, slow)
-	p := b.policy
+	p := b.conf().policy
 	ratio := p.SlowCallRatio
 	if ratio == 0 {
 		ratio = 1
@@ -86,7 +86,7 @@ func (b *Breaker) slowRateReached(now int64, slow bool) bool {
 // advised for rare traffic; busy traffic is judged by the window alone. consecutive
 // is the run of failures including this one. Requires b.mu held.
 func (b *Breaker) rareTraffic(now, calls, consecutive int64) bool {
-	p := b.policy
+	p := b.conf().policy
 	if consecutive == 1 {
 		b.runStart = now
 	}

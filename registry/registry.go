@@ -137,6 +137,7 @@ type Registry struct {
 	bypassHooks     []func(transport.Destination, breaker.Bypass)
 	countCalls      bool
 	partPolicy      PartitionPolicy // see partition.go
+	pol             policies        // the policy set in force and its history (policyset.go)
 
 	// Lookups read an immutable map without locking. New circuits go to fresh, under
 	// mu, and fresh is merged into a new immutable map once lookups that missed it have
@@ -193,6 +194,7 @@ func New(defaults Policy, opts ...Option) (*Registry, error) {
 			return nil, fmt.Errorf("registry: policy for %s has scope %v but no circuit factory provides it (use WithCircuitFactory)", d, s)
 		}
 	}
+	r.initPolicies()
 	return r, nil
 }
 
@@ -207,10 +209,7 @@ func (r *Registry) policies() map[string]Policy {
 
 // Policy returns the policy destination d gets.
 func (r *Registry) Policy(d transport.Destination) Policy {
-	if p, ok := r.overrides[d]; ok {
-		return p
-	}
-	return r.defaults
+	return r.pol.active.Load().Set.policy(d)
 }
 
 func (r *Registry) now() time.Time {
@@ -263,19 +262,8 @@ func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
 		return nil, fmt.Errorf("%w: %d live circuits, cannot add %s", ErrTooManyDestinations, n, d)
 	}
 	p := r.Policy(d)
-	var clock func() time.Time
-	if r.clock != nil {
-		clock = r.clock.Now
-	}
-	thr, err := admission.NewThrottle(p.Admission.Throttle, clock)
-	if err != nil { // policies were validated: only a bug gets here
-		return nil, fmt.Errorf("registry: throttle for %s: %w", d, err)
-	}
-	e := &entry{dest: d, adm: admission.NewLimiter(p.Admission.Limit, clock), thr: thr, minBudget: p.minCallBudget()}
-	if p.Circuit.Mode == breaker.Shadow {
-		e.onBypass = r.bypassed(d)
-	}
-	c, err := r.newCircuit(d, p.Circuit, r.observe(d, e.adm))
+	e := r.newEntry(d, p, nil, false)
+	c, err := r.newCircuit(d, p.Circuit, r.observe(d, p.Admission.Enabled()))
 	if err != nil {
 		return nil, fmt.Errorf("registry: circuit for %s: %w", d, err)
 	}
@@ -370,14 +358,18 @@ type observerKey struct {
 
 // observe returns the function that reports d's transitions to the registry's
 // observers and tells d's admission control when the circuit recovers from an outage
-// (admission.Limiter.Recovered); nil when there is nobody to tell.
-func (r *Registry) observe(d transport.Destination, lim *admission.Limiter) func(breaker.Transition) {
-	if len(r.observers) == 0 && lim == nil {
+// (admission.Limiter.Recovered), which it looks up when told, since a policy change
+// may have replaced it (policyset.go); nil when there is nobody to tell: no observers,
+// and no admission control (adm false) when the circuit is made.
+func (r *Registry) observe(d transport.Destination, adm bool) func(breaker.Transition) {
+	if len(r.observers) == 0 && !adm {
 		return nil
 	}
 	return func(t breaker.Transition) {
-		if lim != nil && t.Reason == breaker.ReasonProbeSucceeded {
-			lim.Recovered()
+		if t.Reason == breaker.ReasonProbeSucceeded {
+			if e, ok := r.lookup(d); ok && e.adm != nil {
+				e.adm.Recovered()
+			}
 		}
 		for _, f := range r.observers {
 			f(d, t)

@@ -256,6 +256,9 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 	if err := m.storeErrorInstruments(meter); err != nil {
 		return err
 	}
+	if err := m.policyInstruments(meter); err != nil {
+		return err
+	}
 	if c.backlog == nil {
 		return nil
 	}
