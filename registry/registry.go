@@ -274,7 +274,7 @@ func (r *Registry) entrySlow(d transport.Destination) (*entry, error) {
 	if p.Circuit.Mode == breaker.Shadow {
 		e.onBypass = r.bypassed(d)
 	}
-	c, err := r.newCircuit(d, p.Circuit, r.observe(d, e.adm))
+	c, err := r.newCircuit(d, p.Circuit, r.observe(d, e.adm, e.thr))
 	if err != nil {
 		return nil, fmt.Errorf("registry: circuit for %s: %w", d, err)
 	}
@@ -369,14 +369,18 @@ type observerKey struct {
 
 // observe returns the function that reports d's transitions to the registry's
 // observers and tells d's admission control when the circuit recovers from an outage
-// (admission.Limiter.Recovered); nil when there is nobody to tell.
-func (r *Registry) observe(d transport.Destination, lim *admission.Limiter) func(breaker.Transition) {
-	if len(r.observers) == 0 && lim == nil {
+// (admission.Limiter.Recovered, admission.Throttle.Recovered); nil when there is
+// nobody to tell.
+func (r *Registry) observe(d transport.Destination, lim *admission.Limiter, thr *admission.Throttle) func(breaker.Transition) {
+	if len(r.observers) == 0 && lim == nil && thr == nil {
 		return nil
 	}
 	return func(t breaker.Transition) {
-		if lim != nil && t.Reason == breaker.ReasonProbeSucceeded {
-			lim.Recovered()
+		if t.Reason == breaker.ReasonProbeSucceeded {
+			if lim != nil {
+				lim.Recovered()
+			}
+			thr.Recovered()
 		}
 		for _, f := range r.observers {
 			f(d, t)
