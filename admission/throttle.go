@@ -382,6 +382,24 @@ func (t *Throttle) revise(b int64) {
 	t.threshold.Store(throttleThreshold(p))
 }
 
+// Recovered tells the throttle that its destination's circuit closed after an outage
+// (a probe succeeded): the failures in the window are of the outage that is over, so
+// it forgets them and refuses nothing until new evidence says otherwise. Without it,
+// the outage's last failed calls would refuse a share of the first calls after the
+// return, for up to a bucket. A registry calls it when the circuit's probe succeeds.
+func (t *Throttle) Recovered() {
+	if t == nil {
+		return
+	}
+	for i := range t.stripes {
+		for j := range t.stripes[i].words {
+			t.stripes[i].words[j].Store(0) // a record racing with this is lost, no more
+		}
+	}
+	t.threshold.Store(0)
+	t.accepting.Store(false)
+}
+
 // throttleAcceptingShare: a destination accepting fewer than 1 in this many sent calls
 // is not Accepting.
 const throttleAcceptingShare = 20

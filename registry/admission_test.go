@@ -425,6 +425,44 @@ func TestHardDownIsThrottledThenOpens(t *testing.T) {
 	}
 }
 
+// When a probe's success closes the circuit, the throttle forgets the outage: the
+// failures that opened the circuit, still in its window, refuse nothing after the
+// return.
+func TestThrottleForgetsTheOutageWhenTheCircuitCloses(t *testing.T) {
+	down := atomic.Bool{}
+	r, clock, pub := throttled(t, func(int64) bool { return down.Load() })
+	for range 8 { // a healthy second
+		for range 20 {
+			_ = pub.Publish(t.Context(), orders, transport.Message{})
+		}
+		clock.Advance(125 * time.Millisecond)
+	}
+	down.Store(true)
+	for step := 0; r.Snapshots()[orders].State != breaker.Open; step++ {
+		if step == 16 {
+			t.Fatal("two seconds hard down and the circuit is not open")
+		}
+		for range 40 {
+			_ = pub.Publish(t.Context(), orders, transport.Message{})
+		}
+		clock.Advance(125 * time.Millisecond)
+	}
+	down.Store(false)
+	clock.Advance(610 * time.Millisecond) // past a break (550ms ±10 %), within the window
+	if s := throttleOf(t, r); s.RejectProbability == 0 {
+		t.Fatalf("throttle before the probe %+v: want it refusing, or the test shows nothing", s)
+	}
+	if err := pub.Publish(t.Context(), orders, transport.Message{}); err != nil {
+		t.Fatalf("the probe after the return: %v", err)
+	}
+	if s := r.Snapshots()[orders]; s.State != breaker.Closed {
+		t.Fatalf("after a successful probe: %v, want closed", s.State)
+	}
+	if s := throttleOf(t, r); s.RejectProbability != 0 || s.Sent > 1 {
+		t.Fatalf("throttle after the return %+v, want the outage forgotten", s)
+	}
+}
+
 // Rare traffic is the circuit's to judge: a dead destination called once every 10
 // minutes never fills the throttle's window, and opens after DefaultPolicy's 5
 // failures.

@@ -358,17 +358,21 @@ type observerKey struct {
 
 // observe returns the function that reports d's transitions to the registry's
 // observers and tells d's admission control when the circuit recovers from an outage
-// (admission.Limiter.Recovered), which it looks up when told, since a policy change
-// may have replaced it (policyset.go); nil when there is nobody to tell: no observers,
-// and no admission control (adm false) when the circuit is made.
+// (admission.Limiter.Recovered, admission.Throttle.Recovered), which it looks up
+// when told, since a policy change may have replaced them (policyset.go); nil when
+// there is nobody to tell: no observers, and no admission control (adm false) when
+// the circuit is made.
 func (r *Registry) observe(d transport.Destination, adm bool) func(breaker.Transition) {
 	if len(r.observers) == 0 && !adm {
 		return nil
 	}
 	return func(t breaker.Transition) {
 		if t.Reason == breaker.ReasonProbeSucceeded {
-			if e, ok := r.lookup(d); ok && e.adm != nil {
-				e.adm.Recovered()
+			if e, ok := r.lookup(d); ok {
+				if e.adm != nil {
+					e.adm.Recovered()
+				}
+				e.thr.Recovered()
 			}
 		}
 		for _, f := range r.observers {
