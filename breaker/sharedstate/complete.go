@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // CompletePermit records the outcome of a permit this circuit issued; Permit.Complete
-// calls it once per permit. It implements breaker.Completer and returns whether the
+// calls it once per permit. It implements backend.Completer and returns whether the
 // outcome was taken into account.
 //
 // Closed-state evidence: a Success on a snapshot without failures writes nothing. A
@@ -22,7 +23,7 @@ import (
 // conditional replaces. Outcomes of an older generation, under an override, of an
 // expired lease, or that cannot be written (the store is unreachable) change nothing
 // and return false. Each request is bounded by the I/O timeout.
-func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) bool {
+func (c *Circuit) CompletePermit(info backend.PermitInfo, o breaker.Outcome) bool {
 	c.release()
 	if o != breaker.Success && o != breaker.Failure {
 		o = breaker.Neutral
@@ -229,7 +230,7 @@ func (c *Circuit) openIfTripped(ctx context.Context, r Record) {
 	})
 }
 
-func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome) bool {
+func (c *Circuit) completeProbe(info backend.PermitInfo, o breaker.Outcome) bool {
 	taken := c.applyProbe(info, o)
 	if !taken && o == breaker.Failure {
 		taken = c.probeFailedLocally(info) // the store refused the outcome (degraded.go)
@@ -237,7 +238,7 @@ func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome) bool
 	return taken
 }
 
-func (c *Circuit) applyProbe(info breaker.PermitInfo, o breaker.Outcome) bool {
+func (c *Circuit) applyProbe(info backend.PermitInfo, o breaker.Outcome) bool {
 	return c.updateProbe(info.Generation, info.Lease, func(next *Record, start, now int64) bool {
 		if o == breaker.Success && c.policy.SlowCallDuration > 0 && now-start > int64(c.policy.SlowCallDuration) {
 			o = breaker.Failure

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // StoreFailure says what a shared circuit does with evidence its store will not
@@ -134,7 +135,7 @@ func (c *Circuit) openLocally(d *degraded, failedProbes int64) {
 	d.failedProbes = failedProbes
 	span := c.breakFor(failedProbes)
 	d.openUntil, d.openWall = c.mono()+span, c.wall()+span
-	d.reject = breaker.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, d.openWall))
+	d.reject = backend.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, d.openWall))
 }
 
 func (c *Circuit) localTransition(from, to breaker.State, gen uint64, reason string) {
@@ -190,14 +191,14 @@ func (c *Circuit) acquireDegraded(ctx context.Context, d *degraded, v *view, m i
 		return breaker.Permit{}, d.reject, true
 	case d.openUntil != 0 || d.probing:
 		if d.probing {
-			return breaker.Permit{}, breaker.NewOpenError(c.cfg.Identity, c.cfg.Scope,
+			return breaker.Permit{}, backend.NewOpenError(c.cfg.Identity, c.cfg.Scope,
 				time.Unix(0, c.wall()+int64(c.policy.HalfOpenRetryDelay))), true
 		}
 		if !c.reserve() {
 			return breaker.Permit{}, breaker.ErrSaturated, true
 		}
 		d.probing = true
-		return breaker.NewPermit(c, breaker.PermitInfo{Generation: localPermit, Probe: true}), nil, true
+		return backend.NewPermit(c, backend.PermitInfo{Generation: localPermit, Probe: true}), nil, true
 	case d.failures == 0 && m >= d.writeAfter:
 		c.local.CompareAndSwap(d, nil) // spent: the store is trusted again
 		return breaker.Permit{}, nil, false
@@ -211,13 +212,13 @@ func (c *Circuit) acquireDegraded(ctx context.Context, d *degraded, v *view, m i
 		if !c.reserve() {
 			return breaker.Permit{}, breaker.ErrSaturated, true
 		}
-		return breaker.NewPermit(c, breaker.PermitInfo{Generation: localPermit}), nil, true
+		return backend.NewPermit(c, backend.PermitInfo{Generation: localPermit}), nil, true
 	}
 	return breaker.Permit{}, nil, false
 }
 
 // completeLocal records the outcome of a permit admitted on local evidence alone.
-func (c *Circuit) completeLocal(info breaker.PermitInfo, o breaker.Outcome) bool {
+func (c *Circuit) completeLocal(info backend.PermitInfo, o breaker.Outcome) bool {
 	d := c.local.Load()
 	if d == nil {
 		return false
@@ -286,7 +287,7 @@ func (c *Circuit) openRefused(d *degraded, v *view) (breaker.Permit, error) {
 		if !c.reserve() {
 			return breaker.Permit{}, breaker.ErrSaturated
 		}
-		return breaker.NewPermit(c, breaker.PermitInfo{Generation: localPermit}), nil
+		return backend.NewPermit(c, backend.PermitInfo{Generation: localPermit}), nil
 	}
 	d.mu.Lock()
 	opened := d.openUntil == 0 && !d.probing
@@ -300,7 +301,7 @@ func (c *Circuit) openRefused(d *degraded, v *view) (breaker.Permit, error) {
 		c.localTransition(breaker.Closed, breaker.Open, v.rec.Generation, ReasonLocalThreshold)
 	}
 	if reject == nil {
-		return breaker.Permit{}, breaker.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, c.wall()+int64(c.policy.HalfOpenRetryDelay)))
+		return breaker.Permit{}, backend.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, c.wall()+int64(c.policy.HalfOpenRetryDelay)))
 	}
 	return breaker.Permit{}, reject
 }
@@ -315,18 +316,18 @@ func (c *Circuit) probeLocally(d *degraded, failedProbes int64) (breaker.Permit,
 		if d.reject != nil && !d.probing {
 			return breaker.Permit{}, d.reject
 		}
-		return breaker.Permit{}, breaker.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, c.wall()+int64(c.policy.HalfOpenRetryDelay)))
+		return breaker.Permit{}, backend.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, c.wall()+int64(c.policy.HalfOpenRetryDelay)))
 	}
 	if !c.reserve() {
 		return breaker.Permit{}, breaker.ErrSaturated
 	}
 	d.probing, d.failedProbes = true, max(d.failedProbes, failedProbes)
-	return breaker.NewPermit(c, breaker.PermitInfo{Generation: localPermit, Probe: true}), nil
+	return backend.NewPermit(c, backend.PermitInfo{Generation: localPermit, Probe: true}), nil
 }
 
 // probeFailedLocally keeps a shared probe's failure that the store would not record:
 // this replica opens locally with the backoff of one more failed probe.
-func (c *Circuit) probeFailedLocally(info breaker.PermitInfo) bool {
+func (c *Circuit) probeFailedLocally(info backend.PermitInfo) bool {
 	d := c.local.Load()
 	if d == nil || c.cfg.OnStoreFailure == FailClosed {
 		return false

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // MaxLeases bounds the leases a record may hold, so that a corrupted record cannot
@@ -69,8 +70,8 @@ func (r *Record) Check(identity string) error {
 		return bad("Leases", "holds %d leases, more than %d", len(r.Leases), MaxLeases)
 	case r.UnhealthySince < 0 || r.LastErrorAt < 0:
 		return bad("UnhealthySince", "and LastErrorAt must not be negative")
-	case len(r.LastError) > breaker.MaxErrorText:
-		return bad("LastError", "holds %d bytes, more than %d", len(r.LastError), breaker.MaxErrorText)
+	case len(r.LastError) > backend.MaxErrorText:
+		return bad("LastError", "holds %d bytes, more than %d", len(r.LastError), backend.MaxErrorText)
 	case r.Override > breaker.ForcedClosed:
 		return bad("Override", "is not a known override (%d)", r.Override)
 	case r.Override != breaker.NoOverride && r.OverrideUntil <= 0:
