@@ -199,9 +199,6 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 	return b, nil
 }
 
-// Identity returns the circuit's name.
-func (b *Breaker) Identity() string { return b.identity }
-
 // Policy returns the circuit's policy with defaults written out.
 func (b *Breaker) Policy() Policy { return b.policy }
 
