@@ -28,12 +28,19 @@ func (c *Circuit) CompletePermit(info backend.PermitInfo, o breaker.Outcome) boo
 	if o != breaker.Success && o != breaker.Failure {
 		o = breaker.Neutral
 	}
-	if info.Generation == localPermit {
+	switch {
+	case info.Generation == localPermit:
 		return c.completeLocal(info, o) // admitted on local evidence (degraded.go)
-	}
-	if info.Probe {
+	case info.Probe:
 		return c.completeProbe(info, o)
 	}
+	return c.completeClosed(info, o)
+}
+
+// completeClosed takes the outcome o of a permit the closed circuit issued: a slow
+// Success counts as a Failure, a degraded replica keeps the evidence here too, and
+// what the shared record must learn is written to it (writeClosed).
+func (c *Circuit) completeClosed(info backend.PermitInfo, o breaker.Outcome) bool {
 	v := c.view.Load()
 	if v == nil || v.rec.State != breaker.Closed || v.rec.Generation != info.Generation || v.rec.Override != breaker.NoOverride {
 		return false
@@ -54,6 +61,14 @@ func (c *Circuit) CompletePermit(info backend.PermitInfo, o breaker.Outcome) boo
 	if d != nil && d.writesRefused(c.mono()) {
 		return true // counted locally; the store is left alone until RetryDelay ends
 	}
+	return c.writeClosed(v, o, d)
+}
+
+// writeClosed writes a closed-state Success (a reset of the failures) or Failure to
+// the store, bounded by the I/O timeout. d is the degraded state the outcome was
+// already counted in, or nil; a Failure that is the first write the store refuses
+// under KeepLocal is counted in the degraded state it starts.
+func (c *Circuit) writeClosed(v *view, o breaker.Outcome, d *degraded) bool {
 	if c.backoff() != nil {
 		return false
 	}
