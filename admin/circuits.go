@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -162,8 +163,8 @@ func parseHold(body io.Reader, now time.Time, maxHold time.Duration) (time.Time,
 	default:
 		return until, "", badField("for", `give "for" (a duration) or "until" (an RFC 3339 time)`)
 	}
-	var he *breaker.HoldError
-	if errors.As(breaker.CheckHold(now, until, maxHold), &he) {
+	var he *backend.HoldError
+	if errors.As(backend.CheckHold(now, until, maxHold), &he) {
 		return until, "", badField(map[bool]string{true: "for", false: "until"}[req.For != ""], he.Reason)
 	}
 	return until, req.Reason, nil

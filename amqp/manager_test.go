@@ -29,7 +29,7 @@ func TestManagerFailsFastOnceTheBrokerIsKnownDead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Circuit().Identity(); got != "amqp-connection:"+addr {
+	if got := m.Circuit().Snapshot().Identity; got != "amqp-connection:"+addr {
 		t.Fatalf("circuit %q", got)
 	}
 	pub, err := amqp.NewPublisher(m, testRegistry(t))

@@ -141,7 +141,7 @@ type phase struct {
 
 	// ramp paces a closed phase entered from half-open (Policy.RampDuration), from
 	// rampStart until rampEnd; nil otherwise.
-	ramp               *Ramp
+	ramp               *ramp
 	rampStart, rampEnd int64
 
 	probes    []probe // HalfOpen, guarded by b.mu
@@ -191,9 +191,6 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 	b.cur.Store(b.closedPhase(1, 0, NoOverride, 0))
 	return b, nil
 }
-
-// Identity returns the circuit's name.
-func (b *Breaker) Identity() string { return b.identity }
 
 // Policy returns the circuit's policy with defaults written out.
 func (b *Breaker) Policy() Policy { return b.conf().policy }
@@ -282,7 +279,7 @@ func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
 		r = nil
 	}
 	if r != nil {
-		share, refusal := r.Admit(since)
+		share, refusal := r.admit(since)
 		if refusal != nil {
 			b.rampRefused.Add(1)
 			return b.refuse(ph, now, refusal)
@@ -295,7 +292,7 @@ func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
 	p, err := b.admit(ph, now, 0, limit)
 	if err == errOverRamp { // only a ramp lowers the limit
 		b.rampRefused.Add(1)
-		err = r.Refuse(since)
+		err = r.refuse(since)
 	}
 	if err != nil {
 		return b.refuse(ph, now, err)
@@ -339,7 +336,7 @@ func (b *Breaker) acquireProbe(ph *phase, now int64) (Permit, error) {
 			floor = b.probeGap()
 		}
 		notBefore := max(now+floor, earliest)
-		return Permit{}, NewOpenError(b.identity, b.conf().policy.Scope, b.timeAt(notBefore))
+		return Permit{}, newOpenError(b.identity, b.conf().policy.Scope, b.timeAt(notBefore))
 	}
 	p, err := b.admit(ph, now, flagProbe, int64(b.conf().policy.MaxInFlight))
 	if err == nil {
@@ -534,12 +531,12 @@ func (b *Breaker) probeOutcome(ph *phase, now int64, o Outcome, missed bool, sta
 }
 
 // failedPhase is the open phase a failure leads to: for one that opens the circuit
-// from closed, open for Policy.BreakAfter(0) from now; for a failed probe admitted at
-// start, until Policy.BreakAfter(errorProbes) after start, and at least a tenth of
+// from closed, open for breakAfter(0) from now; for a failed probe admitted at
+// start, until breakAfter(errorProbes) after start, and at least a tenth of
 // BreakDuration from now (missed.go). missed says the failure was a missed deadline.
 // Requires b.mu held (the random source need not be safe for concurrent use).
 func (b *Breaker) failedPhase(from *phase, now int64, errorProbes int, missed bool, start int64) *phase {
-	brk := int64(b.conf().policy.BreakAfter(errorProbes, b.random))
+	brk := int64(b.conf().policy.breakAfter(errorProbes, b.random))
 	deadline := now + brk
 	if from.state == HalfOpen {
 		deadline = max(start+brk, now+b.probeGap())
@@ -579,7 +576,7 @@ func (b *Breaker) closedPhase(gen uint64, now int64, o Override, until int64) *p
 // a ForceClose leaves has been taking full traffic.
 func (b *Breaker) recoveredPhase(gen uint64, now int64) *phase {
 	ph := b.closedPhase(gen, now, NoOverride, 0)
-	if ph.ramp = NewRamp(b.identity, b.conf().policy, b.timeAt(now), uint64(b.random()*0x1p64)); ph.ramp != nil {
+	if ph.ramp = newRamp(b.identity, b.conf().policy, b.timeAt(now), uint64(b.random()*0x1p64)); ph.ramp != nil {
 		ph.rampStart, ph.rampEnd = now, now+int64(b.conf().policy.RampDuration)
 		ph.admitAll.Store(false)
 	}
@@ -589,7 +586,7 @@ func (b *Breaker) recoveredPhase(gen uint64, now int64) *phase {
 func (b *Breaker) openPhase(from *phase, now, deadline int64, o Override) *phase {
 	return &phase{
 		b: b, gen: from.gen + 1, state: Open, override: o, deadline: deadline,
-		reject: NewOpenError(b.identity, b.conf().policy.Scope, b.timeAt(deadline)),
+		reject: newOpenError(b.identity, b.conf().policy.Scope, b.timeAt(deadline)),
 		frozen: b.evidence(from, now),
 	}
 }
@@ -650,18 +647,15 @@ func (b *Breaker) ClearOverride() {
 // Open until the next Acquire moves it to half-open.
 func (b *Breaker) State() State { return b.cur.Load().state }
 
-// FailureCount returns the failure evidence now: consecutive failures, or failures in
-// the window, while closed; the evidence that opened the circuit while it is not.
-func (b *Breaker) FailureCount() int { return b.Snapshot().Failures }
-
 // Snapshot is a point-in-time view of a circuit.
 type Snapshot struct {
 	Identity   string
 	Scope      Scope
 	State      State
 	Generation uint64
-	// Failures is the failure evidence (see Breaker.FailureCount); Calls, in window
-	// mode, the calls in the window.
+	// Failures is the failure evidence: consecutive failures, or failures in the
+	// window, while closed; the evidence that opened the circuit while it is not.
+	// Calls, in window mode, the calls in the window.
 	Failures, Calls int
 	// InFlight counts admitted, uncompleted permits when the policy sets MaxInFlight
 	// (counting them otherwise would cost the hot path a shared write); Probes counts
@@ -699,7 +693,7 @@ type Snapshot struct {
 	// What people on call ask first: why, and since when.
 	//
 	// LastError is the error text of the last failure completed with its error
-	// (Permit.CompleteWith), as ErrorText keeps it, and LastErrorAt when it was
+	// (Permit.CompleteWith), redacted and at most 512 bytes (backend.ErrorText), and LastErrorAt when it was
 	// completed; empty and zero until then, and kept after the circuit closes.
 	// UnhealthySince is when the current outage began: the circuit's first opening
 	// since it was last closed (a ForceOpen of a closed circuit included). Probe
@@ -726,7 +720,7 @@ func (b *Breaker) Snapshot() Snapshot {
 	}
 	if ph.ramp != nil && now < ph.rampEnd {
 		s.RampUntil = b.timeAt(ph.rampEnd)
-		s.RampShare = b.conf().policy.RampShare(time.Duration(now - ph.rampStart))
+		s.RampShare = b.conf().policy.rampShare(time.Duration(now - ph.rampStart))
 	}
 	if ph.state == HalfOpen {
 		ph.reclaimLeases(now)

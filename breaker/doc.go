@@ -16,8 +16,8 @@
 // circuit that has already changed.
 //
 // Recovery can be paced: with Policy.RampDuration, a circuit closed by a probe admits
-// a share of calls that rises to all of them over the ramp (see [Policy.RampShare]),
-// and turns the others away with an [*OpenError] matching ErrRamping whose NotBefore
+// a share of calls that rises to all of them over the ramp (Snapshot.RampShare),
+// and turns the others away with an [*OpenError] with Ramping set whose NotBefore
 // spreads the callers out.
 //
 // Cost: on a closed circuit in consecutive mode, Acquire and Complete(Success) take
@@ -45,11 +45,10 @@
 // # For authors of circuits and shared backends
 //
 // The rest is for code that implements a circuit rather than uses one: the [Circuit]
-// interface the registry takes from a factory; [NewPermit], [PermitInfo] and
-// [Completer], with which a backend hands out permits of its own; [NewRamp] and
-// [Ramp], [Policy.BreakAfter], [Policy.RampShare], [Policy.Normalized] and
-// [Policy.Fingerprint], so that every backend opens, ramps and compares policies
-// alike; [NewOpenError]; [Clock], [WithClock] and [WithRandom] for tests; and the
-// transition reasons (ReasonFailureThreshold, ...). Package breaker/circuittest
-// checks an implementation against the local breaker's behaviour.
+// interface the registry takes from a factory; [Clock], [WithClock] and [WithRandom]
+// for tests; and the transition reasons (ReasonFailureThreshold, ...). What only a
+// backend needs (permits of its own, the rejection and ramp of a circuit, the rules
+// that make every backend open, ramp and compare policies alike) is in package
+// breaker/backend. Package breaker/circuittest checks an implementation against the
+// local breaker's behaviour.
 package breaker

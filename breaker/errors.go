@@ -10,10 +10,6 @@ var (
 	// half-open circuit, and of a closed circuit ramping up after recovery. The
 	// concrete error is an [*OpenError].
 	ErrOpen = errors.New("breaker: circuit open")
-	// ErrRamping is matched, besides ErrOpen, by the rejection of a call that a
-	// circuit turned away while ramping up after it closed (Policy.RampDuration).
-	// Callers that treat every ErrOpen alike need not know it.
-	ErrRamping = errors.New("breaker: circuit ramping up")
 	// ErrUnavailable is returned by a shared circuit whose state store cannot be
 	// reached and whose last known state is too old to trust.
 	ErrUnavailable = errors.New("breaker: circuit state unavailable")
@@ -24,7 +20,7 @@ var (
 
 // OpenError is the rejection of a call by an open circuit, by a half-open circuit
 // whose probe slots are taken, or by a closed circuit ramping up after recovery.
-// errors.Is(err, ErrOpen) holds for it, and errors.Is(err, ErrRamping) for the last.
+// errors.Is(err, ErrOpen) holds for it; Ramping tells the last apart.
 type OpenError struct {
 	// Identity names the circuit.
 	Identity string
@@ -40,10 +36,11 @@ type OpenError struct {
 	msg string // built once per open generation so a rejection allocates nothing
 }
 
-// NewOpenError returns the rejection of a circuit named identity until notBefore, with
-// its message built once. Backends build one per open generation and return it to
-// every rejected caller, so that a rejection allocates nothing.
-func NewOpenError(identity string, scope Scope, notBefore time.Time) *OpenError {
+// newOpenError returns the rejection of a circuit named identity until notBefore, with
+// its message built once. Circuits build one per open generation and return it to
+// every rejected caller, so that a rejection allocates nothing (backends through
+// backend.NewOpenError).
+func newOpenError(identity string, scope Scope, notBefore time.Time) *OpenError {
 	return &OpenError{
 		Identity:  identity,
 		Scope:     scope,
@@ -78,7 +75,5 @@ func (e *OpenError) Error() string {
 	return e.msg
 }
 
-// Is reports whether target is ErrOpen, or ErrRamping for a ramp's refusal.
-func (e *OpenError) Is(target error) bool {
-	return target == ErrOpen || e.Ramping && target == ErrRamping
-}
+// Is reports whether target is ErrOpen.
+func (e *OpenError) Is(target error) bool { return target == ErrOpen }

@@ -1,34 +1,31 @@
 package breaker
 
-import "github.com/brokerguard/brokerguard/internal/safetext"
+import (
+	"github.com/brokerguard/brokerguard/breaker/internal/link"
+	"github.com/brokerguard/brokerguard/internal/safetext"
+)
 
-// MaxErrorText bounds Snapshot.LastError, in bytes: enough for a broker's error and
-// the address it came from, not for a payload an error happened to quote.
-const MaxErrorText = 512
+// maxErrorText bounds Snapshot.LastError, in bytes (backend.MaxErrorText).
+const maxErrorText = 512
 
-// ErrorText is what a circuit keeps of a failure's error for Snapshot.LastError: its
-// text with credentials redacted (a URL's user information, password=..., tokens),
-// control characters escaped and at most MaxErrorText bytes. Backends that keep the
-// text elsewhere use it so that every circuit shows the same thing.
-func ErrorText(err error) string {
+// errorText is what a circuit keeps of a failure's error for Snapshot.LastError
+// (backend.ErrorText).
+func errorText(err error) string {
 	if err == nil {
 		return ""
 	}
-	return safetext.ErrorText(err.Error(), MaxErrorText)
+	return safetext.ErrorText(err.Error(), maxErrorText)
 }
 
-// ErrorCompleter is an optional capability of a Completer (found by type
-// assertion): it is given the error of a failed call with its outcome, by
-// Permit.CompleteWith, so that the circuit can show it in its snapshot.
-type ErrorCompleter interface {
-	Completer
-	// CompletePermitWith is CompletePermit with the call's error (non-nil, and only
-	// for a Failure).
-	CompletePermitWith(p PermitInfo, o Outcome, err error) bool
+// errorCompleter is backend.ErrorCompleter: a completer given the error of a failed
+// call with its outcome, by Permit.CompleteWith.
+type errorCompleter interface {
+	completer
+	CompletePermitWith(p link.PermitInfo, o Outcome, err error) bool
 }
 
 // CompleteWith is Complete with the call's error: a Failure's error becomes the
-// circuit's Snapshot.LastError (see ErrorText). Other outcomes, and a nil error, are
+// circuit's Snapshot.LastError (redacted, at most 512 bytes). Other outcomes, and a nil error, are
 // completed exactly as Complete does, so healthy traffic pays nothing for it. Only
 // the permit's first completion records anything.
 func (p Permit) CompleteWith(o Outcome, err error) bool {
@@ -47,8 +44,8 @@ func (p Permit) completeFailure(err error, mark uint8) bool {
 	}
 	ph := p.ph
 	if ph == nil {
-		if ec, ok := t.ext.(ErrorCompleter); ok && err != nil {
-			info := PermitInfo{Generation: p.gen, Probe: p.flags&flagProbe != 0, Lease: t.lease}
+		if ec, ok := t.ext.(errorCompleter); ok && err != nil {
+			info := link.PermitInfo{Generation: p.gen, Probe: p.flags&flagProbe != 0, Lease: t.lease}
 			t.ext = nil
 			tokens.Put(t)
 			return ec.CompletePermitWith(info, Failure, err)
@@ -58,7 +55,7 @@ func (p Permit) completeFailure(err error, mark uint8) bool {
 	start := t.start
 	tokens.Put(t)
 	if err != nil {
-		ph.b.lastFailure.Store(&failureNote{text: ErrorText(err), at: ph.b.now()})
+		ph.b.lastFailure.Store(&failureNote{text: errorText(err), at: ph.b.now()})
 	}
 	return ph.b.complete(ph, p.tok, p.seq, p.flags|mark, Failure, start)
 }

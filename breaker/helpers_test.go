@@ -79,7 +79,7 @@ func (h *harness) wantState(want breaker.State) {
 
 func (h *harness) wantFailures(want int) {
 	h.t.Helper()
-	if got := h.b.FailureCount(); got != want {
+	if got := h.b.Snapshot().Failures; got != want {
 		h.t.Fatalf("FailureCount %d, want %d", got, want)
 	}
 }
@@ -98,4 +98,10 @@ func (h *harness) open(n int) {
 	h.t.Helper()
 	h.calls(breaker.Failure, n)
 	h.wantState(breaker.Open)
+}
+
+// isRampRefusal reports whether err is a ramping circuit's refusal.
+func isRampRefusal(err error) bool {
+	oe, ok := errors.AsType[*breaker.OpenError](err)
+	return ok && oe.Ramping
 }

@@ -42,5 +42,5 @@ func (b *Breaker) probeGap() int64 { return max(int64(b.conf().policy.BreakDurat
 // at admitted fail: a break after its admission, without jitter's spread (and a gap
 // after the failure, which the caller adds). Requires b.mu held.
 func (b *Breaker) nextProbe(admitted int64) int64 {
-	return admitted + int64(b.conf().policy.BreakAfter(b.errorProbes, func() float64 { return 0 }))
+	return admitted + int64(b.conf().policy.breakAfter(b.errorProbes, func() float64 { return 0 }))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 var errMissedDeadline = errors.New("context deadline exceeded")
@@ -209,19 +210,19 @@ type missedCompleter struct {
 	err error
 }
 
-func (c *missedCompleter) CompletePermit(_ breaker.PermitInfo, o breaker.Outcome) bool {
+func (c *missedCompleter) CompletePermit(_ backend.PermitInfo, o breaker.Outcome) bool {
 	c.o = o
 	return true
 }
 
-func (c *missedCompleter) CompletePermitWith(_ breaker.PermitInfo, o breaker.Outcome, err error) bool {
+func (c *missedCompleter) CompletePermitWith(_ backend.PermitInfo, o breaker.Outcome, err error) bool {
 	c.o, c.err = o, err
 	return true
 }
 
 func TestMissedDeadlineOfABackendPermitIsAFailureWithItsError(t *testing.T) {
 	c := &missedCompleter{}
-	if !breaker.NewPermit(c, breaker.PermitInfo{Generation: 3}).CompleteMissed(errMissedDeadline) || c.o != breaker.Failure || c.err != errMissedDeadline {
+	if !backend.NewPermit(c, backend.PermitInfo{Generation: 3}).CompleteMissed(errMissedDeadline) || c.o != breaker.Failure || c.err != errMissedDeadline {
 		t.Fatalf("backend got %v, %v; want a Failure with the error", c.o, c.err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 
@@ -69,7 +70,7 @@ func runModel(t *testing.T, policy breaker.Policy) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	maxProbes := policy.Normalized().HalfOpenMaxProbes
+	maxProbes := backend.Normalize(policy).HalfOpenMaxProbes
 
 	check := func() {
 		s := b.Snapshot()

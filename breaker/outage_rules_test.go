@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // brkUnhealthySince fails unless the snapshot's UnhealthySince is want (zero: none).
@@ -117,10 +118,10 @@ func TestRareTrafficOpeningLastsOneBreak(t *testing.T) {
 
 // A policy without a ramp makes no Ramp.
 func TestNoRampWithoutRampDuration(t *testing.T) {
-	if r := breaker.NewRamp("x", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second}, t0, 1); r != nil {
+	if r := backend.NewRamp("x", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second}, t0, 1); r != nil {
 		t.Fatal("NewRamp of a policy without RampDuration is not nil")
 	}
-	if r := breaker.NewRamp("x", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: time.Second}, t0, 1); r == nil {
+	if r := backend.NewRamp("x", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: time.Second}, t0, 1); r == nil {
 		t.Fatal("NewRamp of a policy with RampDuration is nil")
 	}
 }

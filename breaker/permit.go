@@ -3,6 +3,8 @@ package breaker
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/brokerguard/brokerguard/breaker/internal/link"
 )
 
 const (
@@ -18,7 +20,7 @@ const (
 type token struct {
 	seq   atomic.Uint64 // advanced by each permit's first completion
 	start int64         // when the permit was admitted, when the policy times calls
-	ext   Completer     // the backend of a permit made by NewPermit
+	ext   completer     // the backend of a permit made by newPermit
 	lease uint64        // the backend's reference for that permit
 }
 
@@ -37,7 +39,7 @@ func lendToken() (*token, uint64) {
 type Permit struct {
 	tok   *token
 	seq   uint64
-	ph    *phase // nil for a permit made by NewPermit
+	ph    *phase // nil for a permit made by newPermit
 	gen   uint64
 	flags uint8
 }
@@ -79,7 +81,7 @@ func (p Permit) Complete(o Outcome) bool {
 }
 
 func completeExternal(t *token, gen uint64, flags uint8, o Outcome) bool {
-	ext, info := t.ext, PermitInfo{Generation: gen, Probe: flags&flagProbe != 0, Lease: t.lease}
+	ext, info := t.ext, link.PermitInfo{Generation: gen, Probe: flags&flagProbe != 0, Lease: t.lease}
 	t.ext = nil
 	tokens.Put(t)
 	return ext.CompletePermit(info, o)
@@ -95,26 +97,18 @@ func (p Permit) Bypass() bool { return p.flags&flagBypass != 0 }
 // Generation returns the generation that admitted the permit (0 for the zero Permit).
 func (p Permit) Generation() uint64 { return p.gen }
 
-// Completer receives the outcome of a permit made by NewPermit. Backends that keep a
-// circuit's state elsewhere (another process, a table) implement it.
-type Completer interface {
-	// CompletePermit is called once per permit, on its first Complete, and returns
-	// what Complete returns: whether the outcome was taken into account.
-	CompletePermit(p PermitInfo, o Outcome) bool
+// completer is backend.Completer: it receives the outcome of a permit made by
+// newPermit.
+type completer interface {
+	CompletePermit(p link.PermitInfo, o Outcome) bool
 }
 
-// PermitInfo is what a backend gets back when its permit completes.
-type PermitInfo struct {
-	Generation uint64 // as given to NewPermit
-	Probe      bool   // as given to NewPermit
-	Lease      uint64 // as given to NewPermit: the backend's own reference
-}
-
-// NewPermit makes a permit for a backend's circuit. Its first Complete calls
-// c.CompletePermit with info; later completions return false without calling it.
-func NewPermit(c Completer, info PermitInfo) Permit {
+// newPermit makes a permit for a backend's circuit (backend.NewPermit): c implements
+// backend.Completer. Its first Complete calls c.CompletePermit with info; later
+// completions return false without calling it.
+func newPermit(c any, info link.PermitInfo) Permit {
 	t, seq := lendToken()
-	t.ext, t.lease = c, info.Lease
+	t.ext, t.lease = c.(completer), info.Lease
 	p := Permit{tok: t, seq: seq, gen: info.Generation}
 	if info.Probe {
 		p.flags = flagProbe

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // mb3NopCompleter is a backend that takes every outcome and keeps nothing.
 type mb3NopCompleter struct{}
 
-func (mb3NopCompleter) CompletePermit(breaker.PermitInfo, breaker.Outcome) bool { return true }
-func (mb3NopCompleter) CompletePermitWith(breaker.PermitInfo, breaker.Outcome, error) bool {
+func (mb3NopCompleter) CompletePermit(backend.PermitInfo, breaker.Outcome) bool { return true }
+func (mb3NopCompleter) CompletePermitWith(backend.PermitInfo, breaker.Outcome, error) bool {
 	return true
 }
 
@@ -38,10 +39,10 @@ func TestPermitCompletionsGiveTheTokenBack(t *testing.T) {
 			p.CompleteMissed(nil)
 		}},
 		{"backend Complete", 0, func() {
-			breaker.NewPermit(mb3NopCompleter{}, breaker.PermitInfo{Generation: 1}).Complete(breaker.Success)
+			backend.NewPermit(mb3NopCompleter{}, backend.PermitInfo{Generation: 1}).Complete(breaker.Success)
 		}},
 		{"backend CompleteWith", 0, func() {
-			breaker.NewPermit(mb3NopCompleter{}, breaker.PermitInfo{Generation: 1}).CompleteWith(breaker.Failure, errDown)
+			backend.NewPermit(mb3NopCompleter{}, backend.PermitInfo{Generation: 1}).CompleteWith(breaker.Failure, errDown)
 		}},
 		{"CompleteWith", 1, func() {
 			p, _ := plain.Acquire(ctx)

@@ -1,12 +1,8 @@
 package breaker
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 )
 
@@ -78,9 +74,9 @@ type Policy struct {
 
 	// RampDuration, when positive, paces recovery: after the circuit closes from
 	// half-open it admits only a share of calls, rising from RampFloor to all of them
-	// over this time (see RampShare), and when MaxInFlight is set its in-flight bound
+	// over this time (Snapshot.RampShare), and when MaxInFlight is set its in-flight bound
 	// rises on the same schedule. A call the ramp turns away gets an *OpenError that
-	// also matches ErrRamping. 0 closes straight to full traffic. At least 1ms.
+	// has Ramping set. 0 closes straight to full traffic. At least 1ms.
 	RampDuration time.Duration
 	// RampFloor is the share of calls admitted the moment the circuit closes, within
 	// [0, 1]. 0 means 0.1. Applies only with RampDuration.
@@ -98,9 +94,6 @@ type Policy struct {
 	Disabled bool
 }
 
-// ErrInvalidPolicy is matched (errors.Is) by every error Validate returns.
-var ErrInvalidPolicy = errors.New("breaker: invalid policy")
-
 // PolicyError names the Policy field that is wrong and why.
 type PolicyError struct {
 	Field  string // the Policy field, e.g. "BreakDuration"
@@ -111,9 +104,6 @@ type PolicyError struct {
 func (e *PolicyError) Error() string {
 	return "breaker: invalid policy: " + e.Field + " " + e.Reason
 }
-
-// Is reports whether target is ErrInvalidPolicy.
-func (e *PolicyError) Is(target error) bool { return target == ErrInvalidPolicy }
 
 // minFailureWindow keeps every window bucket at least 100µs wide.
 const minFailureWindow = time.Millisecond
@@ -244,12 +234,9 @@ func (p Policy) checkRamp() *PolicyError {
 	})
 }
 
-// Enabled reports whether the circuit can open (FailureThreshold > 0).
-func (p Policy) Enabled() bool { return p.FailureThreshold > 0 }
-
-// Normalized returns the policy with every "0 means ..." default written out, so two
-// policies that behave alike compare equal.
-func (p Policy) Normalized() Policy {
+// normalized returns the policy with every "0 means ..." default written out, so two
+// policies that behave alike compare equal (backend.Normalize).
+func (p Policy) normalized() Policy {
 	if p.HalfOpenMaxProbes == 0 {
 		p.HalfOpenMaxProbes = 1
 	}
@@ -274,12 +261,12 @@ func (p Policy) Normalized() Policy {
 	return p
 }
 
-// RampShare returns the share of calls, in [RampFloor, 1], that a circuit admits a
+// rampShare returns the share of calls, in [RampFloor, 1], that a circuit admits a
 // time since after it closed from half-open:
 // max(RampFloor, (since/RampDuration)^(1/RampAggression)), and 1 once the ramp is over
-// or when the policy has none. Backends that keep state elsewhere use it so that
-// every scope ramps alike.
-func (p Policy) RampShare(since time.Duration) float64 {
+// or when the policy has none. Backends that keep state elsewhere use it
+// (backend.RampShare) so that every scope ramps alike.
+func (p Policy) rampShare(since time.Duration) float64 {
 	if p.RampDuration <= 0 || since >= p.RampDuration {
 		return 1
 	}
@@ -294,12 +281,12 @@ func (p Policy) RampShare(since time.Duration) float64 {
 	return max(f, floor)
 }
 
-// BreakAfter returns how long a circuit stays open after failedProbes consecutive
+// breakAfter returns how long a circuit stays open after failedProbes consecutive
 // failed probes (0 when it opens from closed): BreakDuration doubled per failed probe
 // up to MaxBreakDuration, then spread by Jitter using random, a source of numbers in
-// [0, 1) called only when Jitter is set. Backends that keep state elsewhere use it so
-// that every scope opens for the same time.
-func (p Policy) BreakAfter(failedProbes int, random func() float64) time.Duration {
+// [0, 1) called only when Jitter is set. Backends that keep state elsewhere use it
+// (backend.BreakAfter) so that every scope opens for the same time.
+func (p Policy) breakAfter(failedProbes int, random func() float64) time.Duration {
 	d, limit := int64(p.BreakDuration), int64(max(p.MaxBreakDuration, p.BreakDuration))
 	for range failedProbes {
 		if d > limit/2 { // 2d > limit: doubling would pass the maximum
@@ -312,45 +299,4 @@ func (p Policy) BreakAfter(failedProbes int, random func() float64) time.Duratio
 		d += int64(float64(d) * p.Jitter * (2*random() - 1))
 	}
 	return time.Duration(max(d, 1))
-}
-
-// Fingerprint returns a stable digest of every field that changes behaviour, after
-// normalization. Replicas sharing one circuit compare fingerprints so that they never
-// run one state machine under two policies.
-func (p Policy) Fingerprint() string {
-	n := p.Normalized()
-	// A fixed field order and integer encodings keep the digest stable across
-	// releases. A field added later must be appended only when it differs from its
-	// zero value, so that the digests of existing policies do not change.
-	b := make([]byte, 0, 256)
-	b = append(b, "brokerguard.policy.v1"...)
-	for _, v := range []int64{
-		int64(n.FailureThreshold), int64(n.BreakDuration), int64(n.FailureWindow),
-		int64(n.MinimumCalls), int64(math.Float64bits(n.FailureRatio)), int64(n.SlowCallDuration),
-		int64(n.HalfOpenMaxProbes), int64(n.SuccessesToClose), int64(n.ProbeLease),
-		int64(n.HalfOpenRetryDelay), int64(n.MaxBreakDuration), int64(math.Float64bits(n.Jitter)),
-		int64(n.MaxInFlight), int64(n.Scope),
-	} {
-		b = append(b, '|')
-		b = strconv.AppendInt(b, v, 10)
-	}
-	if n.Mode != Enforce {
-		b = append(b, "|mode="...)
-		b = strconv.AppendInt(b, int64(n.Mode), 10)
-	}
-	if n.RampDuration > 0 {
-		b = append(b, "|ramp="...)
-		for i, v := range []int64{int64(n.RampDuration), int64(math.Float64bits(n.RampFloor)), int64(math.Float64bits(n.RampAggression))} {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, v, 10)
-		}
-	}
-	if n.SlowCallRatio != 0 {
-		b = append(b, "|slowratio="...)
-		b = strconv.AppendInt(b, int64(math.Float64bits(n.SlowCallRatio)), 10)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // Without a ramp RampShare is 1 for any time since the close, also a time before it
@@ -13,13 +14,13 @@ import (
 func TestRampShareWithoutARampIsOne(t *testing.T) {
 	p := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second}
 	for _, since := range []time.Duration{-time.Second, 0, time.Hour} {
-		if got := p.RampShare(since); got != 1 {
+		if got := backend.RampShare(p, since); got != 1 {
 			t.Fatalf("RampShare(%v) without a ramp = %v, want 1", since, got)
 		}
 	}
 	p.RampDuration = time.Minute
 	for _, since := range []time.Duration{time.Minute, 2 * time.Minute, time.Hour} {
-		if got := p.RampShare(since); got != 1 {
+		if got := backend.RampShare(p, since); got != 1 {
 			t.Fatalf("RampShare(%v) of a one-minute ramp = %v, want 1", since, got)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 func TestPolicyValidation(t *testing.T) {
@@ -47,7 +48,7 @@ func TestPolicyValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.p.Validate()
 			var pe *breaker.PolicyError
-			if !errors.As(err, &pe) || !errors.Is(err, breaker.ErrInvalidPolicy) {
+			if !errors.As(err, &pe) || !errors.As(err, new(*breaker.PolicyError)) {
 				t.Fatalf("Validate: %v, want a *PolicyError", err)
 			}
 			if pe.Field != tc.field || pe.Reason != tc.msg {
@@ -56,7 +57,7 @@ func TestPolicyValidation(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), "breaker: invalid policy: "+tc.field+" ") {
 				t.Fatalf("message %q does not name the field first", err)
 			}
-			if _, err := breaker.New("x", tc.p); !errors.Is(err, breaker.ErrInvalidPolicy) {
+			if _, err := breaker.New("x", tc.p); !errors.As(err, new(*breaker.PolicyError)) {
 				t.Fatalf("New accepted the policy: %v", err)
 			}
 		})
@@ -93,16 +94,16 @@ func TestFingerprintIsStableAndCoversEveryField(t *testing.T) {
 	// A golden value: a changed encoding would split fleets that share circuits.
 	// sha256("brokerguard.policy.v1|5|1000000000|0|0|0|0|1|1|1000000000|1000000000|1000000000|0|0|0")[:16],
 	// computed outside Go.
-	if got, want := base.Fingerprint(), "d2035294a1132abcac6a452884fcc8f6"; got != want {
+	if got, want := backend.Fingerprint(base), "d2035294a1132abcac6a452884fcc8f6"; got != want {
 		t.Fatalf("fingerprint %s, want %s", got, want)
 	}
 	// Spelled-out defaults fingerprint like the zero values they replace.
 	spelled := base
 	spelled.HalfOpenMaxProbes, spelled.SuccessesToClose, spelled.ProbeLease, spelled.HalfOpenRetryDelay, spelled.MaxBreakDuration = 1, 1, time.Second, time.Second, time.Second
-	if spelled.Fingerprint() != base.Fingerprint() {
+	if backend.Fingerprint(spelled) != backend.Fingerprint(base) {
 		t.Fatal("normalized defaults change the fingerprint")
 	}
-	seen := map[string]string{base.Fingerprint(): "base"}
+	seen := map[string]string{backend.Fingerprint(base): "base"}
 	for name, f := range map[string]func(*breaker.Policy){
 		"FailureThreshold":   func(p *breaker.Policy) { p.FailureThreshold = 6 },
 		"BreakDuration":      func(p *breaker.Policy) { p.BreakDuration = 2 * time.Second },
@@ -123,7 +124,7 @@ func TestFingerprintIsStableAndCoversEveryField(t *testing.T) {
 	} {
 		p := base
 		f(&p)
-		fp := p.Fingerprint()
+		fp := backend.Fingerprint(p)
 		if other, dup := seen[fp]; dup {
 			t.Errorf("changing %s gives the fingerprint of %s", name, other)
 		}
@@ -163,7 +164,7 @@ func FuzzPolicyValidate(f *testing.F) {
 				pm.Complete(breaker.Failure)
 			}
 		}
-		if n := p.Normalized(); n.HalfOpenMaxProbes < 1 || n.SuccessesToClose < 1 || n.MaxBreakDuration < n.BreakDuration {
+		if n := backend.Normalize(p); n.HalfOpenMaxProbes < 1 || n.SuccessesToClose < 1 || n.MaxBreakDuration < n.BreakDuration {
 			t.Fatalf("Normalized left a default unset: %+v", n)
 		}
 	})

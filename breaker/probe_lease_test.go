@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // brkNoBackend is a Completer for permits that are only held.
 type brkNoBackend struct{}
 
-func (brkNoBackend) CompletePermit(breaker.PermitInfo, breaker.Outcome) bool { return true }
+func (brkNoBackend) CompletePermit(backend.PermitInfo, breaker.Outcome) bool { return true }
 
 // A probe's completion is matched to its own lease, by its token and its sequence
 // number together: two probes on fresh tokens share a sequence number, and the live
@@ -21,7 +22,7 @@ func TestProbeCompletionFindsItsOwnLease(t *testing.T) {
 	// Empty the token pool, so that both probes get fresh tokens (sequence 0).
 	held := make([]breaker.Permit, 0, 1<<15)
 	for range cap(held) {
-		held = append(held, breaker.NewPermit(brkNoBackend{}, breaker.PermitInfo{}))
+		held = append(held, backend.NewPermit(brkNoBackend{}, backend.PermitInfo{}))
 	}
 	h.clock.Advance(time.Second)
 	first := h.acquire()

@@ -5,14 +5,14 @@ import (
 	"time"
 )
 
-// Ramp paces the calls of a circuit that has just closed from half-open, so that the
+// ramp paces the calls of a circuit that has just closed from half-open, so that the
 // callers who waited out the break do not all return to a broker that has only just
 // recovered (Policy.RampDuration). It decides each call with no lock and no clock of
 // its own: the caller passes the time since the close. A Breaker makes one per
 // recovery; a backend that keeps the circuit elsewhere makes one from the close time
-// it stored, so that every process ramps on the same schedule. It is safe for
+// it stored (backend.NewRamp), so that every process ramps on the same schedule. It is safe for
 // concurrent use.
-type Ramp struct {
+type ramp struct {
 	policy   Policy
 	identity string
 	closedAt time.Time
@@ -42,15 +42,15 @@ type rampReject struct {
 // golden is 2^64 divided by the golden ratio, rounded to odd.
 const golden = 0x9E3779B97F4A7C15
 
-// NewRamp returns the ramp of a circuit named identity that closed at closedAt under
+// newRamp returns the ramp of a circuit named identity that closed at closedAt under
 // policy p, or nil when p has no ramp. seed picks where its sequence of decisions
 // starts: give each process its own (a Breaker draws it from its random source).
-func NewRamp(identity string, p Policy, closedAt time.Time, seed uint64) *Ramp {
+func newRamp(identity string, p Policy, closedAt time.Time, seed uint64) *ramp {
 	if p.RampDuration <= 0 {
 		return nil
 	}
-	r := &Ramp{
-		policy:   p.Normalized(),
+	r := &ramp{
+		policy:   p.normalized(),
 		identity: identity,
 		closedAt: closedAt,
 		slot:     max(p.RampDuration/(8*rampSlots), 1),
@@ -59,16 +59,16 @@ func NewRamp(identity string, p Policy, closedAt time.Time, seed uint64) *Ramp {
 	return r
 }
 
-// Until returns when the ramp ends and every call is admitted again.
-func (r *Ramp) Until() time.Time { return r.closedAt.Add(r.policy.RampDuration) }
+// until returns when the ramp ends and every call is admitted again.
+func (r *ramp) until() time.Time { return r.closedAt.Add(r.policy.RampDuration) }
 
-// Admit decides one call made a time since after the close. It returns the share of calls the
-// ramp admits now (Policy.RampShare) and, when it turns this call away, the refusal:
-// an *OpenError matching ErrOpen and ErrRamping whose NotBefore is spread evenly over
+// admit decides one call made a time since after the close. It returns the share of calls the
+// ramp admits now (rampShare) and, when it turns this call away, the refusal:
+// an *OpenError matching ErrOpen, with Ramping set, whose NotBefore is spread evenly over
 // the next eighth of the ramp, so that the callers it turns away come back at
 // different times. A refusal changes nothing but the ramp's own call count.
-func (r *Ramp) Admit(since time.Duration) (share float64, refusal *OpenError) {
-	share = r.policy.RampShare(since)
+func (r *ramp) admit(since time.Duration) (share float64, refusal *OpenError) {
+	share = r.policy.rampShare(since)
 	if share >= 1 {
 		return 1, nil
 	}
@@ -81,16 +81,16 @@ func (r *Ramp) Admit(since time.Duration) (share float64, refusal *OpenError) {
 	return share, r.refusal(since, (x-limit)/((^limit)/rampSlots+1))
 }
 
-// Refuse returns a refusal for a call made a time since after the close that the ramp turns
+// refuse returns a refusal for a call made a time since after the close that the ramp turns
 // away for a reason of the caller's own (a Breaker's in-flight bound, which rises with
-// the share), spread like Admit's.
-func (r *Ramp) Refuse(since time.Duration) *OpenError {
+// the share), spread like admit's.
+func (r *ramp) refuse(since time.Duration) *OpenError {
 	return r.refusal(since, (r.seq.Add(1)*golden)>>60)
 }
 
 // refusal returns the refusal whose NotBefore is the k-th (0 to rampSlots-1) slot
 // boundary after since.
-func (r *Ramp) refusal(since time.Duration, k uint64) *OpenError {
+func (r *ramp) refusal(since time.Duration, k uint64) *OpenError {
 	slot := int64(max(since, 0)/r.slot) + 1 + int64(k)
 	c := &r.rejects[slot%int64(len(r.rejects))]
 	if e := c.Load(); e != nil && e.slot == slot {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // A ramp admits a call when its point of the sequence lies below share*2^64, so that
@@ -13,7 +14,7 @@ import (
 func TestRampRefusesThePointAtItsBound(t *testing.T) {
 	p := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: time.Minute, RampFloor: 0.5}
 	// The first call is number seed+1 = 2^63; its point is 2^63*golden = 2^63 (golden is odd).
-	r := breaker.NewRamp("kafka:orders", p, t0, 1<<63-1)
+	r := backend.NewRamp("kafka:orders", p, t0, 1<<63-1)
 	if share, refusal := r.Admit(0); share != 0.5 || refusal == nil {
 		t.Fatalf("Admit of the point 2^63 at a share of 0.5: share %v refusal %v, want refused", share, refusal)
 	}

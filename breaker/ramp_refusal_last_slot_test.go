@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // A Ramp's refusal comes back within the next eighth of the ramp even for the call
@@ -21,7 +22,7 @@ func TestRampRefusalOfTheLastPointStaysInTheEighth(t *testing.T) {
 	}
 	p := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: 128 * time.Second, RampFloor: 0.1}
 	// The first call is number seed+1 = -inv, whose point is -inv*golden = 2^64-1.
-	r := breaker.NewRamp("kafka:orders", p, t0, ^inv)
+	r := backend.NewRamp("kafka:orders", p, t0, ^inv)
 	since := 10 * time.Second
 	share, refusal := r.Admit(since)
 	if share >= 1 || refusal == nil {

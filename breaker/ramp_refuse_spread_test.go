@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // Refuse (a call turned away by the in-flight bound that rises with the ramp) spreads
@@ -12,7 +13,7 @@ import (
 // turns away do not all come back at one time.
 func TestRampRefuseSpreadsItsRefusals(t *testing.T) {
 	p := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: 128 * time.Second, RampFloor: 0.1}
-	r := breaker.NewRamp("kafka:orders", p, t0, 0)
+	r := backend.NewRamp("kafka:orders", p, t0, 0)
 	since := 10 * time.Second
 	seen := map[time.Time]bool{}
 	for range 32 {

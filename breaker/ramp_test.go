@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
 
@@ -39,7 +40,7 @@ func (h *harness) offer(n int, o breaker.Outcome) (admitted int, refusals []*bre
 		p, err := h.b.Acquire(context.Background())
 		if err != nil {
 			var oe *breaker.OpenError
-			if !errors.As(err, &oe) || !oe.Ramping || !errors.Is(err, breaker.ErrRamping) || !errors.Is(err, breaker.ErrOpen) {
+			if !errors.As(err, &oe) || !oe.Ramping || !isRampRefusal(err) || !errors.Is(err, breaker.ErrOpen) {
 				h.t.Fatalf("refusal %v is not a ramp's *OpenError", err)
 			}
 			refusals = append(refusals, oe)
@@ -69,11 +70,11 @@ func TestRampShareFollowsEnvoysSlowStart(t *testing.T) {
 	} {
 		p := rampPolicy
 		p.RampFloor, p.RampAggression = tc.floor, tc.aggression
-		if got := p.RampShare(tc.since); math.Abs(got-tc.want) > 1e-9 {
+		if got := backend.RampShare(p, tc.since); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("floor %v aggression %v at %v: share %v, want %v", tc.floor, tc.aggression, tc.since, got, tc.want)
 		}
 	}
-	if got := (breaker.Policy{}).RampShare(0); got != 1 {
+	if got := backend.RampShare(breaker.Policy{}, 0); got != 1 {
 		t.Errorf("a policy without a ramp admits a share of %v", got)
 	}
 }
@@ -89,12 +90,12 @@ func TestRampAdmitsTheScheduledShare(t *testing.T) {
 		for i := range steps {
 			at := time.Duration(i) * rampTime / steps
 			h.clock.Set(start.Add(at))
-			want := p.RampShare(at) * perStep
+			want := backend.RampShare(p, at) * perStep
 			got, _ := h.offer(perStep, breaker.Success)
 			if math.Abs(float64(got)-want) > 3 {
 				t.Errorf("aggression %v, %v into the ramp: admitted %d of %d, want %.0f", aggression, at, got, perStep, want)
 			}
-			if s := h.b.Snapshot(); !s.RampUntil.Equal(start.Add(rampTime)) || s.RampShare != p.RampShare(at) {
+			if s := h.b.Snapshot(); !s.RampUntil.Equal(start.Add(rampTime)) || s.RampShare != backend.RampShare(p, at) {
 				t.Errorf("snapshot during the ramp: RampUntil %v RampShare %v", s.RampUntil, s.RampShare)
 			}
 		}
@@ -228,7 +229,7 @@ func TestRampRaisesTheInFlightBound(t *testing.T) {
 			switch {
 			case err == nil:
 				held = append(held, pm)
-			case errors.Is(err, breaker.ErrRamping):
+			case isRampRefusal(err):
 				sawRamp = true
 			case errors.Is(err, breaker.ErrSaturated):
 				if len(held) != 20 {
@@ -256,7 +257,7 @@ func TestRampUnderShadow(t *testing.T) {
 	p.Mode = breaker.Shadow
 	var hooked atomic.Int64
 	h := newHarness(t, p, breaker.WithBypassHook(func(bp breaker.Bypass) {
-		if errors.Is(bp.Err, breaker.ErrRamping) && bp.State == breaker.Closed {
+		if isRampRefusal(bp.Err) && bp.State == breaker.Closed {
 			hooked.Add(1)
 		}
 	}))
@@ -351,10 +352,10 @@ func TestRampFingerprint(t *testing.T) {
 	ramp.RampDuration = time.Minute
 	spelled := ramp
 	spelled.RampFloor, spelled.RampAggression = 0.1, 1
-	if ramp.Fingerprint() == base.Fingerprint() || spelled.Fingerprint() != ramp.Fingerprint() {
+	if backend.Fingerprint(ramp) == backend.Fingerprint(base) || backend.Fingerprint(spelled) != backend.Fingerprint(ramp) {
 		t.Fatal("the ramp is not in the fingerprint, or its defaults change it")
 	}
-	seen := map[string]bool{ramp.Fingerprint(): true}
+	seen := map[string]bool{backend.Fingerprint(ramp): true}
 	for _, f := range []func(*breaker.Policy){
 		func(p *breaker.Policy) { p.RampDuration = time.Hour },
 		func(p *breaker.Policy) { p.RampFloor = 0.2 },
@@ -362,10 +363,10 @@ func TestRampFingerprint(t *testing.T) {
 	} {
 		p := ramp
 		f(&p)
-		if seen[p.Fingerprint()] {
+		if seen[backend.Fingerprint(p)] {
 			t.Errorf("%+v fingerprints like another ramp", p)
 		}
-		seen[p.Fingerprint()] = true
+		seen[backend.Fingerprint(p)] = true
 	}
 }
 
@@ -403,7 +404,7 @@ func TestRampModel(t *testing.T) {
 				expected += before.RampShare
 			}
 			pm, err := h.b.Acquire(context.Background())
-			if errors.Is(err, breaker.ErrRamping) {
+			if isRampRefusal(err) {
 				after := h.b.Snapshot()
 				if before.RampUntil.IsZero() || after.Generation != before.Generation || after.Failures != before.Failures {
 					t.Fatalf("ramp refusal: %+v -> %+v", before, after)
@@ -444,8 +445,8 @@ func FuzzRampPolicy(f *testing.F) {
 			return
 		}
 		lo, hi := time.Duration(min(a, b)), time.Duration(max(a, b))
-		sl, sh := p.RampShare(lo), p.RampShare(hi)
-		least := p.Normalized().RampFloor
+		sl, sh := backend.RampShare(p, lo), backend.RampShare(p, hi)
+		least := backend.Normalize(p).RampFloor
 		if p.RampDuration == 0 {
 			least = 1
 		}

@@ -31,7 +31,7 @@ type config struct {
 }
 
 func newConfig(p Policy) *config {
-	return &config{policy: p.Normalized(), counting: p.Enabled(), windowed: p.Enabled() && p.FailureWindow > 0}
+	return &config{policy: p.normalized(), counting: p.FailureThreshold > 0, windowed: p.FailureThreshold > 0 && p.FailureWindow > 0}
 }
 
 func (b *Breaker) conf() *config { return b.cfg.Load() }
@@ -66,7 +66,7 @@ func (c Change) Empty() bool { return len(c.Fields) == 0 }
 // whose snapshot is s, without changing anything. It is what Reconfigure does; a
 // registry uses it for a dry run of any circuit, shared ones included.
 func PlanChange(s Snapshot, from, to Policy) Change {
-	from, to = from.Normalized(), to.Normalized()
+	from, to = from.normalized(), to.normalized()
 	c := Change{Fields: DiffPolicies(from, to)}
 	fc, tc := newConfig(from), newConfig(to)
 	c.RestartsCounts = fc.counting && tc.counting &&

@@ -62,10 +62,6 @@ const (
 	Unusable
 )
 
-// Counts reports whether a circuit counts o: only Success and Failure are evidence
-// about the dependency's health.
-func (o Outcome) Counts() bool { return o == Success || o == Failure }
-
 // String returns "success", "failure", "neutral", "rejected" or "unusable".
 func (o Outcome) String() string {
 	switch o {

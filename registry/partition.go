@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -156,7 +157,7 @@ func (r *Registry) Partitions(d transport.Destination) (*Partitions, error) {
 		}
 	}
 	if ps.isolation == 0 {
-		ps.isolation = r.Policy(d).Circuit.Normalized().BreakDuration
+		ps.isolation = backend.Normalize(r.Policy(d).Circuit).BreakDuration
 	}
 	if ps.max == 0 {
 		ps.max = DefaultMaxPartitions
@@ -267,7 +268,7 @@ func (ps *Partitions) Admit(p int) error {
 
 func (ps *Partitions) rejection(p int, notBefore time.Time) *PartitionRejectedError {
 	id := ps.dest.String() + "/" + strconv.Itoa(p)
-	return &PartitionRejectedError{Destination: ps.dest, Partition: p, Err: breaker.NewOpenError(id, breaker.LocalProcess, notBefore)}
+	return &PartitionRejectedError{Destination: ps.dest, Partition: p, Err: backend.NewOpenError(id, breaker.LocalProcess, notBefore)}
 }
 
 // Complete records the outcome o of a call (or of the messages of a call) that went

@@ -10,6 +10,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -61,8 +62,8 @@ func TestCallPartitionedNotesAnUnusableDestination(t *testing.T) {
 	if err := send(errPgGone); err != errPgGone {
 		t.Fatal(err)
 	}
-	if s := pc.snapshot(); s.Unusable != breaker.ErrorText(errPgGone) || !s.UnusableSince.Equal(t0) {
-		t.Fatalf("after an Unusable call: %q since %v, want %q since %v", s.Unusable, s.UnusableSince, breaker.ErrorText(errPgGone), t0)
+	if s := pc.snapshot(); s.Unusable != backend.ErrorText(errPgGone) || !s.UnusableSince.Equal(t0) {
+		t.Fatalf("after an Unusable call: %q since %v, want %q since %v", s.Unusable, s.UnusableSince, backend.ErrorText(errPgGone), t0)
 	}
 	if err := send(nil); err != nil {
 		t.Fatal(err)
@@ -83,7 +84,7 @@ func TestNoteOutcomeMarksTheDestination(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.NoteOutcome(orders, breaker.Unusable, errPgGone)
-	if s, ok := r.Snapshot(orders); !ok || s.Unusable != breaker.ErrorText(errPgGone) {
+	if s, ok := r.Snapshot(orders); !ok || s.Unusable != backend.ErrorText(errPgGone) {
 		t.Fatalf("NoteOutcome(Unusable): %q, %v", s.Unusable, ok)
 	}
 	r.NoteOutcome(refunds, breaker.Unusable, errPgGone)

@@ -336,8 +336,8 @@ func (r *Registry) checkSet(set PolicySet) error {
 		if from.Scope != to.Scope {
 			return fmt.Errorf("registry: policy for %s: Circuit.Scope cannot change from %v to %v while its circuit is live", e.dest, from.Scope, to.Scope)
 		}
-		if _, ok := e.circuit.(reconfigurable); !ok && len(breaker.DiffPolicies(from.Normalized(), to.Normalized())) > 0 {
-			return fmt.Errorf("registry: policy for %s: Circuit cannot change while its %v circuit is live (%s)", e.dest, from.Scope, breaker.DiffPolicies(from.Normalized(), to.Normalized())[0].Field)
+		if _, ok := e.circuit.(reconfigurable); !ok && len(breaker.DiffPolicies(from, to)) > 0 {
+			return fmt.Errorf("registry: policy for %s: Circuit cannot change while its %v circuit is live (%s)", e.dest, from.Scope, breaker.DiffPolicies(from, to)[0].Field)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -37,13 +38,13 @@ func (e *entry) note(o breaker.Outcome, err error, r *Registry) {
 	}
 }
 
-// unusableReason is err's text as the circuit keeps a failure's (breaker.ErrorText):
+// unusableReason is err's text as the circuit keeps a failure's (backend.ErrorText):
 // bounded, credentials redacted, control characters escaped.
 func unusableReason(err error) string {
 	if err == nil {
 		return "unusable"
 	}
-	return breaker.ErrorText(err)
+	return backend.ErrorText(err)
 }
 
 // snapshot is e's circuit's snapshot with the destination's unusable mark.

@@ -764,7 +764,7 @@ func TestRampRefusals(t *testing.T) {
 	e.publish(orders) // the probe closes: the ramp starts at 10 %
 	refused := 0
 	for range 100 {
-		if err := e.publish(orders); errors.Is(err, breaker.ErrRamping) {
+		if err := e.publish(orders); rampRefusal(err) {
 			refused++
 		}
 	}
@@ -986,4 +986,10 @@ func hasLine(body, line string) bool {
 		}
 	}
 	return false
+}
+
+// rampRefusal reports whether err is a ramping circuit's refusal.
+func rampRefusal(err error) bool {
+	oe, ok := errors.AsType[*breaker.OpenError](err)
+	return ok && oe.Ramping
 }

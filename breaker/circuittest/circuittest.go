@@ -416,7 +416,7 @@ var contract = []check{
 	{"ScopeRefused", func(e *env) {
 		p := e.policy()
 		p.Scope = (e.b.Scope + 1) % 3
-		if _, err := e.make(Config{Policy: p, Clock: e.clock}); !errors.Is(err, breaker.ErrInvalidPolicy) ||
+		if _, err := e.make(Config{Policy: p, Clock: e.clock}); !errors.As(err, new(*breaker.PolicyError)) ||
 			!strings.Contains(err.Error(), "Scope") {
 			e.t.Fatalf("a circuit of scope %v from a %v backend: %v; want a policy error naming Scope", p.Scope, e.b.Scope, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // The health contract: a circuit tells why it is open (the last failure's error text,
@@ -80,8 +81,8 @@ var healthContract = []check{
 			e.failWith(c, errors.New(strings.Repeat("x", 10_000)))
 		}
 		e.reject(c)
-		if s := c.Snapshot(); len(s.LastError) > breaker.MaxErrorText || len(s.LastError) < breaker.MaxErrorText/2 {
-			e.t.Fatalf("LastError of a 10,000-byte error is %d bytes; want at most %d", len(s.LastError), breaker.MaxErrorText)
+		if s := c.Snapshot(); len(s.LastError) > backend.MaxErrorText || len(s.LastError) < backend.MaxErrorText/2 {
+			e.t.Fatalf("LastError of a 10,000-byte error is %d bytes; want at most %d", len(s.LastError), backend.MaxErrorText)
 		}
 	}},
 	{"ForceOpenStartsAnOutageAndCloseEndsIt", func(e *env) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // The ramp after recovery (Policy.RampDuration) is part of the contract of every
@@ -49,7 +50,7 @@ func (e *env) offer(c Circuit, n int) (admitted int) {
 			continue
 		}
 		var oe *breaker.OpenError
-		if !errors.As(err, &oe) || !oe.Ramping || !errors.Is(err, breaker.ErrRamping) || !errors.Is(err, breaker.ErrOpen) {
+		if !errors.As(err, &oe) || !oe.Ramping || !rampRefusal(err) || !errors.Is(err, breaker.ErrOpen) {
 			e.t.Fatalf("Acquire while ramping = %v; want a ramp's *OpenError", err)
 		}
 		if !oe.NotBefore.After(now) || oe.NotBefore.After(now.Add(suiteRamp/8)) {
@@ -121,7 +122,7 @@ var rampContract = []check{
 			for range 200 {
 				if pm, err := c.Acquire(e.ctx()); err == nil {
 					held = append(held, pm)
-				} else if !errors.Is(err, breaker.ErrRamping) && !errors.Is(err, breaker.ErrSaturated) {
+				} else if !rampRefusal(err) && !errors.Is(err, breaker.ErrSaturated) {
 					e.t.Fatalf("Acquire while ramping with MaxInFlight = %v", err)
 				}
 			}
@@ -151,9 +152,15 @@ var rampSharedContract = []check{
 		closed := e.recover(a)
 		e.clock.Advance(e.b.MaxStaleness) // b sees the close
 		at := e.clock.Now().Sub(closed)
-		e.wantShare(e.offer(b, 1000), 1000, p.RampShare(at), "on the other replica")
+		e.wantShare(e.offer(b, 1000), 1000, backend.RampShare(p, at), "on the other replica")
 		if ua, ub := a.Snapshot().RampUntil, b.Snapshot().RampUntil; !ua.Equal(closed.Add(suiteRamp)) || !ub.Equal(ua) {
 			e.t.Fatalf("replicas ramp until %v and %v; want both %v", ua, ub, closed.Add(suiteRamp))
 		}
 	}},
+}
+
+// rampRefusal reports whether err is a ramping circuit's refusal.
+func rampRefusal(err error) bool {
+	oe, ok := errors.AsType[*breaker.OpenError](err)
+	return ok && oe.Ramping
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 )
 
@@ -180,7 +181,7 @@ func TestNewRefusesWhatItCannotProvide(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := newCircuit(newMemStore(), testTable, testID, tt.p)
 			var pe *breaker.PolicyError
-			if !errors.Is(err, breaker.ErrInvalidPolicy) || !errors.As(err, &pe) || pe.Field != tt.field {
+			if !errors.As(err, new(*breaker.PolicyError)) || !errors.As(err, &pe) || pe.Field != tt.field {
 				t.Fatalf("newCircuit = %v; want a *breaker.PolicyError for %s", err, tt.field)
 			}
 			if !strings.HasPrefix(err.Error(), "dynamo: ") {
@@ -294,7 +295,7 @@ func TestFailedRefreshThatOutlivedTheSnapshotRefuses(t *testing.T) {
 // keeps it, and counts on it.
 func TestItemWithThePreviousFingerprintIsAccepted(t *testing.T) {
 	f := newFleet(t, 1, sharedPolicy())
-	legacy := sharedstate.Record{Version: 4, Fingerprint: sharedPolicy().Fingerprint(), State: breaker.Closed, Generation: 2}
+	legacy := sharedstate.Record{Version: 4, Fingerprint: backend.Fingerprint(sharedPolicy()), State: breaker.Closed, Generation: 2}
 	f.st.raw(testID, encode(testID, legacy))
 	fail(t, f.r[0], 3)
 	if it := f.item(); it.State != breaker.Open || it.Fingerprint != legacy.Fingerprint {

@@ -496,13 +496,13 @@ func TestScopesAndModesRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.Circuit("kafka:orders", tc.p)
 			var pe *breaker.PolicyError
-			if !errors.As(err, &pe) || pe.Field != tc.field || !errors.Is(err, breaker.ErrInvalidPolicy) {
+			if !errors.As(err, &pe) || pe.Field != tc.field || !errors.As(err, new(*breaker.PolicyError)) {
 				t.Fatalf("Circuit: %v, want a policy error naming %s", err, tc.field)
 			}
 		})
 	}
 	// And the local breaker refuses this backend's scope.
-	if _, err := breaker.New("kafka:orders", policy); !errors.Is(err, breaker.ErrInvalidPolicy) {
+	if _, err := breaker.New("kafka:orders", policy); !errors.As(err, new(*breaker.PolicyError)) {
 		t.Fatalf("breaker.New with scope SINGLE_HOST: %v, want a refusal", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/registry"
@@ -227,7 +228,7 @@ func TestStateOfThePreviousLayoutIsKept(t *testing.T) {
 	e := newEnv(t)
 	c := e.circuit("kafka:orders", policy)
 	until := t0.Add(time.Minute).UnixNano()
-	old := `{"version":1,"identity":"kafka:orders","fingerprint":"` + policy.Fingerprint() + `","state":"open",` +
+	old := `{"version":1,"identity":"kafka:orders","fingerprint":"` + backend.Fingerprint(policy) + `","state":"open",` +
 		`"generation":9,"failures":3,"open_until":` + strconv.FormatInt(until, 10) + `,"failed_probes":0,"successes":0,"probes":[],"next_lease":1}`
 	if err := os.MkdirAll(e.root, 0o700); err != nil {
 		t.Fatal(err)

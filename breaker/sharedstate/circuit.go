@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/internal/eventq"
 )
 
@@ -121,7 +122,7 @@ type view struct {
 	// ramp paces a closed generation that began with a probe's success, from
 	// rampStart until rampEnd (mono, from the record's Since): every replica reads
 	// the same close time, so the fleet ramps together.
-	ramp               *breaker.Ramp
+	ramp               *backend.Ramp
 	rampStart, rampEnd int64
 }
 
@@ -133,7 +134,7 @@ type loadCall struct {
 
 var (
 	_ breaker.Circuit   = (*Circuit)(nil)
-	_ breaker.Completer = (*Circuit)(nil)
+	_ backend.Completer = (*Circuit)(nil)
 )
 
 // New returns the shared circuit cfg describes, or an error naming what is wrong. It
@@ -181,9 +182,9 @@ func New(cfg Config) (*Circuit, error) {
 		id := cfg.Identity
 		cfg.Unavailable = func(err error) error { return &UnavailableError{Identity: id, Err: err} }
 	}
-	c := &Circuit{cfg: cfg, policy: p.Normalized(), counting: p.Enabled()}
+	c := &Circuit{cfg: cfg, policy: backend.Normalize(p), counting: p.FailureThreshold > 0}
 	c.fingerprint, c.description = Fingerprint(p)
-	c.legacyFingerprint = p.Fingerprint()
+	c.legacyFingerprint = backend.Fingerprint(p)
 	c.counter, _ = cfg.Driver.(Counter)
 	c.staleness = max(int64(cfg.MaxStaleness), 0)
 	c.refreshAfter = c.staleness - c.staleness/4
@@ -277,7 +278,7 @@ func (c *Circuit) Forget() {
 // exactly once. A fresh closed snapshot admits without I/O and a fresh open one
 // rejects without I/O. Rejections: an *breaker.OpenError (errors.Is breaker.ErrOpen)
 // while the shared circuit is open or its probe slots are taken, or (also matching
-// breaker.ErrRamping) turned away by the ramp after a close, which every replica
+// Ramping set) turned away by the ramp after a close, which every replica
 // runs from the close time in the record (Policy.RampDuration); an error matching
 // breaker.ErrUnavailable when the state is too old and the store cannot be read, or
 // holds a corrupt record or another policy's; breaker.ErrSaturated over MaxInFlight,
@@ -401,7 +402,7 @@ func (c *Circuit) decide(ctx context.Context, v *view, m int64) (p breaker.Permi
 				earliest = min(earliest, l.Expires)
 			}
 			notBefore := max(now+int64(c.policy.HalfOpenRetryDelay), earliest)
-			return breaker.Permit{}, breaker.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, notBefore)), false
+			return breaker.Permit{}, backend.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, notBefore)), false
 		}
 		next := r
 		next.Leases = live // expired leases are taken over
@@ -460,7 +461,7 @@ func (c *Circuit) takeLease(ctx context.Context, prev, next Record, now int64) (
 		}
 		return breaker.Permit{}, c.ioFailed(ctx, err), false
 	}
-	return breaker.NewPermit(c, breaker.PermitInfo{Generation: next.Generation, Probe: true, Lease: id}), nil, false
+	return backend.NewPermit(c, backend.PermitInfo{Generation: next.Generation, Probe: true, Lease: id}), nil, false
 }
 
 // findLease reads the record (whatever the caller's context) and reports whether it
@@ -568,7 +569,7 @@ func (c *Circuit) backoff() error {
 
 // breakFor is Policy.BreakAfter in nanoseconds.
 func (c *Circuit) breakFor(failedProbes int64) int64 {
-	return int64(c.policy.BreakAfter(int(failedProbes), c.cfg.Random))
+	return int64(backend.BreakAfter(c.policy, int(failedProbes), c.cfg.Random))
 }
 
 // admitClosed admits a call on the closed view v at mono m, unless the ramp after
@@ -601,7 +602,7 @@ func (c *Circuit) admit(gen uint64, probe bool, lease uint64) (breaker.Permit, e
 	if !probe && c.policy.SlowCallDuration > 0 {
 		lease = uint64(c.mono())
 	}
-	return breaker.NewPermit(c, breaker.PermitInfo{Generation: gen, Probe: probe, Lease: lease}), nil
+	return backend.NewPermit(c, backend.PermitInfo{Generation: gen, Probe: probe, Lease: lease}), nil
 }
 
 // reserve takes an in-flight slot when the policy bounds them, with a
@@ -744,7 +745,7 @@ func (c *Circuit) newView(r Record, at int64) *view {
 			if cur := c.view.Load(); cur != nil && cur.rec.Generation == r.Generation && cur.ramp != nil {
 				v.ramp = cur.ramp // one ramp per generation: its decisions go on where they were
 			} else if at < v.rampEnd {
-				v.ramp = breaker.NewRamp(c.cfg.Identity, c.policy, time.Unix(0, r.Since), rand.Uint64())
+				v.ramp = backend.NewRamp(c.cfg.Identity, c.policy, time.Unix(0, r.Since), rand.Uint64())
 			}
 		}
 	case breaker.Open:
@@ -752,7 +753,7 @@ func (c *Circuit) newView(r Record, at int64) *view {
 		if cur := c.view.Load(); cur != nil && cur.rec.Generation == r.Generation && cur.reject != nil {
 			v.reject = cur.reject // one rejection per open generation
 		} else {
-			v.reject = breaker.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, r.OpenUntil))
+			v.reject = backend.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, r.OpenUntil))
 		}
 	}
 	return v
@@ -815,7 +816,7 @@ func (c *Circuit) Snapshot() breaker.Snapshot {
 	s.InFlight, s.RampRefused = int(c.inFlight.Load()), c.rampRefused.Load()
 	c.fillLastFailure(&s)
 	if m := c.mono(); v.ramp != nil && m < v.rampEnd {
-		s.RampUntil, s.RampShare = v.ramp.Until(), c.policy.RampShare(time.Duration(m-v.rampStart))
+		s.RampUntil, s.RampShare = v.ramp.Until(), backend.RampShare(c.policy, time.Duration(m-v.rampStart))
 	}
 	c.degradedSnapshot(&s)
 	return s

@@ -92,12 +92,12 @@ func TestRampAtMaxInFlightIsSaturated(t *testing.T) {
 		switch {
 		case errors.Is(err, breaker.ErrSaturated):
 			saturated++
-		case errors.Is(err, breaker.ErrRamping):
+		case rampRefusal(err):
 		default:
 			if err == nil {
 				p.Complete(breaker.Neutral)
 			}
-			t.Fatalf("call %d at MaxInFlight during the ramp: %v; want ErrSaturated or ErrRamping", i, err)
+			t.Fatalf("call %d at MaxInFlight during the ramp: %v; want ErrSaturated or a ramp refusal", i, err)
 		}
 	}
 	if saturated == 0 {
@@ -135,7 +135,7 @@ func TestEachCloseRampsFromItsOwnCloseTime(t *testing.T) {
 			switch {
 			case err == nil:
 				p.Complete(breaker.Neutral)
-			case errors.As(err, &oe) && errors.Is(err, breaker.ErrRamping):
+			case errors.As(err, &oe) && rampRefusal(err):
 				refused++
 				if !oe.NotBefore.After(clock.Now()) {
 					t.Fatalf("the ramp of the close at %v refused a call until %v, not after now (%v)", clock.Now().Add(-time.Second), oe.NotBefore, clock.Now())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
@@ -64,7 +65,7 @@ func TestRecordWithTheLegacyFingerprintIsAccepted(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newHookedDriver()
 	c := freshCircuit(t, d, clock, nil)
-	legacy := c.Policy().Fingerprint()
+	legacy := backend.Fingerprint(c.Policy())
 	if storedRecord(t, d.MemoryDriver).Fingerprint == legacy {
 		t.Fatal("the engine's fingerprint is the legacy one: nothing to test")
 	}

@@ -212,10 +212,10 @@ func rampDecisions(t *testing.T, c *sharedstate.Circuit, n int) string {
 		case err == nil:
 			p.Complete(breaker.Neutral)
 			b.WriteByte('a')
-		case errors.Is(err, breaker.ErrRamping):
+		case rampRefusal(err):
 			b.WriteByte('r')
 		default:
-			t.Fatalf("call %d during the ramp: %v; want admitted or ErrRamping", i, err)
+			t.Fatalf("call %d during the ramp: %v; want admitted or a ramp refusal", i, err)
 		}
 	}
 	return b.String()

@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // CompletePermit records the outcome of a permit this circuit issued; Permit.Complete
-// calls it once per permit. It implements breaker.Completer and returns whether the
+// calls it once per permit. It implements backend.Completer and returns whether the
 // outcome was taken into account.
 //
 // Closed-state evidence: a Success on a snapshot without failures writes nothing. A
@@ -22,17 +23,24 @@ import (
 // conditional replaces. Outcomes of an older generation, under an override, of an
 // expired lease, or that cannot be written (the store is unreachable) change nothing
 // and return false. Each request is bounded by the I/O timeout.
-func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) bool {
+func (c *Circuit) CompletePermit(info backend.PermitInfo, o breaker.Outcome) bool {
 	c.release()
 	if o != breaker.Success && o != breaker.Failure {
 		o = breaker.Neutral
 	}
-	if info.Generation == localPermit {
+	switch {
+	case info.Generation == localPermit:
 		return c.completeLocal(info, o) // admitted on local evidence (degraded.go)
-	}
-	if info.Probe {
+	case info.Probe:
 		return c.completeProbe(info, o)
 	}
+	return c.completeClosed(info, o)
+}
+
+// completeClosed takes the outcome o of a permit the closed circuit issued: a slow
+// Success counts as a Failure, a degraded replica keeps the evidence here too, and
+// what the shared record must learn is written to it (writeClosed).
+func (c *Circuit) completeClosed(info backend.PermitInfo, o breaker.Outcome) bool {
 	v := c.view.Load()
 	if v == nil || v.rec.State != breaker.Closed || v.rec.Generation != info.Generation || v.rec.Override != breaker.NoOverride {
 		return false
@@ -53,6 +61,14 @@ func (c *Circuit) CompletePermit(info breaker.PermitInfo, o breaker.Outcome) boo
 	if d != nil && d.writesRefused(c.mono()) {
 		return true // counted locally; the store is left alone until RetryDelay ends
 	}
+	return c.writeClosed(v, o, d)
+}
+
+// writeClosed writes a closed-state Success (a reset of the failures) or Failure to
+// the store, bounded by the I/O timeout. d is the degraded state the outcome was
+// already counted in, or nil; a Failure that is the first write the store refuses
+// under KeepLocal is counted in the degraded state it starts.
+func (c *Circuit) writeClosed(v *view, o breaker.Outcome, d *degraded) bool {
 	if c.backoff() != nil {
 		return false
 	}
@@ -229,7 +245,7 @@ func (c *Circuit) openIfTripped(ctx context.Context, r Record) {
 	})
 }
 
-func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome) bool {
+func (c *Circuit) completeProbe(info backend.PermitInfo, o breaker.Outcome) bool {
 	taken := c.applyProbe(info, o)
 	if !taken && o == breaker.Failure {
 		taken = c.probeFailedLocally(info) // the store refused the outcome (degraded.go)
@@ -237,7 +253,7 @@ func (c *Circuit) completeProbe(info breaker.PermitInfo, o breaker.Outcome) bool
 	return taken
 }
 
-func (c *Circuit) applyProbe(info breaker.PermitInfo, o breaker.Outcome) bool {
+func (c *Circuit) applyProbe(info backend.PermitInfo, o breaker.Outcome) bool {
 	return c.updateProbe(info.Generation, info.Lease, func(next *Record, start, now int64) bool {
 		if o == breaker.Success && c.policy.SlowCallDuration > 0 && now-start > int64(c.policy.SlowCallDuration) {
 			o = breaker.Failure

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // StoreFailure says what a shared circuit does with evidence its store will not
@@ -134,7 +135,7 @@ func (c *Circuit) openLocally(d *degraded, failedProbes int64) {
 	d.failedProbes = failedProbes
 	span := c.breakFor(failedProbes)
 	d.openUntil, d.openWall = c.mono()+span, c.wall()+span
-	d.reject = breaker.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, d.openWall))
+	d.reject = backend.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, d.openWall))
 }
 
 func (c *Circuit) localTransition(from, to breaker.State, gen uint64, reason string) {
@@ -150,17 +151,10 @@ func (c *Circuit) localTransition(from, to breaker.State, gen uint64, reason str
 // that is spent (closed locally, no failures) after RetryDelay without a refusal
 // ends the degraded state.
 func (c *Circuit) acquireDegraded(ctx context.Context, d *degraded, v *view, m int64) (p breaker.Permit, err error, decided bool) {
-	d.mu.Lock()
 	if c.cfg.OnStoreFailure == FailClosed {
-		defer d.mu.Unlock()
-		if m < d.writeAfter && (v == nil || m >= v.rejectUntil) {
-			return breaker.Permit{}, d.cause, true // nothing is decided on evidence the store refused
-		}
-		if m >= d.writeAfter {
-			c.local.CompareAndSwap(d, nil) // try the store again
-		}
-		return breaker.Permit{}, nil, false
+		return c.acquireFailClosed(d, v, m)
 	}
+	d.mu.Lock()
 	if d.openUntil != 0 && m < d.openUntil {
 		defer d.mu.Unlock()
 		return breaker.Permit{}, d.reject, true // open here: no I/O
@@ -185,19 +179,34 @@ func (c *Circuit) acquireDegraded(ctx context.Context, d *degraded, v *view, m i
 		return p, err, true
 	}
 	defer d.mu.Unlock()
+	return c.decideLocally(d, v, m)
+}
+
+// acquireFailClosed is acquireDegraded under FailClosed: until RetryDelay ends,
+// every call the shared snapshot does not already refuse gets the store's error,
+// since nothing may be decided on evidence the store refused; then the store is
+// tried again.
+func (c *Circuit) acquireFailClosed(d *degraded, v *view, m int64) (breaker.Permit, error, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m < d.writeAfter && (v == nil || m >= v.rejectUntil) {
+		return breaker.Permit{}, d.cause, true
+	}
+	if m >= d.writeAfter {
+		c.local.CompareAndSwap(d, nil) // try the store again
+	}
+	return breaker.Permit{}, nil, false
+}
+
+// decideLocally is the part of acquireDegraded that d's own evidence decides: a
+// local break and its probe, spent evidence, and calls the shared record cannot take
+// because the write it waits for is refused. Requires d.mu held.
+func (c *Circuit) decideLocally(d *degraded, v *view, m int64) (breaker.Permit, error, bool) {
 	switch {
 	case d.openUntil != 0 && m < d.openUntil:
 		return breaker.Permit{}, d.reject, true
 	case d.openUntil != 0 || d.probing:
-		if d.probing {
-			return breaker.Permit{}, breaker.NewOpenError(c.cfg.Identity, c.cfg.Scope,
-				time.Unix(0, c.wall()+int64(c.policy.HalfOpenRetryDelay))), true
-		}
-		if !c.reserve() {
-			return breaker.Permit{}, breaker.ErrSaturated, true
-		}
-		d.probing = true
-		return breaker.NewPermit(c, breaker.PermitInfo{Generation: localPermit, Probe: true}), nil, true
+		return c.localProbe(d)
 	case d.failures == 0 && m >= d.writeAfter:
 		c.local.CompareAndSwap(d, nil) // spent: the store is trusted again
 		return breaker.Permit{}, nil, false
@@ -211,13 +220,27 @@ func (c *Circuit) acquireDegraded(ctx context.Context, d *degraded, v *view, m i
 		if !c.reserve() {
 			return breaker.Permit{}, breaker.ErrSaturated, true
 		}
-		return breaker.NewPermit(c, breaker.PermitInfo{Generation: localPermit}), nil, true
+		return backend.NewPermit(c, backend.PermitInfo{Generation: localPermit}), nil, true
 	}
 	return breaker.Permit{}, nil, false
 }
 
+// localProbe admits the one probe of a local break that has ended, or refuses a call
+// while that probe is out. Requires d.mu held.
+func (c *Circuit) localProbe(d *degraded) (breaker.Permit, error, bool) {
+	if d.probing {
+		return breaker.Permit{}, backend.NewOpenError(c.cfg.Identity, c.cfg.Scope,
+			time.Unix(0, c.wall()+int64(c.policy.HalfOpenRetryDelay))), true
+	}
+	if !c.reserve() {
+		return breaker.Permit{}, breaker.ErrSaturated, true
+	}
+	d.probing = true
+	return backend.NewPermit(c, backend.PermitInfo{Generation: localPermit, Probe: true}), nil, true
+}
+
 // completeLocal records the outcome of a permit admitted on local evidence alone.
-func (c *Circuit) completeLocal(info breaker.PermitInfo, o breaker.Outcome) bool {
+func (c *Circuit) completeLocal(info backend.PermitInfo, o breaker.Outcome) bool {
 	d := c.local.Load()
 	if d == nil {
 		return false
@@ -286,7 +309,7 @@ func (c *Circuit) openRefused(d *degraded, v *view) (breaker.Permit, error) {
 		if !c.reserve() {
 			return breaker.Permit{}, breaker.ErrSaturated
 		}
-		return breaker.NewPermit(c, breaker.PermitInfo{Generation: localPermit}), nil
+		return backend.NewPermit(c, backend.PermitInfo{Generation: localPermit}), nil
 	}
 	d.mu.Lock()
 	opened := d.openUntil == 0 && !d.probing
@@ -300,7 +323,7 @@ func (c *Circuit) openRefused(d *degraded, v *view) (breaker.Permit, error) {
 		c.localTransition(breaker.Closed, breaker.Open, v.rec.Generation, ReasonLocalThreshold)
 	}
 	if reject == nil {
-		return breaker.Permit{}, breaker.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, c.wall()+int64(c.policy.HalfOpenRetryDelay)))
+		return breaker.Permit{}, backend.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, c.wall()+int64(c.policy.HalfOpenRetryDelay)))
 	}
 	return breaker.Permit{}, reject
 }
@@ -315,18 +338,18 @@ func (c *Circuit) probeLocally(d *degraded, failedProbes int64) (breaker.Permit,
 		if d.reject != nil && !d.probing {
 			return breaker.Permit{}, d.reject
 		}
-		return breaker.Permit{}, breaker.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, c.wall()+int64(c.policy.HalfOpenRetryDelay)))
+		return breaker.Permit{}, backend.NewOpenError(c.cfg.Identity, c.cfg.Scope, time.Unix(0, c.wall()+int64(c.policy.HalfOpenRetryDelay)))
 	}
 	if !c.reserve() {
 		return breaker.Permit{}, breaker.ErrSaturated
 	}
 	d.probing, d.failedProbes = true, max(d.failedProbes, failedProbes)
-	return breaker.NewPermit(c, breaker.PermitInfo{Generation: localPermit, Probe: true}), nil
+	return backend.NewPermit(c, backend.PermitInfo{Generation: localPermit, Probe: true}), nil
 }
 
 // probeFailedLocally keeps a shared probe's failure that the store would not record:
 // this replica opens locally with the backoff of one more failed probe.
-func (c *Circuit) probeFailedLocally(info breaker.PermitInfo) bool {
+func (c *Circuit) probeFailedLocally(info backend.PermitInfo) bool {
 	d := c.local.Load()
 	if d == nil || c.cfg.OnStoreFailure == FailClosed {
 		return false

@@ -47,7 +47,7 @@ type Record struct {
 	Since  int64  `json:"since,omitempty"`
 
 	// LastError is the error text of the failure that last opened the circuit (or
-	// of a failed probe), as breaker.ErrorText keeps it, and LastErrorAt when it was
+	// of a failed probe), as backend.ErrorText keeps it, and LastErrorAt when it was
 	// written. UnhealthySince is when the current outage began: the first opening
 	// since the circuit was last closed; probe cycles keep it, closing clears it.
 	LastError      string `json:"last_error,omitempty"`

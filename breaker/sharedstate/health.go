@@ -4,13 +4,14 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/internal/safetext"
 )
 
 // The fields that tell people on call why a shared circuit is open and since when:
 // Record.LastError, LastErrorAt and UnhealthySince, and how the engine keeps them.
 
-var _ breaker.ErrorCompleter = (*Circuit)(nil)
+var _ backend.ErrorCompleter = (*Circuit)(nil)
 
 // failureNote is the last failure this replica completed with its error.
 type failureNote struct {
@@ -19,12 +20,12 @@ type failureNote struct {
 }
 
 // CompletePermitWith is CompletePermit for a failure whose error is known
-// (Permit.CompleteWith): the error's text, as breaker.ErrorText keeps it, is written
+// (Permit.CompleteWith): the error's text, as backend.ErrorText keeps it, is written
 // into the record with the transition it causes (the opening, a failed probe), so
 // that every replica and the operator's tools show it. It costs no request of its own.
-func (c *Circuit) CompletePermitWith(info breaker.PermitInfo, o breaker.Outcome, err error) bool {
+func (c *Circuit) CompletePermitWith(info backend.PermitInfo, o breaker.Outcome, err error) bool {
 	if o == breaker.Failure && err != nil {
-		c.lastFailure.Store(&failureNote{text: breaker.ErrorText(err), at: c.wall()})
+		c.lastFailure.Store(&failureNote{text: backend.ErrorText(err), at: c.wall()})
 	}
 	return c.CompletePermit(info, o)
 }
@@ -54,7 +55,7 @@ func startOutage(r *Record, now int64) {
 func healthOf(s *breaker.Snapshot, r Record) {
 	s.FailedProbes = int(r.FailedProbes)
 	if r.LastError != "" {
-		s.LastError = safetext.Truncate(safetext.Escape(r.LastError), breaker.MaxErrorText)
+		s.LastError = safetext.Truncate(safetext.Escape(r.LastError), backend.MaxErrorText)
 		s.LastErrorAt = unixOrZero(r.LastErrorAt)
 	}
 	if r.State != breaker.Closed {
@@ -77,9 +78,9 @@ func unixOrZero(n int64) time.Time {
 	return time.Unix(0, n)
 }
 
-// checkHold refuses a hold whose end the record cannot keep (see breaker.CheckHold);
+// checkHold refuses a hold whose end the record cannot keep (see backend.CheckHold);
 // the engine sets no bound of its own on how long a hold lasts: the caller (the
 // admin handler, an Operator) does.
 func (c *Circuit) checkHold(until time.Time) error {
-	return breaker.CheckHold(time.Unix(0, c.wall()), until, 0)
+	return backend.CheckHold(time.Unix(0, c.wall()), until, 0)
 }

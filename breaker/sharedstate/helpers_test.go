@@ -401,3 +401,9 @@ func (o *transitions) last() breaker.Transition {
 
 // esAcquire and esEdit are the names limit_*_test.go uses (they go with limit.go).
 var esAcquire, esEdit = mustAcquire, editRecord
+
+// rampRefusal reports whether err is a ramping circuit's refusal.
+func rampRefusal(err error) bool {
+	oe, ok := errors.AsType[*breaker.OpenError](err)
+	return ok && oe.Ramping
+}

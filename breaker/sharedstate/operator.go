@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // Lister is an optional capability of a Driver (found by type assertion): naming the
@@ -46,7 +47,7 @@ type Operator struct {
 	IOTimeout time.Duration
 	// MaxHold bounds how far ahead ForceOpen and ForceClose may hold a circuit (0
 	// means DefaultMaxHold; negative means no bound), as the admin handler's
-	// WithMaxHold does. Holds past breaker.LatestHold are always refused.
+	// WithMaxHold does. Holds past backend.LatestHold are always refused.
 	MaxHold time.Duration
 }
 
@@ -127,13 +128,13 @@ func (o *Operator) ForceClose(ctx context.Context, id string, until time.Time) (
 	return o.override(ctx, id, forceClose(until))
 }
 
-// checkHold refuses a hold until that breaker.CheckHold refuses, with MaxHold.
+// checkHold refuses a hold until that backend.CheckHold refuses, with MaxHold.
 func (o *Operator) checkHold(until time.Time) error {
 	limit := o.MaxHold
 	if limit == 0 {
 		limit = DefaultMaxHold
 	}
-	return breaker.CheckHold(o.now(), until, max(limit, 0))
+	return backend.CheckHold(o.now(), until, max(limit, 0))
 }
 
 // ClearOverride ends the hold on the circuit id, as Circuit.ClearOverride does, and

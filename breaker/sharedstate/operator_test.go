@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
@@ -267,7 +268,7 @@ func TestOperatorDefaultMaxHold(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	op := operatorOver(t, newFlakyDriver(), clock)
 	ctx := context.Background()
-	var he *breaker.HoldError
+	var he *backend.HoldError
 	if _, err := op.ForceOpen(ctx, "kafka:orders", clock.Now().Add(sharedstate.DefaultMaxHold+time.Second)); !errors.As(err, &he) {
 		t.Fatalf("a hold past DefaultMaxHold with MaxHold unset: %v; want a *HoldError", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // perProcess names the Policy fields that each replica may set for itself: they do
@@ -21,7 +22,7 @@ var perProcess = map[string]bool{
 // leaving out zero values (so that a field added to breaker.Policy later changes no
 // existing description) and, unless all is set, the per-process fields.
 func describe(p breaker.Policy, all bool) string {
-	v := reflect.ValueOf(p.Normalized())
+	v := reflect.ValueOf(backend.Normalize(p))
 	var words []string
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
@@ -116,5 +117,5 @@ func ComparePolicies(identity string, a, b breaker.Policy) error {
 	if da == db {
 		return nil
 	}
-	return mismatch(identity, a.Fingerprint(), da, b.Fingerprint(), db)
+	return mismatch(identity, backend.Fingerprint(a), da, backend.Fingerprint(b), db)
 }

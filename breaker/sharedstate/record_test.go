@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
@@ -61,7 +62,7 @@ func TestRecordCheckRefusesEachBadFieldAndAcceptsItsEdge(t *testing.T) {
 		}},
 		{"negative unhealthy since", "UnhealthySince", func(r *sharedstate.Record) { r.UnhealthySince = -1 }},
 		{"negative last error at", "UnhealthySince", func(r *sharedstate.Record) { r.LastErrorAt = -1 }},
-		{"long last error", "LastError", func(r *sharedstate.Record) { r.LastError = strings.Repeat("x", breaker.MaxErrorText+1) }},
+		{"long last error", "LastError", func(r *sharedstate.Record) { r.LastError = strings.Repeat("x", backend.MaxErrorText+1) }},
 		{"unknown override", "Override", func(r *sharedstate.Record) { r.Override, r.OverrideUntil = breaker.ForcedClosed+1, 9 }},
 		{"override without deadline", "OverrideUntil", func(r *sharedstate.Record) { r.Override = breaker.ForcedClosed }},
 		{"override with negative deadline", "OverrideUntil", func(r *sharedstate.Record) { r.Override, r.OverrideUntil = breaker.ForcedClosed, -1 }},
@@ -101,7 +102,7 @@ func TestRecordCheckRefusesEachBadFieldAndAcceptsItsEdge(t *testing.T) {
 		{"open at the first instant", func(r *sharedstate.Record) { r.State, r.OpenUntil = breaker.Open, 1 }},
 		{"counts set", func(r *sharedstate.Record) { r.Failures, r.FailedProbes, r.Successes = 1, 1, 1 }},
 		{"times at zero and set", func(r *sharedstate.Record) { r.UnhealthySince, r.LastErrorAt = 0, 1 }},
-		{"last error at the limit", func(r *sharedstate.Record) { r.LastError = strings.Repeat("x", breaker.MaxErrorText) }},
+		{"last error at the limit", func(r *sharedstate.Record) { r.LastError = strings.Repeat("x", backend.MaxErrorText) }},
 		{"forced closed", func(r *sharedstate.Record) { r.Override, r.OverrideUntil = breaker.ForcedClosed, 1 }},
 		{"forced open", func(r *sharedstate.Record) {
 			r.State, r.OpenUntil, r.Override, r.OverrideUntil = breaker.Open, 1, breaker.ForcedOpen, 1

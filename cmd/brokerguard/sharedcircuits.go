@@ -19,6 +19,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/admin"
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/breaker/dynamo"
 	"github.com/brokerguard/brokerguard/breaker/filestate"
 	redisstate "github.com/brokerguard/brokerguard/breaker/redis"
@@ -216,7 +217,7 @@ func (s *sharedSource) hold(ctx context.Context, action, dest string, h holdSpec
 	default:
 		st, err = s.op.ClearOverride(ctx, id)
 	}
-	if he, ok := errors.AsType[*breaker.HoldError](err); ok {
+	if he, ok := errors.AsType[*backend.HoldError](err); ok {
 		return refuse("%s: %s", map[bool]string{true: "--for", false: "--until"}[h.holdFor > 0], he.Reason)
 	}
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
@@ -265,7 +266,7 @@ func checkRamp(t *testing.T, policy breaker.Policy, ramped herdRun, flat []int, 
 	fmt.Fprintln(tw)
 	for tick := range herdTicks {
 		since := time.Duration(tick) * herdTick
-		share := policy.RampShare(since)
+		share := backend.RampShare(policy, since)
 		want := share * float64(ramped.offered[tick])
 		got := ramped.broker[tick]
 		fmt.Fprintf(tw, "%v\t%.2f\t%d\t%d\t%.0f\t", since, share, ramped.offered[tick], got, want)

@@ -11,7 +11,7 @@ const module = "github.com/brokerguard/brokerguard"
 
 // The core must stay free of third-party code: users pay for nothing they do not use.
 func TestCoreImportsOnlyStandardLibraryAndModule(t *testing.T) {
-	for _, pkg := range []string{"breaker", "admission", "transport", "registry"} {
+	for _, pkg := range []string{"breaker", "breaker/backend", "admission", "transport", "registry"} {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", module+"/"+pkg).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
@@ -25,17 +25,19 @@ func TestCoreImportsOnlyStandardLibraryAndModule(t *testing.T) {
 }
 
 // breaker and admission depend on nothing of this module but internal helpers (and
-// never on each other); transport only on breaker; registry composes them; no package
+// never on each other; breaker/backend is breaker's plumbing for backends); transport only on breaker; registry composes them; no package
 // outside integration builds integration code in.
 func TestLayering(t *testing.T) {
 	allowed := map[string][]string{
-		"breaker":   {"internal/"},
+		"breaker":   {"internal/", "breaker/internal/"},
 		"admission": {"internal/"},
 		"transport": {"breaker"},
-		"registry":  {"breaker", "admission", "transport", "internal/"},
+		"registry":  {"breaker", "breaker/backend", "admission", "transport", "internal/"},
+		// What only authors of circuits need of breaker, lent through breaker/internal/link.
+		"breaker/backend": {"breaker", "breaker/internal/", "internal/"},
 		// Shared backends plug into the registry through a plain function value and
 		// need not import it; their state machine is sharedstate's.
-		"breaker/sharedstate": {"breaker", "internal/"},
+		"breaker/sharedstate": {"breaker", "breaker/backend", "internal/"},
 		"breaker/dynamo":      {"breaker", "breaker/sharedstate", "transport"},
 		"breaker/filestate":   {"breaker", "breaker/sharedstate", "transport"},
 		"breaker/redis":       {"breaker", "breaker/sharedstate", "transport"},
