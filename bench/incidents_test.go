@@ -40,8 +40,8 @@ import (
 //	GOODPUT=short go test -v -run TestIncidents -timeout 60m .
 //	GOODPUT=full GOODPUT_BROKERS=sqs GOODPUT_SCENARIOS=brownout go test -v -run TestIncidents -timeout 60m .
 //
-// GOODPUT_BROKERS (sqs, kafka, rabbitmq, jetstream), GOODPUT_SCENARIOS (brownout, flapping,
-// mixed, harddown) and GOODPUT_SETTINGS (the column names) narrow the run.
+// GOODPUT_BROKERS (sqs, kafka, rabbitmq, jetstream), GOODPUT_SCENARIOS (brownout,
+// flapping, mixed, harddown) and GOODPUT_SETTINGS (the column names) narrow the run.
 const (
 	incidentCallers  = 200
 	incidentDeadline = 500 * time.Millisecond
@@ -198,7 +198,7 @@ var incidentBrokers = []incidentBroker{
 	{name: "rabbitmq", unit: "KB sent", open: openIncidentRabbit, cannotDo: map[string]string{
 		"brownout": "RabbitMQ has no share of publishes to fail: a broker-side limit (a queue's max-length with reject-publish) nacks all or nothing, and failing a share of publishes would take a proxy that parses AMQP frames",
 	}},
-	{name: "jetstream", unit: "KB sent", open: openIncidentJetStream, cannotDo: jetStreamCannotDo},
+	{name: "jetstream", unit: "publishes", open: openIncidentJetStream},
 }
 
 // proxyConditions applies c's refusals and latency to p (and the share, if the

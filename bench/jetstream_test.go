@@ -17,15 +17,11 @@ import (
 // The JetStream column of the partial-failure scenarios (incidents_test.go): each
 // column's child process starts a nats-server of its own, with JetStream, behind a
 // proxy (harness.Proxy) that makes it slow (SetLatency) or down (connections reset),
-// and publishes through natsguard's Publisher, guarded by the column's registry.
+// behind a NATS fault layer (harness.NATSFault) that fails a share of the publishes
+// to the stream, in a brownout, with the 503 of a stream without a leader; the
+// column publishes through natsguard's Publisher, guarded by its registry.
 //
 //	GOODPUT=short GOODPUT_BROKERS=jetstream go test -v -run TestIncidents -timeout 60m .
-
-// jetStreamCannotDo are the scenarios the JetStream target cannot make, with why.
-var jetStreamCannotDo = map[string]string{
-	"brownout": "nats-server has no fault that fails a share of publishes with an error of its own, and failing a share " +
-		"would take a proxy that parses the NATS protocol and answers on the message's reply subject",
-}
 
 // jetStreamReconnectWait is the client's wait between reconnection attempts, the
 // same for every column: short enough that the return of the server is seen within
@@ -33,14 +29,16 @@ var jetStreamCannotDo = map[string]string{
 // (nats.go's default is 2 s).
 const jetStreamReconnectWait = 500 * time.Millisecond
 
-// openIncidentJetStream is natsguard's Publisher on a connection, through a proxy, to
-// a private nats-server with one stream in memory; every message is published to
-// one subject of it (the callers' keys are not subjects). What the broker received is
-// counted in KB sent through the proxy.
+// openIncidentJetStream is natsguard's Publisher on a connection, through a fault
+// layer and a proxy, to a private nats-server with one stream in memory; every
+// message is published to one subject of it (the callers' keys are not subjects).
+// What the broker received is counted in publishes through the fault layer.
 func openIncidentJetStream(t *testing.T, reg *registry.Registry) incidentTarget {
 	server := harness.NewNATSServer(t)
+	const stream, subject = "INCIDENT", "incident.calls"
 	proxy := harness.NewProxy(t, server.Addr())
-	nc, err := nats.Connect("nats://"+proxy.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(jetStreamReconnectWait))
+	fault := harness.NewNATSFault(t, proxy.Addr(), subject)
+	nc, err := nats.Connect("nats://"+fault.Addr, nats.MaxReconnects(-1), nats.ReconnectWait(jetStreamReconnectWait))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +49,6 @@ func openIncidentJetStream(t *testing.T, reg *registry.Registry) incidentTarget 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	const stream, subject = "INCIDENT", "incident.calls"
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject},
 		Storage: jetstream.MemoryStorage, MaxMsgs: 100_000}); err != nil {
 		t.Fatal(err)
@@ -66,10 +63,10 @@ func openIncidentJetStream(t *testing.T, reg *registry.Registry) incidentTarget 
 		_ = pub.Close(ctx)
 	})
 	return incidentTarget{pub: toSubject{pub, []byte(subject)}, d: natsguard.Stream(stream),
-		set: proxyConditions(proxy, nil),
+		set: proxyConditions(proxy, fault.SetFailShare),
 		count: func() brokerCount {
 			_, refused := proxy.Connections()
-			return brokerCount{Requests: proxy.Sent() >> 10, Refused: refused}
+			return brokerCount{fault.Seen.Load(), fault.Failed.Load(), refused}
 		}}
 }
 

@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// ServiceNATS names NATS JetStream in messages and in UnavailableError.Service.
-const ServiceNATS = "NATS JetStream"
+// serviceNATS names NATS JetStream in messages and in UnavailableError.Service.
+const serviceNATS = "NATS JetStream"
 
 // DefaultNATSURL is the URL used when NATS_URL is unset: the machine's nats-server.
 const DefaultNATSURL = "nats://127.0.0.1:4222"
@@ -30,16 +30,16 @@ const natsUpWait = 15 * time.Second
 // binary.
 var startNATSOnce sync.Once
 
-// NATS returns NATS_URL (or DefaultNATSURL) once a server there greets with an INFO
+// natsLookup returns NATS_URL (or DefaultNATSURL) once a server there greets with an INFO
 // that says JetStream is on. When NATS_URL is unset and nothing listens on the
 // default address, it tries once to start the machine's nats-server with the
 // machine's own command and waits up to 15 seconds. The harness needs no NATS client:
 // the greeting is read from the socket.
-func NATS() (string, error) {
+func natsLookup() (string, error) {
 	raw, isDefault := envOr("NATS_URL", DefaultNATSURL)
 	u, err := url.Parse(raw)
 	if err != nil || u.Hostname() == "" {
-		return "", &UnavailableError{Service: ServiceNATS, Addr: raw, Hint: natsHint,
+		return "", &UnavailableError{Service: serviceNATS, Addr: raw, Hint: natsHint,
 			Err: fmt.Errorf("harness: NATS_URL must be nats://host:port: %v", err)}
 	}
 	addr := u.Host
@@ -55,7 +55,7 @@ func NATS() (string, error) {
 		err = jetStreamOn(addr)
 	}
 	if err != nil {
-		return "", &UnavailableError{Service: ServiceNATS, Addr: raw, Hint: natsHint, Err: err}
+		return "", &UnavailableError{Service: serviceNATS, Addr: raw, Hint: natsHint, Err: err}
 	}
 	return raw, nil
 }
@@ -93,12 +93,12 @@ func jetStreamOn(addr string) error {
 }
 
 // NATSURL returns the URL of the shared NATS server for a test, after Require on
-// NATS's error. Other tests use the same server at the same time: give streams and
+// natsLookup's error. Other tests use the same server at the same time: give streams and
 // subjects names of their own (a test's streams are deleted by the test).
 func NATSURL(t testing.TB) string {
 	t.Helper()
-	u, err := NATS()
-	Require(t, ServiceNATS, err)
+	u, err := natsLookup()
+	Require(t, serviceNATS, err)
 	return u
 }
 
@@ -106,17 +106,17 @@ func NATSURL(t testing.TB) string {
 // loopback port, for a test that stops, restarts or stalls NATS without touching the
 // machine's server. Its JetStream store is in its directory, so Stop followed by Start
 // brings back the same streams and messages on the same address. One goroutine waits
-// for the process while it runs. Create one with NewNATSServer or StartNATSServer;
+// for the process while it runs. Create one with NewNATSServer;
 // the zero value is not usable.
 type NATSServer struct{ server }
 
-// NewNATSServer starts a private nats-server for the test (see StartNATSServer) and
+// NewNATSServer starts a private nats-server for the test (see startNATSServer) and
 // stops it when the test ends, whether or not the test passed. Errors go through
 // Require.
 func NewNATSServer(t testing.TB) *NATSServer {
 	t.Helper()
-	s, err := StartNATSServer(t.TempDir())
-	Require(t, ServiceNATS, err)
+	s, err := startNATSServer(t.TempDir())
+	Require(t, serviceNATS, err)
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {
 			t.Errorf("%v", err)
@@ -125,13 +125,13 @@ func NewNATSServer(t testing.TB) *NATSServer {
 	return s
 }
 
-// StartNATSServer starts the machine's nats-server binary (`nats-server -js`) on a
+// startNATSServer starts the machine's nats-server binary (`nats-server -js`) on a
 // free loopback port with its store in dir (a new temporary directory, removed by
 // Close, when dir is empty) and waits until it greets with JetStream on.
-func StartNATSServer(dir string) (*NATSServer, error) {
+func startNATSServer(dir string) (*NATSServer, error) {
 	s := &NATSServer{server{dir: dir, log: "nats-server.log", ready: jetStreamOn}}
 	s.fail = func(err error) error {
-		return &UnavailableError{Service: ServiceNATS, Addr: s.Addr(),
+		return &UnavailableError{Service: serviceNATS, Addr: s.Addr(),
 			Hint: "install Debian's nats-server (scripts/services.sh does)", Err: err}
 	}
 	s.command = func() (*exec.Cmd, error) {
