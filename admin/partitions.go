@@ -17,6 +17,9 @@ type IsolatedPartition struct {
 	// RemainingMS counts down to NotBefore.
 	RemainingMS int64 `json:"remaining_ms"`
 	Failures    int   `json:"failures"`
+	// LastError is the text of the partition's last failure (escaped and redacted
+	// as a circuit's last error is); empty when none was told with its error.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // withPartitions adds d's isolated partitions to its view c.
@@ -27,7 +30,7 @@ func (h *Handler) withPartitions(c Circuit, d transport.Destination, now time.Ti
 // withIsolated adds the isolated partitions ps to the view c.
 func withIsolated(c Circuit, ps []registry.IsolatedPartition, now time.Time) Circuit {
 	for _, p := range ps {
-		v := IsolatedPartition{Partition: p.Partition, Since: p.Since, NotBefore: p.NotBefore, Failures: p.Failures}
+		v := IsolatedPartition{Partition: p.Partition, Since: p.Since, NotBefore: p.NotBefore, Failures: p.Failures, LastError: p.LastError}
 		if p.NotBefore.After(now) {
 			v.RemainingMS = p.NotBefore.Sub(now).Milliseconds()
 		}
