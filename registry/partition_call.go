@@ -153,11 +153,7 @@ func (r *Registry) CallPartitioned(ctx context.Context, d transport.Destination,
 			attributed = attributed && mo != breaker.Failure
 			continue
 		}
-		var merr error
-		if errs != nil {
-			merr = errs[i]
-		}
-		told = addOutcome(told, p, mo, merr)
+		told = addOutcome(told, p, mo, errAt(errs, i))
 	}
 	for _, t := range told {
 		ps.CompleteWith(t.p, t.o, t.err)
@@ -213,6 +209,14 @@ func addOutcome(told []partOutcome, p int, o breaker.Outcome, err error) []partO
 		}
 	}
 	return append(told, partOutcome{p, o, err})
+}
+
+// errAt is errs[i], nil when errs is.
+func errAt(errs []error, i int) error {
+	if errs == nil {
+		return nil
+	}
+	return errs[i]
 }
 
 func allIndexes(n int) []int {
