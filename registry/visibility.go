@@ -1,10 +1,13 @@
 package registry
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -50,4 +53,70 @@ func (ps *Partitions) transition(p int, from, to breaker.State, at time.Time, re
 	ps.observe(ps.dest, breaker.Transition{
 		Identity: ps.dest.String() + "/" + strconv.Itoa(p), From: from, To: to, At: at, Reason: reason,
 	})
+}
+
+// Adopt makes circuit c, made outside the registry, a live circuit under d: Report,
+// Snapshots, Snapshot and Lookup see it (so the admin API, the CLI and telemetry show
+// it), calls to d go through it, and it is never evicted. Adapters adopt the circuits
+// of their own mechanisms that refuse calls (the amqp package's connection circuit),
+// so that a refusal's error names a circuit on-call can look up. When c accepts
+// observers after creation (an Observe(key any, f func(breaker.Transition)) method,
+// as the shared circuits have), the registry's observers are told its transitions.
+//
+// Adopting the circuit live under d again does nothing (c must then be comparable: a
+// pointer, or a struct of pointers). It fails for an invalid destination, a nil
+// circuit, or d live with another circuit, whether the registry's own or adopted.
+func (r *Registry) Adopt(d transport.Destination, c breaker.Circuit) error {
+	if c == nil {
+		return fmt.Errorf("registry: Adopt %s: nil circuit", d)
+	}
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("registry: Adopt: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.fresh[d]
+	if !ok {
+		e, ok = (*r.circuits.Load())[d]
+	}
+	switch {
+	case ok && e.adopted && e.circuit == c:
+		return nil
+	case ok:
+		return fmt.Errorf("registry: Adopt %s: another circuit is live under that name", d)
+	}
+	e = &entry{dest: d, circuit: c, adopted: true, minBudget: r.Policy(d).minCallBudget()}
+	if r.countCalls {
+		e.calls = new(callCounts)
+	}
+	if o, ok := c.(observable); ok {
+		if f := r.observe(d, nil); f != nil {
+			o.Observe(observerKey{r, d}, f)
+		}
+	}
+	e.used.Store(true)
+	r.fresh[d] = e
+	return nil
+}
+
+// RetryAfter reports whether err is a refusal made before the broker was asked — an
+// open circuit or an isolated partition (*breaker.OpenError, a connection circuit's
+// included), the adaptive limit (*admission.LimitError), the throttle
+// (*admission.ThrottleError), or any other *RejectedError — and how long the caller
+// should wait before trying again: until the refusal's NotBefore by the wall clock,
+// rounded up to whole seconds and at least one, the value of an HTTP Retry-After
+// header. It is (0, false) for nil and for errors of calls that reached the broker.
+func RetryAfter(err error) (time.Duration, bool) {
+	var at time.Time
+	if oe, ok := errors.AsType[*breaker.OpenError](err); ok {
+		at = oe.NotBefore
+	} else if le, ok := errors.AsType[*admission.LimitError](err); ok {
+		at = le.NotBefore
+	} else if te, ok := errors.AsType[*admission.ThrottleError](err); ok {
+		at = te.NotBefore
+	} else if _, ok := errors.AsType[*RejectedError](err); !ok {
+		return 0, false
+	}
+	wait := (time.Until(at) + time.Second - 1) / time.Second * time.Second
+	return max(wait, time.Second), true
 }

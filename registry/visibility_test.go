@@ -3,11 +3,13 @@ package registry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/registry"
@@ -168,6 +170,152 @@ func TestPartitionOfTransition(t *testing.T) {
 	} {
 		if p, ok := registry.PartitionOfTransition(c.t); p != c.p || ok != c.isIt {
 			t.Errorf("PartitionOfTransition(%+v) = %d, %v; want %d, %v", c.t, p, ok, c.p, c.isIt)
+		}
+	}
+}
+
+// relayCircuit is a local circuit that accepts observers after creation, as the
+// circuits adapters adopt do.
+type relayCircuit struct {
+	*breaker.Breaker
+	mu  sync.Mutex
+	obs map[any]func(breaker.Transition)
+}
+
+func newRelayCircuit(t *testing.T, id string, clock breaker.Clock) *relayCircuit {
+	t.Helper()
+	c := &relayCircuit{obs: map[any]func(breaker.Transition){}}
+	b, err := breaker.New(id, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second}, breaker.WithClock(clock),
+		breaker.WithObserver(func(tr breaker.Transition) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			for _, f := range c.obs {
+				f(tr)
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Breaker = b
+	return c
+}
+
+func (c *relayCircuit) Observe(key any, f func(breaker.Transition)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.obs[key] = f
+}
+
+// An adopted circuit is live under its name for every reader, its transitions reach
+// the registry's observers, and idle eviction keeps it.
+func TestAdoptShowsACircuitMadeElsewhere(t *testing.T) {
+	clock := fakeclock.New(t0)
+	var obs observed
+	r := newRegistry(t, registry.WithClock(clock), registry.WithObserver(obs.record), registry.WithIdleEviction(time.Second))
+	conn := transport.Destination{Broker: "amqp-connection", Name: "127.0.0.1:5672"}
+	c := newRelayCircuit(t, conn.String(), clock)
+	if err := r.Adopt(conn, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Adopt(conn, c); err != nil {
+		t.Fatalf("adopting the same circuit again: %v", err)
+	}
+	p, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.CompleteWith(breaker.Failure, errors.New("dial tcp 127.0.0.1:5672: connection refused"))
+	if got := obs.take(); !slices.Equal(got, []string{"amqp-connection:127.0.0.1:5672 closed->open failure_threshold"}) {
+		t.Fatalf("observed %q", got)
+	}
+	if s, ok := r.Snapshot(conn); !ok || s.State != breaker.Open || s.LastError == "" {
+		t.Fatalf("Snapshot = %+v, %v", s, ok)
+	}
+	if got, ok := r.Lookup(conn); !ok || got != breaker.Circuit(c) {
+		t.Fatalf("Lookup = %v, %v", got, ok)
+	}
+	found := false
+	for _, rep := range r.Report() {
+		found = found || rep.Destination == conn && rep.Snapshot.State == breaker.Open
+	}
+	if !found {
+		t.Fatalf("Report does not list %s", conn)
+	}
+	clock.Advance(time.Second) // the break ends: the probe closes it
+	if p, err = c.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.Complete(breaker.Success)
+	for range 3 {
+		clock.Advance(time.Second)
+		r.EvictIdle()
+	}
+	if _, ok := r.Lookup(conn); !ok {
+		t.Fatal("the adopted circuit was evicted")
+	}
+}
+
+// Adopt refuses what it cannot show: no circuit, a bad name, or a name another
+// circuit is live under.
+func TestAdoptRefuses(t *testing.T) {
+	clock := fakeclock.New(t0)
+	r := newRegistry(t)
+	conn := transport.Destination{Broker: "amqp-connection", Name: "127.0.0.1:5672"}
+	if _, err := r.Circuit(orders); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Adopt(conn, newRelayCircuit(t, conn.String(), clock)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		d    transport.Destination
+		c    breaker.Circuit
+	}{
+		{"nil circuit", conn, nil},
+		{"bad destination", transport.Destination{Broker: "AMQP", Name: "x"}, newRelayCircuit(t, "x", clock)},
+		{"the registry's own circuit", orders, newRelayCircuit(t, orders.String(), clock)},
+		{"another adopted circuit", conn, newRelayCircuit(t, conn.String(), clock)},
+	} {
+		if err := r.Adopt(c.d, c.c); err == nil {
+			t.Errorf("%s: adopted", c.name)
+		}
+	}
+}
+
+// RetryAfter answers every refusal made before the broker was asked, in whole
+// seconds of at least one, and nothing else.
+func TestRetryAfter(t *testing.T) {
+	later := time.Now().Add(time.Hour + 500*time.Millisecond)
+	open := breaker.NewOpenError("kafka:orders", breaker.LocalProcess, later)
+	for _, c := range []struct {
+		name    string
+		err     error
+		refused bool
+		long    bool // until later, not the one-second floor
+	}{
+		{"open circuit", &registry.RejectedError{Destination: orders, Err: open}, true, true},
+		{"isolated partition", &registry.PartitionRejectedError{Destination: orders, Partition: 1, Err: open}, true, true},
+		{"connection circuit, wrapped", fmt.Errorf("amqp: dial: %w", open), true, true},
+		{"adaptive limit", &registry.RejectedError{Destination: orders, Err: &admission.LimitError{NotBefore: later}}, true, true},
+		{"throttle", &registry.RejectedError{Destination: orders, Err: &admission.ThrottleError{NotBefore: later}}, true, true},
+		{"in-flight bound", &registry.RejectedError{Destination: orders, Err: breaker.ErrSaturated}, true, false},
+		{"open circuit, deadline past", breaker.NewOpenError("kafka:orders", breaker.LocalProcess, time.Now().Add(-time.Second)), true, false},
+		{"broker error", errors.New("kafka: leader not available"), false, false},
+		{"nil", nil, false, false},
+	} {
+		wait, refused := registry.RetryAfter(c.err)
+		switch {
+		case refused != c.refused:
+			t.Errorf("%s: refused %v, want %v", c.name, refused, c.refused)
+		case !refused && wait != 0:
+			t.Errorf("%s: wait %v for no refusal", c.name, wait)
+		case refused && wait%time.Second != 0:
+			t.Errorf("%s: wait %v is not whole seconds", c.name, wait)
+		case refused && c.long && (wait < time.Hour || wait > time.Hour+time.Second):
+			t.Errorf("%s: wait %v, want about an hour", c.name, wait)
+		case refused && !c.long && wait != time.Second:
+			t.Errorf("%s: wait %v, want the one-second floor", c.name, wait)
 		}
 	}
 }
