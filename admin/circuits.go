@@ -94,6 +94,11 @@ func (h *Handler) lookup(r *http.Request) (transport.Destination, breaker.Circui
 
 func (h *Handler) getCircuit(w http.ResponseWriter, r *http.Request) {
 	d, c, err := h.lookup(r)
+	if err != nil && err.Status == http.StatusNotFound {
+		if td, tc, ok := h.topicOf(d); ok { // a partition's refusal names "kafka:orders/3"
+			d, c, err = td, tc, nil
+		}
+	}
 	if err != nil {
 		writeError(w, err)
 		return

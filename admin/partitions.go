@@ -1,8 +1,11 @@
 package admin
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -37,4 +40,21 @@ func withIsolated(c Circuit, ps []registry.IsolatedPartition, now time.Time) Cir
 		c.IsolatedPartitions = append(c.IsolatedPartitions, v)
 	}
 	return c
+}
+
+// topicOf resolves the name a partition's refusal gives ("kafka:orders/3", see
+// registry.PartitionRejectedError) to its destination's live circuit, whose view
+// lists the partition while it is isolated; false for any other name. Only reads use
+// it: an operator's hold names the destination itself.
+func (h *Handler) topicOf(d transport.Destination) (transport.Destination, breaker.Circuit, bool) {
+	i := strings.LastIndexByte(d.Name, '/')
+	if i <= 0 {
+		return d, nil, false
+	}
+	if p, err := strconv.Atoi(d.Name[i+1:]); err != nil || p < 0 {
+		return d, nil, false
+	}
+	td := transport.Destination{Broker: d.Broker, Name: d.Name[:i]}
+	c, ok := h.reg.Lookup(td)
+	return td, c, ok
 }

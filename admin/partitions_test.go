@@ -75,3 +75,30 @@ func TestJournalProbeCyclesAcrossPartitionEvents(t *testing.T) {
 		t.Fatalf("journal: %+v", got)
 	}
 }
+
+// A partition's refusal names "kafka:orders/4": reading that name answers the topic's
+// circuit, which lists the partition; a hold must name the topic itself.
+func TestCircuitNamedByAPartition(t *testing.T) {
+	f := newFixture(t, admin.WithMutations(token))
+	ps, err := f.reg.Partitions(orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps.SetCount(6)
+	ps.Complete(0, breaker.Success)
+	for range 2 {
+		ps.Complete(4, breaker.Failure)
+	}
+	code, c := f.do(t, req{method: "GET", path: "/api/circuits/kafka:orders%2F4"})
+	if iso, _ := c["isolated_partitions"].([]any); code != 200 || c["destination"] != "kafka:orders" || len(iso) != 1 {
+		t.Fatalf("GET kafka:orders/4: %d %v; want the topic's circuit with partition 4", code, c)
+	}
+	for _, path := range []string{"/api/circuits/kafka:orders%2Fx", "/api/circuits/kafka:refunds%2F4", "/api/circuits/kafka:orders%2F-1"} {
+		if code, _ := f.do(t, req{method: "GET", path: path}); code != 404 {
+			t.Errorf("GET %s: %d, want 404", path, code)
+		}
+	}
+	if code, _ := f.do(t, req{method: "POST", path: "/api/circuits/kafka:orders%2F4/force-open", body: `{"for":"1m","reason":"x"}`, header: authJSON()}); code != 404 {
+		t.Errorf("a hold named by a partition: %d, want 404", code)
+	}
+}

@@ -221,4 +221,9 @@ func TestCircuitsShowIsolatedPartitions(t *testing.T) {
 		!strings.Contains(out, "after 1 failures; next probe at ") || !strings.Contains(out, "; last error: kafka: leader not available") {
 		t.Errorf("show: exit %d %s\n%s", code, errOut, out)
 	}
+	// The name a partition's refusal gives shows its topic.
+	out, errOut, code = cli("show", "kafka:orders/2", "--url", url)
+	if code != 0 || !strings.Contains(out, "kafka:orders ") || !strings.Contains(out, "partition 2 isolated since ") {
+		t.Errorf("show kafka:orders/2: exit %d %s\n%s", code, errOut, out)
+	}
 }
