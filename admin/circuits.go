@@ -11,6 +11,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/breaker/backend"
+	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -94,6 +95,11 @@ func (h *Handler) lookup(r *http.Request) (transport.Destination, breaker.Circui
 
 func (h *Handler) getCircuit(w http.ResponseWriter, r *http.Request) {
 	d, c, err := h.lookup(r)
+	if err != nil && err.Status == http.StatusNotFound {
+		if td, tc, ok := h.topicOf(d); ok { // a partition's refusal names "kafka:orders/3"
+			d, c, err = td, tc, nil
+		}
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -259,6 +265,10 @@ type Transition struct {
 	Generation  uint64    `json:"generation"`
 	At          time.Time `json:"at"`
 	Reason      string    `json:"reason"`
+	// Partition is set for a transition of a partition of the destination (an
+	// isolation, or its end: registry.ReasonPartitionIsolated); the destination's
+	// circuit did not move.
+	Partition *int `json:"partition,omitempty"`
 	// For an event that collapses probe cycles (see Event): when the latest cycle
 	// happened, the probes admitted and the probes that failed.
 	LastAt       *time.Time `json:"last_at,omitempty"`
@@ -278,6 +288,9 @@ func (h *Handler) transitions(w http.ResponseWriter, r *http.Request) {
 			out = append(out, Transition{Destination: e.Destination.String(), From: e.From.String(),
 				To: e.To.String(), Generation: e.Generation, At: e.At, Reason: e.Reason,
 				LastAt: timePtr(e.LastAt), Cycles: e.Cycles, FailedProbes: e.FailedProbes})
+			if p, ok := registry.PartitionOfTransition(e.Transition); ok {
+				out[len(out)-1].Partition = &p
+			}
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"transitions": out})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -51,8 +52,8 @@ func (j *Journal) merge(d transport.Destination, t breaker.Transition) bool {
 	}
 	for k := 1; k <= n; k++ {
 		e := &j.ring[(j.next-k+len(j.ring))%len(j.ring)]
-		if e.Destination != d {
-			continue
+		if _, part := registry.PartitionOfTransition(e.Transition); e.Destination != d || part {
+			continue // a partition's event does not end its circuit's probing run
 		}
 		if e.Cycles == 0 || e.To != t.From {
 			return false // the latest event of d is not a probing run that t continues

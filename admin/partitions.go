@@ -1,8 +1,11 @@
 package admin
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -17,6 +20,9 @@ type IsolatedPartition struct {
 	// RemainingMS counts down to NotBefore.
 	RemainingMS int64 `json:"remaining_ms"`
 	Failures    int   `json:"failures"`
+	// LastError is the text of the partition's last failure (escaped and redacted
+	// as a circuit's last error is); empty when none was told with its error.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // withPartitions adds d's isolated partitions to its view c.
@@ -27,11 +33,28 @@ func (h *Handler) withPartitions(c Circuit, d transport.Destination, now time.Ti
 // withIsolated adds the isolated partitions ps to the view c.
 func withIsolated(c Circuit, ps []registry.IsolatedPartition, now time.Time) Circuit {
 	for _, p := range ps {
-		v := IsolatedPartition{Partition: p.Partition, Since: p.Since, NotBefore: p.NotBefore, Failures: p.Failures}
+		v := IsolatedPartition{Partition: p.Partition, Since: p.Since, NotBefore: p.NotBefore, Failures: p.Failures, LastError: p.LastError}
 		if p.NotBefore.After(now) {
 			v.RemainingMS = p.NotBefore.Sub(now).Milliseconds()
 		}
 		c.IsolatedPartitions = append(c.IsolatedPartitions, v)
 	}
 	return c
+}
+
+// topicOf resolves the name a partition's refusal gives ("kafka:orders/3", see
+// registry.PartitionRejectedError) to its destination's live circuit, whose view
+// lists the partition while it is isolated; false for any other name. Only reads use
+// it: an operator's hold names the destination itself.
+func (h *Handler) topicOf(d transport.Destination) (transport.Destination, breaker.Circuit, bool) {
+	i := strings.LastIndexByte(d.Name, '/')
+	if i <= 0 {
+		return d, nil, false
+	}
+	if p, err := strconv.Atoi(d.Name[i+1:]); err != nil || p < 0 {
+		return d, nil, false
+	}
+	td := transport.Destination{Broker: d.Broker, Name: d.Name[:i]}
+	c, ok := h.reg.Lookup(td)
+	return td, c, ok
 }

@@ -7,7 +7,11 @@
 //     closes it. Its dials go through a connection circuit of their own, named
 //     "amqp-connection:<host:port>": once the broker is known to be down, a caller that
 //     needs a connection is rejected at once instead of waiting out a dial. NewManager
-//     starts the manager's one goroutine (the watcher); Close stops it.
+//     starts the manager's one goroutine (the watcher); Close stops it. NewPublisher
+//     makes that circuit live in its registry under the same name
+//     (Manager.ConnectionDestination, registry.Adopt): `brokerguard circuits list`
+//     and `show`, the admin API, telemetry and the registry's observers show it, with
+//     the last dial's error, beside the exchanges' circuits.
 //   - Publisher sends messages on confirm-mode channels taken from a pool (one publish
 //     per channel at a time, at most WithMaxChannels channels per Manager, default
 //     256) and waits for the broker's confirms, bounded by a confirm timeout the

@@ -12,6 +12,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/eventq"
+	"github.com/brokerguard/brokerguard/transport"
 )
 
 // Defaults of a Manager.
@@ -113,7 +115,9 @@ func WithDialBreakerOptions(opts ...breaker.Option) ManagerOption {
 // "amqp-connection:<host:port>", separate from the exchange circuits of a registry:
 // once dials have failed often enough the circuit opens, and a caller that needs a
 // connection gets a *DialError matching breaker.ErrOpen at once instead of waiting out
-// a dial per call.
+// a dial per call. NewPublisher makes it live in the publisher's registry under that
+// name (ConnectionDestination), beside the exchanges' circuits, so that the CLI, the
+// admin API, telemetry and the registry's observers see it.
 //
 // NewManager starts one goroutine, the watcher, and Close stops it; each connection
 // also has one that follows its connection.blocked notifications and ends with it. The watcher dials
@@ -129,6 +133,7 @@ type Manager struct {
 	dialPolicy  breaker.Policy
 	breakerOpts []breaker.Option
 	circuit     *breaker.Breaker
+	observers   eventq.Queue[breaker.Transition] // the adopting registries' observers (relay)
 	maxChannels int
 	// slots holds one token per publisher channel open or opening: the channel pool's
 	// bound (pool.go).
@@ -189,7 +194,10 @@ func NewManager(url string, opts ...ManagerOption) (*Manager, error) {
 		return nil, fmt.Errorf("amqp: WithMaxChannels(%d) exceeds the connection's ChannelMax %d: lower WithMaxChannels or raise Config.ChannelMax", m.maxChannels, cm)
 	}
 	m.slots = make(chan struct{}, m.maxChannels)
-	m.circuit, err = breaker.New("amqp-connection:"+m.addr, m.dialPolicy, m.breakerOpts...)
+	// The relay is the last observer: a registry that adopts the circuit (NewPublisher)
+	// hears its transitions after the ones given at construction.
+	m.circuit, err = breaker.New(m.ConnectionDestination().String(), m.dialPolicy,
+		append(m.breakerOpts[:len(m.breakerOpts):len(m.breakerOpts)], breaker.WithObserver(m.relay))...)
 	if err != nil {
 		return nil, fmt.Errorf("amqp: connection circuit: %w", err)
 	}
@@ -199,6 +207,37 @@ func NewManager(url string, opts ...ManagerOption) (*Manager, error) {
 
 // Circuit returns the connection circuit.
 func (m *Manager) Circuit() *breaker.Breaker { return m.circuit }
+
+// ConnectionBroker is the broker part of the connection circuit's name.
+const ConnectionBroker = "amqp-connection"
+
+// ConnectionDestination is the name of the connection circuit,
+// "amqp-connection:<host:port>": the name a refused dial's *DialError gives, and the
+// one under which NewPublisher makes the circuit live in its registry
+// (registry.Adopt), so that `brokerguard circuits show` and the admin API answer it.
+func (m *Manager) ConnectionDestination() transport.Destination {
+	return transport.Destination{Broker: ConnectionBroker, Name: m.addr}
+}
+
+// relay tells the observers a registry added (connectionCircuit.Observe) one of the
+// connection circuit's transitions.
+func (m *Manager) relay(t breaker.Transition) {
+	m.observers.Push(t)
+	m.observers.Flush()
+}
+
+// connectionCircuit is the connection circuit as a registry adopts it: the Breaker,
+// and Observe for the registry's observers.
+type connectionCircuit struct {
+	*breaker.Breaker
+	m *Manager
+}
+
+// Observe adds f to the observers of the connection circuit's transitions; under a
+// key given before, it replaces that observer.
+func (c connectionCircuit) Observe(key any, f func(breaker.Transition)) {
+	c.m.observers.ObserveAs(key, f)
+}
 
 // Connection returns the open connection, dialing one if there is none. Consumers may
 // open their own channels on it; they must not close the connection. An error is a
@@ -275,7 +314,7 @@ func (m *Manager) dial() (*amqp091.Connection, error) {
 	m.lastDial = err
 	m.mu.Unlock()
 	if err != nil {
-		permit.Complete(dialOutcome(err))
+		permit.CompleteWith(dialOutcome(err), err) // the why that circuits show gives
 		return nil, &DialError{Addr: m.addr, Err: err}
 	}
 	permit.Complete(breaker.Success)

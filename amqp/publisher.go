@@ -146,7 +146,9 @@ func (p *Publisher) GuardedBy() *registry.Registry { return p.reg }
 var _ registry.Guarded = (*Publisher)(nil)
 
 // NewPublisher returns a publisher over m's connection whose publishes go through
-// reg's circuits, one per exchange.
+// reg's circuits, one per exchange. It makes m's connection circuit live in reg
+// (registry.Adopt, under Manager.ConnectionDestination); it fails when reg already
+// holds another Manager's circuit under that name.
 func NewPublisher(m *Manager, reg *registry.Registry, opts ...PublisherOption) (*Publisher, error) {
 	if m == nil {
 		return nil, fmt.Errorf("amqp: NewPublisher: nil Manager")
@@ -159,6 +161,11 @@ func NewPublisher(m *Manager, reg *registry.Registry, opts ...PublisherOption) (
 		if err := o(p); err != nil {
 			return nil, err
 		}
+	}
+	// The connection circuit refuses publishes too (a *DialError names it): it is
+	// shown beside the exchanges' circuits.
+	if err := reg.Adopt(m.ConnectionDestination(), connectionCircuit{m.circuit, m}); err != nil {
+		return nil, fmt.Errorf("amqp: NewPublisher: %w (one Manager per broker and registry)", err)
 	}
 	p.idle = make(chan *channel, p.maxIdle)
 	m.addPublisher(p)

@@ -82,6 +82,9 @@ type IsolatedPartition struct {
 	Since, NotBefore time.Time
 	// Failures is the failure streak that isolated it (and failed probes since).
 	Failures int
+	// LastError is the text of the last failure told with its error (as
+	// breaker.ErrorText keeps it); empty when none was.
+	LastError string
 }
 
 // Partitions is the partition-level evidence under one destination's circuit: a
@@ -90,10 +93,16 @@ type IsolatedPartition struct {
 // (Admit returns a *PartitionRejectedError) until its NotBefore, then admits one call
 // as its probe: a Success ends the isolation, a Failure starts a new one.
 //
-// Isolation holds only while some partition of the destination is not isolated:
-// when none is, the destination as a whole is failing and calls go through to be
+// Isolation holds only while some partition the destination's calls went to is not
+// isolated: when every used partition is, the destination as a whole is failing for
+// this process (a topic written with one key included) and calls go through to be
 // judged by its circuit, which opens and refuses them all. TopicOutcome tells the
-// circuit a partition's failure only when no other partition answers.
+// circuit a partition's failure only when no other used partition answers. A
+// partition is used from the first outcome told of it; partitions never written
+// say nothing either way.
+//
+// Isolations and their ends reach the registry's observers (WithObserver) as
+// transitions of the partition (see ReasonPartitionIsolated).
 //
 // The healthy path (Admit and Complete(Success) of a partition without a streak)
 // takes no lock, reads no clock and allocates nothing. It is safe for concurrent use.
@@ -104,8 +113,10 @@ type Partitions struct {
 	max       int
 	now       func() time.Time
 
-	count    atomic.Int32 // partitions the client reported; 0 while unknown
-	isolated atomic.Int32 // slots isolated now; changed under mu
+	observe  func(transport.Destination, breaker.Transition) // the registry's observers; nil when none
+	count    atomic.Int32                                    // partitions the client reported; 0 while unknown
+	used     atomic.Int32                                    // slots used (partSlot.used)
+	isolated atomic.Int32                                    // slots isolated now; changed under mu
 	slots    atomic.Pointer[[]*partSlot]
 	mu       sync.Mutex // serializes growth of slots and isolation changes
 }
@@ -114,6 +125,8 @@ type partSlot struct {
 	streak atomic.Int32              // consecutive Failures; kept while isolated
 	iso    atomic.Pointer[isolation] // nil unless isolated
 	leader atomic.Int32              // the partition's leader + 1; 0 while unknown
+	used   atomic.Bool               // some outcome was told of it
+	last   atomic.Pointer[string]    // the text of the last failure told with its error
 }
 
 // isolation is one isolation of a partition; it is replaced, never changed, except
@@ -149,7 +162,7 @@ func (r *Registry) Partitions(d transport.Destination) (*Partitions, error) {
 		return ps, nil
 	}
 	pp := r.partPolicy
-	ps := &Partitions{dest: d, failures: int32(pp.Failures), isolation: pp.Isolation, max: pp.MaxPartitions, now: r.now}
+	ps := &Partitions{dest: d, failures: int32(pp.Failures), isolation: pp.Isolation, max: pp.MaxPartitions, now: r.now, observe: r.observePartition}
 	if ps.failures == 0 {
 		ps.failures = DefaultPartitionFailures
 		if n := r.Policy(d).Circuit.FailureThreshold; n > 0 {
@@ -230,15 +243,28 @@ func (ps *Partitions) slot(p int, create bool) *partSlot {
 	return next[p]
 }
 
-// answering reports whether some partition is not isolated. A partition whose last
-// calls failed but that is not isolated yet still counts: a burst of deadlines that
-// touches every partition once is not a topic that fails.
+// answering reports whether some used partition is not isolated. A partition whose
+// last calls failed but that is not isolated yet still counts: a burst of deadlines
+// that touches every partition once is not a topic that fails. Partitions never
+// used do not: a topic written with one key is down when that key's partition is.
 func (ps *Partitions) answering() bool {
-	known := len(*ps.slots.Load())
-	if c := ps.Count(); c > known {
-		known = c // partitions never called have given no reason for doubt
+	return ps.used.Load() > ps.isolated.Load()
+}
+
+// use returns partition p's slot, created and marked used; nil for a partition out
+// of range.
+func (ps *Partitions) use(p int) *partSlot {
+	s := ps.slot(p, true)
+	if s != nil && !s.used.Load() && s.used.CompareAndSwap(false, true) {
+		ps.used.Add(1)
 	}
-	return known > int(ps.isolated.Load())
+	return s
+}
+
+// isolatedNow reports whether partition p is isolated, whether or not it refuses.
+func (ps *Partitions) isolatedNow(p int) bool {
+	s := ps.slot(p, false)
+	return s != nil && s.iso.Load() != nil
 }
 
 // Admit says whether a call may go to partition p now: nil when it is not isolated
@@ -272,21 +298,31 @@ func (ps *Partitions) rejection(p int, notBefore time.Time) *PartitionRejectedEr
 }
 
 // Complete records the outcome o of a call (or of the messages of a call) that went
-// to partition p. A Success ends p's streak and its isolation; a Failure adds to its
-// streak, isolates it at the policy's Failures, and after a probe isolates it again;
-// a Neutral outcome of a probe frees the probe's place.
-func (ps *Partitions) Complete(p int, o breaker.Outcome) {
+// to partition p, and marks p used. A Success ends p's streak and its isolation; a
+// Failure adds to its streak, isolates it at the policy's Failures, and after a
+// probe isolates it again; a Neutral outcome of a probe frees the probe's place.
+func (ps *Partitions) Complete(p int, o breaker.Outcome) { ps.CompleteWith(p, o, nil) }
+
+// CompleteWith is Complete keeping, for a Failure, err's text as the partition's
+// last error (IsolatedPartition.LastError).
+func (ps *Partitions) CompleteWith(p int, o breaker.Outcome, err error) {
 	switch o {
 	case breaker.Success:
 		s := ps.slot(p, false)
-		if s == nil || s.streak.Load() == 0 && s.iso.Load() == nil { // the healthy path
+		if s != nil && s.used.Load() && s.streak.Load() == 0 && s.iso.Load() == nil { // the healthy path
 			return
 		}
-		ps.heal(s)
+		if s = ps.use(p); s != nil && (s.streak.Load() != 0 || s.iso.Load() != nil) {
+			ps.heal(p, s, ReasonPartitionHealed)
+		}
 	case breaker.Failure:
-		s := ps.slot(p, true)
+		s := ps.use(p)
 		if s == nil {
 			return
+		}
+		if err != nil {
+			text := backend.ErrorText(err)
+			s.last.Store(&text)
 		}
 		if iso := s.iso.Load(); iso != nil {
 			if iso.probeAt.Load() != 0 { // the probe (or a call beside it) failed
@@ -298,7 +334,7 @@ func (ps *Partitions) Complete(p int, o breaker.Outcome) {
 			ps.isolate(p, s, nil)
 		}
 	default:
-		if s := ps.slot(p, false); s != nil {
+		if s := ps.use(p); s != nil {
 			if iso := s.iso.Load(); iso != nil {
 				iso.probeAt.Store(0)
 			}
@@ -313,8 +349,8 @@ func (ps *Partitions) isolate(p int, s *partSlot, was *isolation) {
 		testHookIsolating()
 	}
 	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	if s.iso.Load() != was {
+		ps.mu.Unlock()
 		return
 	}
 	now := ps.now()
@@ -328,16 +364,25 @@ func (ps *Partitions) isolate(p int, s *partSlot, was *isolation) {
 	if was == nil {
 		ps.isolated.Add(1)
 	}
+	ps.mu.Unlock()
+	if was == nil { // a failed probe's new isolation changes no state
+		ps.transition(p, breaker.Closed, breaker.Open, now, ReasonPartitionIsolated)
+	}
 }
 
-// heal ends s's streak and isolation.
-func (ps *Partitions) heal(s *partSlot) {
+// heal ends s's streak and isolation (partition p's), telling the observers with
+// reason when it was isolated.
+func (ps *Partitions) heal(p int, s *partSlot, reason string) {
 	ps.mu.Lock()
-	if s.iso.Swap(nil) != nil {
+	was := s.iso.Swap(nil)
+	if was != nil {
 		ps.isolated.Add(-1)
 	}
 	ps.mu.Unlock()
 	s.streak.Store(0)
+	if was != nil {
+		ps.transition(p, breaker.Open, breaker.Closed, ps.now(), reason)
+	}
 }
 
 // Leader records the broker leading partition p. When it differs from the leader
@@ -349,7 +394,7 @@ func (ps *Partitions) Leader(p int, leader int32) {
 		return
 	}
 	if old := s.leader.Swap(leader + 1); old != 0 && old != leader+1 {
-		ps.heal(s)
+		ps.heal(p, s, ReasonPartitionLeaderMoved)
 	}
 }
 
@@ -361,7 +406,11 @@ func (ps *Partitions) Isolated() []IsolatedPartition {
 	var out []IsolatedPartition
 	for p, s := range *ps.slots.Load() {
 		if iso := s.iso.Load(); iso != nil {
-			out = append(out, IsolatedPartition{Partition: p, Since: iso.since, NotBefore: iso.until, Failures: int(s.streak.Load())})
+			ip := IsolatedPartition{Partition: p, Since: iso.since, NotBefore: iso.until, Failures: int(s.streak.Load())}
+			if last := s.last.Load(); last != nil {
+				ip.LastError = *last
+			}
+			out = append(out, ip)
 		}
 	}
 	return out
@@ -371,14 +420,18 @@ func (ps *Partitions) Isolated() []IsolatedPartition {
 // partitioner chose pick among the n partitions 0..n-1. A keyed message keeps pick:
 // Route returns Admit's error when pick is isolated. An unkeyed message avoids
 // isolated partitions: the first admitted partition after pick (cyclically) is
-// taken; when none is admitted Route returns pick and the error.
+// taken; when none is admitted Route returns pick and the error. When every used
+// partition is isolated (Admit lets pick through to the destination's circuit), an
+// unkeyed message still goes to the first partition after pick that is not isolated.
 func (ps *Partitions) Route(pick, n int, keyed bool) (int, error) {
 	err := ps.Admit(pick)
-	if err == nil || keyed {
+	through := err == nil && ps.isolatedNow(pick) && !ps.answering()
+	if keyed || err == nil && !through {
 		return pick, err
 	}
 	for i := 1; i < n; i++ {
-		if p := (pick + i) % n; ps.Admit(p) == nil {
+		p := (pick + i) % n
+		if through && !ps.isolatedNow(p) || !through && ps.Admit(p) == nil {
 			return p, nil
 		}
 	}
@@ -387,17 +440,17 @@ func (ps *Partitions) Route(pick, n int, keyed bool) (int, error) {
 
 // TopicOutcome is what the destination's circuit is told of a call whose outcome o
 // was attributed to its partitions, failing being the partitions whose messages
-// failed: a Failure counts against the destination only when no partition besides
-// them is answering (every other one is isolated: a topic of one partition, or the
-// last ones of a topic failing whole); otherwise it is the partitions' evidence
-// alone, and the circuit is told published (Success) when some of the call's
-// messages were, else Neutral.
+// failed (told to Complete first): a Failure counts against the destination only
+// when no used partition besides them is answering (every other one is isolated: a
+// topic of one partition, a topic written with one key, or the last partitions of a
+// topic failing whole); otherwise it is the partitions' evidence alone, and the
+// circuit is told published (Success) when some of the call's messages were, else
+// Neutral.
 func (ps *Partitions) TopicOutcome(o breaker.Outcome, somePublished bool, failing ...int) breaker.Outcome {
 	if o != breaker.Failure {
 		return o
 	}
-	known := max(len(*ps.slots.Load()), ps.Count())
-	others := known - int(ps.isolated.Load())
+	others := int(ps.used.Load()) - int(ps.isolated.Load())
 	for _, p := range failing {
 		if s := ps.slot(p, false); p >= 0 && p < ps.max && (s == nil || s.iso.Load() == nil) {
 			others--

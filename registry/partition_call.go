@@ -153,10 +153,10 @@ func (r *Registry) CallPartitioned(ctx context.Context, d transport.Destination,
 			attributed = attributed && mo != breaker.Failure
 			continue
 		}
-		told = addOutcome(told, p, mo)
+		told = addOutcome(told, p, mo, errAt(errs, i))
 	}
 	for _, t := range told {
-		ps.Complete(t.p, t.o)
+		ps.CompleteWith(t.p, t.o, t.err)
 	}
 	if o == breaker.Failure && attributed && len(idx) > 0 {
 		var fb [4]int
@@ -192,22 +192,31 @@ func (r *Registry) CallPartitioned(ctx context.Context, d transport.Destination,
 }
 
 type partOutcome struct {
-	p int
-	o breaker.Outcome
+	p   int
+	o   breaker.Outcome
+	err error // a failed message's error, kept as the partition's last error
 }
 
-// addOutcome folds outcome o of a message bound for p into told.
-func addOutcome(told []partOutcome, p int, o breaker.Outcome) []partOutcome {
+// addOutcome folds outcome o of a message bound for p, which failed with err, into told.
+func addOutcome(told []partOutcome, p int, o breaker.Outcome, err error) []partOutcome {
 	for i := range told {
 		if told[i].p == p {
 			switch {
 			case o == breaker.Failure, o == breaker.Success && told[i].o == breaker.Neutral:
-				told[i].o = o
+				told[i].o, told[i].err = o, err
 			}
 			return told
 		}
 	}
-	return append(told, partOutcome{p, o})
+	return append(told, partOutcome{p, o, err})
+}
+
+// errAt is errs[i], nil when errs is.
+func errAt(errs []error, i int) error {
+	if errs == nil {
+		return nil
+	}
+	return errs[i]
 }
 
 func allIndexes(n int) []int {

@@ -104,6 +104,7 @@ func failedIndexes(err error) []int {
 // position, without being sent, and the others go out.
 func TestCallPartitionedIsolatesOnePartition(t *testing.T) {
 	pc := newPartCall(t)
+	use(pc.ps, 4) // every partition written before
 	for range 2 {
 		_, err := pc.call([]int{1, 1}, func([]int) error { return errBroker })
 		if err != errBroker {
@@ -141,6 +142,7 @@ func TestCallPartitionedIsolatesOnePartition(t *testing.T) {
 // and a partition is told its messages' outcome once per call: a Failure among them.
 func TestCallPartitionedMapsBatchPositions(t *testing.T) {
 	pc := newPartCall(t)
+	use(pc.ps, 4)                      // every partition written before
 	pc.ps.Complete(0, breaker.Failure) // one more failure isolates 0
 	pc.call([]int{0}, func([]int) error { return errBroker })
 	// Partition 0 isolated: the call sends positions 1, 2, 3; Send fails its second.
@@ -188,6 +190,7 @@ func TestCallPartitionedCountsTopicFailures(t *testing.T) {
 // the call took.
 func TestCallPartitionedPanicCompletesThePermit(t *testing.T) {
 	pc := newPartCall(t)
+	use(pc.ps, 4) // every partition written before
 	pc.call([]int{0}, func([]int) error { return errBroker })
 	pc.call([]int{0}, func([]int) error { return errBroker })
 	pc.clock.Advance(time.Minute)

@@ -38,6 +38,7 @@ func TestPartitionDefaultsComeFromTheDestinationPolicy(t *testing.T) {
 	clock := fakeclock.New(t0)
 	ps := partitionsOf(t, clock, breaker.Policy{FailureThreshold: 5, BreakDuration: 20 * time.Second}, registry.PartitionPolicy{})
 	ps.SetCount(4)
+	use(ps, 4)
 	failN(ps, 0, 4)
 	if isolated(ps, 0) {
 		t.Fatal("isolated after 4 failures; the destination's threshold is 5")
@@ -179,6 +180,7 @@ func TestTopicOutcomeAtTheEdgesOfTheRange(t *testing.T) {
 	clock := fakeclock.New(t0)
 	ps := partitionsOf(t, clock, policy.Circuit, registry.PartitionPolicy{Failures: 1, Isolation: time.Minute, MaxPartitions: 4})
 	ps.SetCount(4)
+	use(ps, 4)
 	failN(ps, 1, 1)
 	failN(ps, 2, 1)
 	if got := ps.TopicOutcome(breaker.Failure, false, 4); got != breaker.Neutral {

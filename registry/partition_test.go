@@ -18,7 +18,16 @@ func partitions(t *testing.T, clock *fakeclock.Clock, n int) *registry.Partition
 		t.Fatal(err)
 	}
 	ps.SetCount(n)
+	use(ps, n)
 	return ps
+}
+
+// use tells partitions 0..n-1 one published call each: the service writes to all of
+// them, so each counts as answering.
+func use(ps *registry.Partitions, n int) {
+	for p := range n {
+		ps.Complete(p, breaker.Success)
+	}
 }
 
 func failN(ps *registry.Partitions, p, n int) {

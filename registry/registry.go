@@ -163,6 +163,7 @@ type entry struct {
 	calls     *callCounts                  // nil unless WithCallCounts
 	unusable  atomic.Pointer[unusableNote] // set while calls say the destination is unusable (unusable.go)
 	parts     atomic.Pointer[Partitions]   // nil until an adapter asks (partition.go)
+	adopted   bool                         // made outside the registry and never evicted (Adopt)
 }
 
 // New returns a registry whose destinations get the defaults policy unless an
@@ -404,7 +405,7 @@ func (r *Registry) evictLocked() int {
 			e.idleAt = now
 			continue
 		}
-		if now.Sub(e.idleAt) >= r.idle && e.evictable() {
+		if now.Sub(e.idleAt) >= r.idle && !e.adopted && e.evictable() {
 			gone = append(gone, d)
 		}
 	}

@@ -129,6 +129,7 @@ type Metrics struct {
 	rampRefused                                   metric.Int64ObservableCounter
 	degraded                                      metric.Int64ObservableUpDownCounter // shared store refusing evidence
 	isolated                                      metric.Int64ObservableGauge         // partitions.go's count, per destination
+	isolations                                    metric.Int64ObservableCounter       // partitions isolated since start, per destination
 	outPublished, outDeferred, outFailed, outDead metric.Int64ObservableCounter
 	storeErrs                                     storeErrors                   // see storeerrors.go
 	unusable                                      metric.Float64ObservableGauge // unusable.go
@@ -237,6 +238,8 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 		"1 while the destination's shared store refuses its evidence and this replica also decides on its own; absent otherwise.")
 	m.isolated = gauge("brokerguard.circuit.partitions.isolated", "{partition}",
 		"Partitions of the destination isolated under its circuit (Kafka); absent while none is.")
+	m.isolations = counter("brokerguard.circuit.partitions.isolations", "{isolation}",
+		"Times a partition of the destination was isolated under its circuit (Kafka), each isolation once; absent until one was.")
 	m.outPublished = counter("brokerguard.outbox.published", "{message}", "Outbox messages published.")
 	m.outDeferred = counter("brokerguard.outbox.deferred", "{message}",
 		"Outbox messages deferred because the destination's circuit was not closed.")
@@ -248,7 +251,7 @@ func (m *Metrics) instruments(meter metric.Meter, c *config) error {
 		return fmt.Errorf("telemetry: creating instruments: %w", err)
 	}
 	r, err := meter.RegisterCallback(m.observeCircuits, m.open, m.failures, m.state, m.override, m.unhealthy,
-		m.calls, m.probes, m.transitions, m.bypassed, m.rampRefused, m.degraded, m.isolated, m.outPublished, m.outDeferred, m.outFailed, m.outDead, m.unusable, m.outUnusable)
+		m.calls, m.probes, m.transitions, m.bypassed, m.rampRefused, m.degraded, m.isolated, m.isolations, m.outPublished, m.outDeferred, m.outFailed, m.outDead, m.unusable, m.outUnusable)
 	if err != nil {
 		return fmt.Errorf("telemetry: registering the circuit callback: %w", err)
 	}
@@ -306,6 +309,9 @@ func (m *Metrics) observeCircuits(_ context.Context, o metric.Observer) error {
 		}
 		if n := len(c.IsolatedPartitions); n > 0 { // a count per destination: bounded cardinality
 			o.ObserveInt64(m.isolated, int64(n), a.dest)
+		}
+		if n := rec.isolations.Load(); n > 0 {
+			o.ObserveInt64(m.isolations, n, a.dest)
 		}
 		if n := c.Calls; n.Total() > 0 { // every outcome at once, zeros included, so rates start from a known value
 			for i, v := range [...]uint64{n.Published, n.Failed, n.Rejected, n.Neutral} {

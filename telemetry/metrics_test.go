@@ -725,7 +725,8 @@ func TestModes(t *testing.T) {
 }
 
 // The isolated partitions of a destination are one count per destination, present
-// only while some are isolated.
+// only while some are isolated; the isolations are counted, and are not transitions
+// of the destination's circuit.
 func TestIsolatedPartitionsGauge(t *testing.T) {
 	e := newEnv(t, breaker.Policy{FailureThreshold: 5, BreakDuration: time.Second}, nil)
 	orders := transport.Destination{Broker: "kafka", Name: "orders"}
@@ -745,8 +746,11 @@ func TestIsolatedPartitionsGauge(t *testing.T) {
 		e.collect().matching("brokerguard.circuit.partitions.isolated"))
 	ps.Complete(1, breaker.Success)
 	ps.Complete(4, breaker.Success)
-	equalSeries(t, "isolated partitions", map[string]float64{},
-		e.collect().matching("brokerguard.circuit.partitions.isolated"))
+	c := e.collect()
+	equalSeries(t, "isolated partitions", map[string]float64{}, c.matching("brokerguard.circuit.partitions.isolated{"))
+	equalSeries(t, "partition isolations", map[string]float64{"brokerguard.circuit.partitions.isolations{" + d: 2},
+		c.matching("brokerguard.circuit.partitions.isolations"))
+	equalSeries(t, "circuit transitions", map[string]float64{}, c.matching("brokerguard.circuit.transitions"))
 }
 
 // Calls a circuit turns away while ramping up after recovery are counted per

@@ -50,6 +50,7 @@ type record struct {
 	outbox         [4]atomic.Int64 // published, deferred, failed, dead
 	unusableHolds  atomic.Int64    // outbox holds of the destination for being unusable (unusable.go)
 	unusableSeen   atomic.Bool     // the destination was seen unusable once: its gauge is observed from then on
+	isolations     atomic.Int64    // isolations of its partitions (registry.ReasonPartitionIsolated)
 
 	missed int // consecutive collections that did not find the destination live; guarded by Recorder.pruneMu
 }
@@ -67,8 +68,18 @@ func (r *Recorder) get(d transport.Destination) *record {
 // registry's observer (RegistryOptions); it is cheap and never blocks. A transition
 // that leaves the state as it was (ForceOpen on an open circuit, a ForceClose ending)
 // is not counted: the counter counts changes of state.
+//
+// A partition's transition (registry.PartitionOfTransition) is not the circuit's:
+// it counts the destination's partition isolations and leaves the circuit's values
+// alone.
 func (r *Recorder) ObserveTransition(d transport.Destination, t breaker.Transition) {
 	rec := r.get(d)
+	if _, ok := registry.PartitionOfTransition(t); ok {
+		if t.To == breaker.Open {
+			rec.isolations.Add(1)
+		}
+		return
+	}
 	switch {
 	case t.To == breaker.Closed:
 		rec.unhealthySince.Store(0)

@@ -189,6 +189,20 @@ func circuitsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return printCircuits(stdout, *asJSON, false, row, []circuitRow{row})
 }
 
+// lastError is c's last error; for a circuit without one whose partitions are
+// isolated, the first isolated partition's, named: the error behind its refusals.
+func lastError(c circuitRow) string {
+	if c.LastError != "" {
+		return c.LastError
+	}
+	for _, p := range c.IsolatedPartitions {
+		if p.LastError != "" {
+			return "partition " + strconv.Itoa(p.Partition) + ": " + p.LastError
+		}
+	}
+	return ""
+}
+
 // printCircuits prints v as JSON, or rows as a table (wide: with the health columns;
 // one row: with its health and a shared record's details under the table). Text from
 // the service or the store is escaped (see esc): a destination, lease owner or error
@@ -214,7 +228,7 @@ func printCircuits(w io.Writer, asJSON, wide bool, v any, rows []circuitRow) err
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s", esc(c.Destination), esc(state), c.Failures,
 			fmtTime(c.NotBefore), esc(c.Override), fmtTime(c.OverrideUntil), esc(c.Mode), esc(c.Scope))
 		if wide {
-			fmt.Fprintf(tw, "\t%s\t%d\t%s", fmtTime(c.UnhealthySince), c.FailedProbes, orDash(esc(c.LastError)))
+			fmt.Fprintf(tw, "\t%s\t%d\t%s", fmtTime(c.UnhealthySince), c.FailedProbes, orDash(esc(lastError(c))))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -226,8 +240,12 @@ func printCircuits(w io.Writer, asJSON, wide bool, v any, rows []circuitRow) err
 	}
 	printHealth(w, rows[0].Health, time.Now())
 	for _, p := range rows[0].IsolatedPartitions {
-		fmt.Fprintf(w, "partition %d isolated since %s after %d failures; next probe at %s\n",
+		fmt.Fprintf(w, "partition %d isolated since %s after %d failures; next probe at %s",
 			p.Partition, fmtTime(&p.Since), p.Failures, fmtTime(&p.NotBefore))
+		if p.LastError != "" {
+			fmt.Fprintf(w, "; last error: %s", esc(p.LastError))
+		}
+		fmt.Fprintln(w)
 	}
 	if rows[0].Record == nil {
 		return nil

@@ -196,8 +196,8 @@ func TestCircuitsListPages(t *testing.T) {
 
 // TestCircuitsShowIsolatedPartitions: a topic whose circuit is closed but whose
 // partition is isolated says so in list's state column and, in show, names the
-// partition, since when and its next probe: the CLI shows the mechanism that refuses
-// the topic's keyed calls.
+// partition, since when, its next probe and its last error: the CLI shows the
+// mechanism that refuses the topic's keyed calls, and why.
 func TestCircuitsShowIsolatedPartitions(t *testing.T) {
 	clearSourceEnv(t)
 	reg, url := adminServer(t)
@@ -207,16 +207,23 @@ func TestCircuitsShowIsolatedPartitions(t *testing.T) {
 		t.Fatalf("partitions: %v %v", ps, err)
 	}
 	ps.SetCount(3)
-	ps.Complete(2, breaker.Failure) // FailureThreshold 1: isolated
+	ps.Complete(0, breaker.Success)                                                // partition 0 answers: the topic is not down
+	ps.CompleteWith(2, breaker.Failure, errors.New("kafka: leader not available")) // FailureThreshold 1: isolated
 	if len(reg.IsolatedPartitions(orders)) != 1 {
 		t.Fatalf("partition 2 not isolated: %+v", reg.IsolatedPartitions(orders))
 	}
-	out, errOut, code := cli("list", "--url", url)
-	if code != 0 || !strings.Contains(out, "closed, 1 partition isolated") {
+	out, errOut, code := cli("list", "--wide", "--url", url)
+	if code != 0 || !strings.Contains(out, "closed, 1 partition isolated") || !strings.Contains(out, "partition 2: kafka: leader not available") {
 		t.Errorf("list: exit %d %s\n%s", code, errOut, out)
 	}
 	out, errOut, code = cli("show", "kafka:orders", "--url", url)
-	if code != 0 || !strings.Contains(out, "partition 2 isolated since ") || !strings.Contains(out, "after 1 failures; next probe at ") {
+	if code != 0 || !strings.Contains(out, "partition 2 isolated since ") ||
+		!strings.Contains(out, "after 1 failures; next probe at ") || !strings.Contains(out, "; last error: kafka: leader not available") {
 		t.Errorf("show: exit %d %s\n%s", code, errOut, out)
+	}
+	// The name a partition's refusal gives shows its topic.
+	out, errOut, code = cli("show", "kafka:orders/2", "--url", url)
+	if code != 0 || !strings.Contains(out, "kafka:orders ") || !strings.Contains(out, "partition 2 isolated since ") {
+		t.Errorf("show kafka:orders/2: exit %d %s\n%s", code, errOut, out)
 	}
 }

@@ -251,10 +251,12 @@ func (r *demoRun) newRegistry(context.Context) error {
 	r.reg, err = registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakDuration: r.c.breakDuration, Jitter: 0.2}},
 		append(r.rec.RegistryOptions(), registry.WithObserver(func(d transport.Destination, t breaker.Transition) {
 			at := time.Since(r.start)
-			r.tl.transition(d.String(), change{at: at, state: t.To})
+			if _, ok := registry.PartitionOfTransition(t); !ok { // a lane is the topic's circuit
+				r.tl.transition(d.String(), change{at: at, state: t.To})
+			}
 			r.journal.Record(d, t)
 			r.tmu.Lock()
-			r.transitions = append(r.transitions, fmt.Sprintf("[%5.1fs] %s: %s -> %s (%s)", at.Seconds(), d, t.From, t.To, t.Reason))
+			r.transitions = append(r.transitions, fmt.Sprintf("[%5.1fs] %s: %s -> %s (%s)", at.Seconds(), t.Identity, t.From, t.To, t.Reason))
 			r.tmu.Unlock()
 		}))...)
 	return err

@@ -52,8 +52,9 @@ func TestRoundTripKeepsHeaders(t *testing.T) {
 		}
 	}
 	snaps := s.reg.Snapshots()
-	if _, ok := snaps[transport.Destination{Broker: "amqp", Name: "amq.default"}]; !ok || len(snaps) != 2 {
-		t.Fatalf("circuits %v; want one for %s and one for amqp:amq.default", snaps, x)
+	_, conn := snaps[s.m.ConnectionDestination()]
+	if _, ok := snaps[transport.Destination{Broker: "amqp", Name: "amq.default"}]; !ok || !conn || len(snaps) != 3 {
+		t.Fatalf("circuits %v; want one for %s, one for amqp:amq.default and the connection's", snaps, x)
 	}
 }
 
