@@ -351,17 +351,36 @@ func (t *Throttle) recordAt(now int64, accepted bool) {
 // window sums the sent and accepted calls of the buckets in the window that ends with
 // bucket b (b included).
 func (t *Throttle) window(b int64) (sent, accepted int64) {
+	w := t.buckets(b)
+	return w.sent, w.accepted
+}
+
+// windowCounts are a window's sums, and those of its last complete bucket.
+type windowCounts struct {
+	sent, accepted         int64
+	lastSent, lastAccepted int64 // bucket b-1
+}
+
+func (t *Throttle) buckets(b int64) windowCounts {
+	var w windowCounts
 	for i := range t.stripes {
 		s := &t.stripes[i]
 		for j := range s.words {
 			v := s.words[j].Load()
-			if (uint64(b)-v>>throttleTagShift)&throttleTagMask < throttleBuckets {
-				sent += int64(v & throttleCountMask)
-				accepted += int64(v >> throttleCountBits & throttleCountMask)
+			age := (uint64(b) - v>>throttleTagShift) & throttleTagMask
+			if age >= throttleBuckets {
+				continue
+			}
+			sent, accepted := int64(v&throttleCountMask), int64(v>>throttleCountBits&throttleCountMask)
+			w.sent += sent
+			w.accepted += accepted
+			if age == 1 {
+				w.lastSent += sent
+				w.lastAccepted += accepted
 			}
 		}
 	}
-	return sent, accepted
+	return w
 }
 
 // revise recomputes the reject probability for bucket b, once per bucket: the caller
@@ -371,8 +390,14 @@ func (t *Throttle) revise(b int64) {
 	if b <= last || !t.revised.CompareAndSwap(last, b) {
 		return
 	}
-	sent, accepted := t.window(b)
-	if ok := sent >= int64(t.p.MinSent) && throttleAcceptingShare*accepted >= sent; ok != t.accepting.Load() {
+	w := t.buckets(b)
+	sent, accepted := w.sent, w.accepted
+	// Accepting: a useful share over the window, and not a full last bucket of
+	// nothing accepted (a destination that has just gone down, whose healthy calls
+	// are still in the window).
+	ok := sent >= int64(t.p.MinSent) && throttleAcceptingShare*accepted >= sent &&
+		(w.lastSent < int64(t.p.MinSent) || w.lastAccepted > 0)
+	if ok != t.accepting.Load() {
 		t.accepting.Store(ok)
 	}
 	p := 0.0
@@ -406,7 +431,11 @@ const throttleAcceptingShare = 20
 
 // Accepting reports whether the destination accepts a useful share of what is sent:
 // the trailing window holds at least MinSent sent calls, and it accepted at least 1 in
-// 20 of them. It reads the clock and revises the window when its bucket has moved on,
+// 20 of them, and the last complete bucket (Window/8) is not one of MinSent or more
+// sent calls of which none was accepted: a destination that has just gone down is
+// seen within a bucket or two, not when its healthy calls have left the window. (A
+// brownout accepting 40 % has all MinSent calls of a bucket refused with probability
+// 0.6^20, about 4 in 100,000.) It reads the clock and revises the window when its bucket has moved on,
 // so that evidence older than the window never counts.
 //
 // A registry asks it before it holds a failure against the destination's circuit:

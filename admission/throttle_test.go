@@ -268,6 +268,22 @@ func TestThrottleAccepting(t *testing.T) {
 	if (*Throttle)(nil).Accepting() {
 		t.Fatal("a nil throttle says its destination accepts")
 	}
+	// A destination that has just gone down: a healthy bucket, then a bucket of
+	// MinSent failures. Over the window it accepted half, yet it is not accepting
+	// from the next bucket on; with one call accepted in that bucket, it still is.
+	for _, tc := range []struct {
+		accepted int
+		want     bool
+	}{{0, false}, {1, true}} {
+		th, c := newClockedThrottle(t, DefaultThrottlePolicy())
+		recordN(th, 20, 20)
+		c.set(bucket)
+		recordN(th, 20, tc.accepted)
+		c.set(2 * bucket)
+		if got := th.Accepting(); got != tc.want {
+			t.Errorf("a healthy bucket, then one of 20 calls with %d accepted: Accepting() = %v, want %v", tc.accepted, got, tc.want)
+		}
+	}
 }
 
 // TestThrottleRefusal checks the refusal's values: one error per bucket, errors.Is

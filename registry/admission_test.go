@@ -375,11 +375,10 @@ func TestBrownoutKeepsTheCircuitClosed(t *testing.T) {
 	}
 }
 
-// A destination that goes hard down is throttled at once, in proportion, and its
-// circuit opens once the window no longer shows it accepting anything; a throttle's
-// refusal is a *RejectedError that matches admission.ErrThrottled and ErrRefused, and
-// is counted and reported as a refusal.
-func TestHardDownIsThrottledThenOpens(t *testing.T) {
+// A destination that goes hard down opens its circuit within a few buckets of the
+// throttle's window (Window/8), although the window still holds the healthy second
+// before: the last bucket, full of failures, says it accepts nothing.
+func TestHardDownOpensWithinBuckets(t *testing.T) {
 	down := atomic.Bool{}
 	r, clock, pub := throttled(t, func(int64) bool { return down.Load() })
 	for range 8 { // a healthy second
@@ -391,36 +390,58 @@ func TestHardDownIsThrottledThenOpens(t *testing.T) {
 		clock.Advance(125 * time.Millisecond)
 	}
 	down.Store(true)
-	var refusals int
-	for step := range 16 { // two seconds down, 20 attempts per bucket
+	for step := range 3 {
 		for range 20 {
 			err := pub.Publish(t.Context(), orders, transport.Message{})
-			var re *registry.RejectedError
-			switch {
-			case errors.Is(err, breaker.ErrOpen):
-			case errors.Is(err, admission.ErrThrottled):
-				if !errors.As(err, &re) || !errors.Is(err, admission.ErrRefused) || errors.Is(err, admission.ErrOverLimit) {
-					t.Fatalf("throttle refusal %v, want a *RejectedError matching ErrRefused", err)
-				}
-				refusals++
-			case !errors.Is(err, errBroker):
+			if !errors.Is(err, errBroker) && !errors.Is(err, breaker.ErrOpen) {
 				t.Fatalf("call to a dead destination: %v", err)
 			}
 		}
-		if step == 0 {
-			if s := r.Snapshots()[orders]; s.State != breaker.Closed {
-				t.Fatalf("an eighth of a second into the outage, with the healthy second in the window: %v, want closed", s.State)
-			}
+		if s := r.Snapshots()[orders]; step == 0 && s.State != breaker.Closed {
+			t.Fatalf("in the outage's first bucket, with the healthy second in the window: %v, want closed", s.State)
 		}
 		clock.Advance(125 * time.Millisecond)
 	}
 	if s := r.Snapshots()[orders]; s.State != breaker.Open {
-		t.Fatalf("two seconds hard down: %v, want open", s.State)
+		t.Fatalf("three buckets hard down: %v, want open", s.State)
 	}
-	if refusals == 0 {
-		t.Fatal("the throttle refused nothing while the destination failed every call")
+}
+
+// A destination that accepts 1 call in 10 keeps its circuit closed, and the throttle
+// refuses most calls; a throttle's refusal is a *RejectedError that matches
+// admission.ErrThrottled and ErrRefused, and is counted and reported as a refusal.
+func TestDeepBrownoutIsThrottled(t *testing.T) {
+	r, clock, pub := throttled(t, func(i int64) bool { return i >= 320 && i%10 != 0 })
+	var refusals, lastRefusals int
+	for step := range 24 { // a healthy second, then two seconds accepting 10 %
+		for range 40 {
+			err := pub.Publish(t.Context(), orders, transport.Message{})
+			var re *registry.RejectedError
+			switch {
+			case err == nil || errors.Is(err, errBroker):
+			case errors.Is(err, admission.ErrThrottled):
+				if step >= 16 {
+					lastRefusals++
+				}
+				if !errors.As(err, &re) || !errors.Is(err, admission.ErrRefused) || errors.Is(err, admission.ErrOverLimit) {
+					t.Fatalf("throttle refusal %v, want a *RejectedError matching ErrRefused", err)
+				}
+				refusals++
+			default:
+				t.Fatalf("call to a destination accepting 10 %%: %v", err)
+			}
+		}
+		clock.Advance(125 * time.Millisecond)
 	}
-	if c, s := callsOf(t, r, orders), throttleOf(t, r); s.Refused != uint64(refusals) || c.Rejected < uint64(refusals) {
+	if s := r.Snapshots()[orders]; s.State != breaker.Closed {
+		t.Fatalf("a destination accepting 10 %%: circuit %v, want closed", s.State)
+	}
+	// At 10 % accepted the throttle refuses about 70 % once the healthy second has
+	// left its window.
+	if lastRefusals < 8*40/2 {
+		t.Fatalf("%d of the last second's 320 calls refused, want most", lastRefusals)
+	}
+	if c, s := callsOf(t, r, orders), throttleOf(t, r); s.Refused != uint64(refusals) || c.Rejected != uint64(refusals) {
 		t.Fatalf("%d throttle refusals: reported %+v, counted %+v", refusals, s, c)
 	}
 }

@@ -83,8 +83,9 @@ func (e *entry) settle(ctx context.Context, p Permit, o breaker.Outcome, s Start
 // judged is what the circuit is told of a call that ended with o, an answer (not a
 // missed deadline, which the deadline rule judges): a Failure is Neutral while the
 // destination accepts a useful share of the calls sent to it
-// (admission.Throttle.Accepting: at least 1 in 20 of the trailing second's calls, and
-// at least the throttle's MinSent of them). Such a destination is in a brownout, and
+// (admission.Throttle.Accepting: at least 1 in 20 of the trailing second's calls, at
+// least the throttle's MinSent of them, and not a last eighth of a second of MinSent
+// calls all failed). Such a destination is in a brownout, and
 // the throttle sheds in proportion to its failures; opening the circuit would refuse
 // the share it still accepts, and its failures are fast, so refusing saves the
 // callers nothing. The circuit judges a destination that accepts (almost) nothing, or

@@ -43,7 +43,8 @@ const DefaultMinCallBudget = 100 * time.Millisecond
 //   - breaker.DefaultPolicy's circuit: open after 5 failures in a row, then a probe
 //     every 550ms, so that a return is seen within about a second. While the
 //     destination accepts at least 1 in 20 of a trailing second's calls (20 or more),
-//     its error answers are left to the throttle and do not count against the circuit
+//     and did not fail every call of the last eighth of a second (20 or more), its
+//     error answers are left to the throttle and do not count against the circuit
 //     (see admission.Throttle.Accepting): the circuit is for a destination that accepts
 //     nothing, or that is called too rarely to fill the window.
 //   - admission.DefaultPolicy's adaptive limit: calls in flight follow the
