@@ -70,7 +70,7 @@ test-compose: ## Run the tests against the docker-compose services (compose.env)
 	set -a && . ./compose.env && set +a && $(GO) test $(TESTFLAGS) ./...
 
 .PHONY: soak
-soak: ## Outbox soak (minutes; not in `test`): 3 relay processes, kill -9 every 3 s, 2 immediate PostgreSQL restarts, 30,000 rows.
+soak: ## Outbox soak (minutes; not in `test`): 3 relay processes, kill -9 every 2 s, 2 immediate PostgreSQL restarts, 60,000 rows.
 	BROKERGUARD_SOAK=1 $(GO) test -count=1 -timeout 15m -run '^TestSoak$$' -v ./integration/outbox
 
 .PHONY: bench

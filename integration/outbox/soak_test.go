@@ -21,14 +21,14 @@ import (
 const soakEnv = "BROKERGUARD_SOAK"
 
 const (
-	soakKeys, soakPerKey = 300, 100 // 30,000 rows
-	soakKillEvery        = 3 * time.Second
+	soakKeys, soakPerKey = 600, 100 // 60,000 rows
+	soakKillEvery        = 2 * time.Second
 	soakTime             = 10 * time.Minute
 )
 
 // TestSoak runs three relay processes (Run with a session, batches of 500) over
-// 30,000 keyed rows on a PostgreSQL cluster of the test's own, kills one of them with
-// SIGKILL every three seconds (a new one takes its place), and restarts the server
+// 60,000 keyed rows on a PostgreSQL cluster of the test's own, kills one of them with
+// SIGKILL every two seconds (a new one takes its place), and restarts the server
 // in immediate mode (SIGQUIT to the postmaster: no checkpoint, crash recovery) when a
 // third and when two thirds of the rows are delivered. Every row must be delivered,
 // each key's rows first delivered in enqueue order; it prints the kills, the
