@@ -513,7 +513,7 @@ WITH RECURSIVE ended AS (
 ), scarce AS (
 	-- Keys are scarce when a key comes back among the candidates and other relays
 	-- are live: then the claim leaves them their share of the keys (shareKeys).
-	SELECT (SELECT n FROM relays) > 1 AND count(DISTINCT (destination, msg_key)) < count(msg_key) AS yes FROM narrow
+	SELECT (SELECT n FROM relays) > 1 AND count(DISTINCT (destination, msg_key)) FILTER (WHERE msg_key IS NOT NULL) < count(msg_key) AS yes FROM narrow
 ), wide AS (
 	-- Read only when keys are scarce (a one-time filter): the relays' count times
 	-- the candidates, so that the keys kept fill the batch.

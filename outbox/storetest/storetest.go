@@ -94,6 +94,7 @@ var rules = []struct {
 	{"OnCallListsHoldsAndDeadCounts", onCall},
 	{"AnEndedSessionsRowsAreTakenAtOnce", endedSessionsRowsAreTakenAtOnce},
 	{"FewKeysAreSharedByTheLiveSessions", fewKeysAreShared},
+	{"OneRepeatedKeyBesideUnkeyedRowsIsShared", oneRepeatBesideUnkeyed},
 	{"AClaimStopsAtItsBytes", claimStopsAtItsBytes},
 	{"AnEntryAtTheLimitIsStored", entryAtTheLimitIsStored},
 }
@@ -829,6 +830,26 @@ func fewKeysAreShared(x *suite) {
 		append(ofKeys(2, 3), ids[24])...)
 	x.wantIDs("second claim: k4 and k5", x.claimN("relay-b/1/1", 8, 1), ofKeys(4, 5)...)
 	x.wantIDs("third claim: k0", x.claimN("relay-c/1/1", 8, 1), ofKeys(0)...)
+}
+
+// oneRepeatBesideUnkeyed: among a claim's candidates, one key that comes back is
+// enough for the claim to share the keys, unkeyed rows or not: with two sessions, of
+// an unkeyed row, k0 twice and k1, a claim takes the unkeyed row and k0's.
+func oneRepeatBesideUnkeyed(x *suite) {
+	ss, ok := x.s.Store.(outbox.Sessions)
+	if !ok {
+		x.t.Skip("the store has no sessions: it cannot know how many relays share the keys")
+	}
+	ids := x.enqueue(entry(orders, "", "u"), entry(orders, "k0", "a"), entry(orders, "k0", "b"), entry(orders, "k1", "c"))
+	for _, p := range []string{"relay-a/1/", "relay-b/1/"} {
+		end, err := ss.Session(x.ctx, p)
+		if err != nil {
+			x.t.Fatalf("Session: %v", err)
+		}
+		defer end()
+	}
+	x.wantIDs("claim of two sessions", x.claimN("relay-a/1/1", 4, 1), ids[:3]...)
+	x.wantIDs("the other session's claim", x.claimN("relay-b/1/1", 4, 1), ids[3])
 }
 
 // claimStopsAtItsBytes: a claim with MaxBytes takes rows oldest first while their
