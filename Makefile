@@ -69,6 +69,10 @@ down: ## Stop them and drop their data.
 test-compose: ## Run the tests against the docker-compose services (compose.env).
 	set -a && . ./compose.env && set +a && $(GO) test $(TESTFLAGS) ./...
 
+.PHONY: soak
+soak: ## Outbox soak (minutes; not in `test`): 3 relay processes, kill -9 every 2 s, 2 immediate PostgreSQL restarts, 60,000 rows.
+	BROKERGUARD_SOAK=1 $(GO) test -count=1 -timeout 15m -run '^TestSoak$$' -v ./integration/outbox
+
 .PHONY: bench
 bench: ## The benchmark table: ours against gobreaker, failsafe-go and an atomic floor, with ratios.
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 -count 3 . | tee /dev/stderr | $(GO) run ./cmd/ratios

@@ -132,15 +132,18 @@ func pool(b *testing.B, dsn string) *pgxpool.Pool {
 type system struct {
 	name  string
 	table string
-	fill  func(b *testing.B, db *pgxpool.Pool, from, n int)
+	fill  func(b *testing.B, db *pgxpool.Pool, from, n, keys int) // rows from, from+1, ... over keys keys
 	relay func(b *testing.B, ctx context.Context, dsn string, out *counter) (stop func())
 }
 
 func payload(i int) []byte { return []byte(strconv.Itoa(i)) }
 
+// rowKey is the key of row i of a table whose rows have keys keys, round robin (so
+// that the oldest rows span every key).
+func rowKey(i, keys int) string { return "key-" + strconv.Itoa(i%keys) }
+
 // brokerguardSystem is the README's set-up: postgres.New, Migrate, NewProcessor with
-// the defaults, one registry per relay, each relay its own pool; each row has its
-// own key.
+// the defaults, one registry per relay, each relay its own pool.
 func brokerguardSystem(b *testing.B, db *pgxpool.Pool) system {
 	if err := postgres.Migrate(context.Background(), db); err != nil {
 		b.Fatal(err)
@@ -148,11 +151,11 @@ func brokerguardSystem(b *testing.B, db *pgxpool.Pool) system {
 	enq := postgres.New(db)
 	return system{
 		name: "brokerguard", table: postgres.Table,
-		fill: func(b *testing.B, db *pgxpool.Pool, from, n int) {
+		fill: func(b *testing.B, db *pgxpool.Pool, from, n, keys int) {
 			entries := make([]outbox.Entry, n)
 			for i := range entries {
 				entries[i] = outbox.Entry{Destination: benchDest, Message: transport.Message{
-					Key: []byte("key-" + strconv.Itoa(from+i)), Value: payload(from + i)}}
+					Key: []byte(rowKey(from+i, keys)), Value: payload(from + i)}}
 			}
 			err := pgx.BeginFunc(context.Background(), db, func(tx pgx.Tx) error {
 				_, err := enq.Enqueue(context.Background(), postgres.Pgx(tx), entries...)
@@ -184,7 +187,8 @@ func brokerguardSystem(b *testing.B, db *pgxpool.Pool) system {
 }
 
 // watermillSystem is Watermill's forwarder over watermill-sql's PostgreSQL queue
-// schema, with the defaults; each message carries its key in its metadata.
+// schema, with the defaults; each message carries its key in its metadata (the
+// forwarder keeps one order for all of them).
 func watermillSystem(b *testing.B, db *pgxpool.Pool) system {
 	schema := wmsql.PostgreSQLQueueSchema{}
 	sub, err := wmsql.NewSubscriber(wmsql.BeginnerFromPgx(db), wmsql.SubscriberConfig{
@@ -197,11 +201,11 @@ func watermillSystem(b *testing.B, db *pgxpool.Pool) system {
 	}
 	return system{
 		name: "watermill", table: "watermill_" + forwardTopic,
-		fill: func(b *testing.B, db *pgxpool.Pool, from, n int) {
+		fill: func(b *testing.B, db *pgxpool.Pool, from, n, keys int) {
 			msgs := make([]*message.Message, n)
 			for i := range msgs {
 				msgs[i] = message.NewMessage(watermill.NewUUID(), payload(from+i))
-				msgs[i].Metadata.Set("key", "key-"+strconv.Itoa(from+i))
+				msgs[i].Metadata.Set("key", rowKey(from+i, keys))
 			}
 			err := pgx.BeginFunc(context.Background(), db, func(tx pgx.Tx) error {
 				p, err := wmsql.NewPublisher(wmsql.TxFromPgx(tx), wmsql.PublisherConfig{SchemaAdapter: schema}, nil)
@@ -293,7 +297,7 @@ func (r run) leastShare() float64 {
 // last row (and, logged, from the relays' start). It also measures the CPU time the
 // delivery took over the same rows, in the database (the backends of the relays'
 // pools) and in this process.
-func throughput(b *testing.B, mk func(*testing.B, *pgxpool.Pool) system, relays int, analyse bool) (r run, name string) {
+func throughput(b *testing.B, mk func(*testing.B, *pgxpool.Pool) system, c outboxCase, relays int) (r run, name string) {
 	b.Helper()
 	dsn := harness.PostgresSchema(b)
 	db := pool(b, dsn)
@@ -304,9 +308,9 @@ func throughput(b *testing.B, mk func(*testing.B, *pgxpool.Pool) system, relays 
 		b.Fatal(err)
 	}
 	for from := 0; from < outboxRows; from += outboxTx {
-		sys.fill(b, db, from, outboxTx)
+		sys.fill(b, db, from, outboxTx, c.keys)
 	}
-	if analyse {
+	if c.analysed {
 		if _, err := db.Exec(ctx, "ANALYZE "+sys.table); err != nil {
 			b.Fatal(err)
 		}
@@ -358,78 +362,97 @@ type rowCPU struct{ db, relay time.Duration }
 
 func (c rowCPU) total() time.Duration { return c.db + c.relay }
 
+// outboxCase is one table the throughput cases fill: how many keys its rows have
+// (round robin) and whether it is analysed before the relays start.
+type outboxCase struct {
+	keys     int
+	analysed bool
+}
+
+func (c outboxCase) String() string {
+	state := map[bool]string{false: "fresh", true: "analysed"}[c.analysed]
+	if c.keys == outboxRows {
+		return state
+	}
+	return fmt.Sprintf("%s-%d-keys", state, c.keys)
+}
+
+// outboxCases: every row its own key, on a fresh and an analysed table; and 200 keys
+// (fewer than a batch: 100 rows each), where one claim spans every key and relays
+// share the keys by their sessions (outbox.Sessions).
+var outboxCases = []outboxCase{{outboxRows, false}, {outboxRows, true}, {200, false}}
+
 // BenchmarkOutboxVersusWatermill measures, in one run, the outbox with the README's
 // defaults against Watermill's SQL forwarder (watermill-sql's PostgreSQL queue
-// schema): 20,000 rows, each with its own key, enqueued in transactions of 500 on a
-// table created fresh for each case (never analysed, and analysed as the control),
-// delivered by 1 and 3 relays, the rate taken after the first outboxWarm rows. The
-// cases are interleaved outboxRounds times (the machine is shared): in each round and
-// table state both systems run with 1 and with 3 relays back to back, in an order
-// that alternates between rounds, so that each ratio is taken between cases minutes
-// apart at most and a slow patch of the machine weighs on both sides. It reports the
-// median over the rounds of rows/s, of each round's ratios (brokerguard / Watermill,
-// and brokerguard's 3 relays / 1 relay) and of the CPU time per row (the relays'
-// database backends and the relays' process: a figure other work on the machine
-// disturbs less than the rate), and the fewest rows one of 3 relays published against
-// an even share (the least of the rounds); every round is logged. Then the commit ->
-// publish latency at 50 single-row commits a second, both at their defaults. Run with
-// -benchtime=1x. Targets: every throughput ratio >= 1.5, 3 relays >= 1 relay, latency
-// p50 <= 20 ms.
+// schema): 20,000 rows enqueued in transactions of 500 on a table created fresh for
+// each case (outboxCases: each row its own key, never analysed and analysed as the
+// control; and 200 keys), delivered by 1 and 3 relays, the rate taken after the first
+// outboxWarm rows. The cases are interleaved outboxRounds times (the machine is
+// shared): in each round and case both systems run with 1 and with 3 relays back to
+// back, in an order that alternates between rounds, so that each ratio is taken
+// between runs minutes apart at most and a slow patch of the machine weighs on both
+// sides. It reports the median over the rounds of rows/s, of each round's ratios
+// (brokerguard / Watermill, and brokerguard's 3 relays / 1 relay) and of the CPU time
+// per row (the relays' database backends and the relays' process: a figure other work
+// on the machine disturbs less than the rate), and the fewest rows one of 3 relays
+// published against an even share (the least of the rounds); every round is logged.
+// Then the commit -> publish latency at 50 single-row commits a second, both at their
+// defaults. Run with -benchtime=1x. Targets: every throughput ratio >= 1.5; 3 relays
+// >= 1.5x 1 relay with every row its own key and >= 1.2x on 200 keys; latency p50 <=
+// 20 ms.
 func BenchmarkOutboxVersusWatermill(b *testing.B) {
 	type key struct {
-		sys      string
-		relays   int
-		analysed bool
+		sys    string
+		relays int
+		c      outboxCase
 	}
 	runs := map[key][]run{}
 	for b.Loop() {
 		for round := range outboxRounds {
-			for _, analysed := range []bool{false, true} {
+			for _, c := range outboxCases {
 				order := []int{1, 3}
 				if round%2 == 1 {
 					order = []int{3, 1}
 				}
 				for _, relays := range order {
 					for _, mk := range systems {
-						r, name := throughput(b, mk, relays, analysed)
-						k := key{name, relays, analysed}
-						runs[k] = append(runs[k], r)
-						b.Logf("round %d, %s, %d relays, analysed %v: %.0f rows/s (%.0f from the start), rows per relay %v, CPU per row: database %v, relays %v",
-							round+1, name, relays, analysed, r.perSecond, r.fromStart, r.perRelay, r.cpu.db, r.cpu.relay)
+						r, name := throughput(b, mk, c, relays)
+						runs[key{name, relays, c}] = append(runs[key{name, relays, c}], r)
+						b.Logf("round %d, %s, %s, %d relays: %.0f rows/s (%.0f from the start), rows per relay %v, CPU per row: database %v, relays %v",
+							round+1, c, name, relays, r.perSecond, r.fromStart, r.perRelay, r.cpu.db, r.cpu.relay)
 					}
 				}
 			}
 		}
 	}
 	rate := func(k key, i int) float64 { return runs[k][i].perSecond }
-	for _, analysed := range []bool{false, true} {
-		state := map[bool]string{false: "fresh", true: "analysed"}[analysed]
+	for _, c := range outboxCases {
 		for _, relays := range []int{1, 3} {
-			bg, w := key{"brokerguard", relays, analysed}, key{"watermill", relays, analysed}
+			bg, w := key{"brokerguard", relays, c}, key{"watermill", relays, c}
 			var bgRates, wmRates, ratios, bgCPU, wmCPU []float64
 			for i := range runs[bg] {
 				bgRates, wmRates = append(bgRates, rate(bg, i)), append(wmRates, rate(w, i))
 				ratios = append(ratios, rate(bg, i)/rate(w, i))
 				bgCPU, wmCPU = append(bgCPU, us(runs[bg][i].cpu.total())), append(wmCPU, us(runs[w][i].cpu.total()))
 			}
-			b.Logf("%s, %d relays: brokerguard / Watermill by round %s", state, relays, fixed(ratios))
-			b.ReportMetric(median(bgRates), fmt.Sprintf("bg-%s-%d-relay-rows/s", state, relays))
-			b.ReportMetric(median(wmRates), fmt.Sprintf("wm-%s-%d-relay-rows/s", state, relays))
-			b.ReportMetric(median(ratios), fmt.Sprintf("bg/wm-%s-%d-relay", state, relays))
-			b.ReportMetric(median(bgCPU), fmt.Sprintf("bg-%s-%d-relay-cpu-µs/row", state, relays))
-			b.ReportMetric(median(wmCPU), fmt.Sprintf("wm-%s-%d-relay-cpu-µs/row", state, relays))
+			b.Logf("%s, %d relays: brokerguard / Watermill by round %s", c, relays, fixed(ratios))
+			b.ReportMetric(median(bgRates), fmt.Sprintf("bg-%s-%d-relay-rows/s", c, relays))
+			b.ReportMetric(median(wmRates), fmt.Sprintf("wm-%s-%d-relay-rows/s", c, relays))
+			b.ReportMetric(median(ratios), fmt.Sprintf("bg/wm-%s-%d-relay", c, relays))
+			b.ReportMetric(median(bgCPU), fmt.Sprintf("bg-%s-%d-relay-cpu-µs/row", c, relays))
+			b.ReportMetric(median(wmCPU), fmt.Sprintf("wm-%s-%d-relay-cpu-µs/row", c, relays))
 		}
-		one, three := key{"brokerguard", 1, analysed}, key{"brokerguard", 3, analysed}
+		one, three := key{"brokerguard", 1, c}, key{"brokerguard", 3, c}
 		var scaling []float64
 		least := 1.0
 		for i := range runs[three] {
 			scaling = append(scaling, rate(three, i)/rate(one, i))
 			least = min(least, runs[three][i].leastShare())
 		}
-		b.Logf("%s: brokerguard 3 relays / 1 relay by round %s", state, fixed(scaling))
-		b.ReportMetric(median(scaling), "bg-3/1-relay-"+state)
-		b.ReportMetric(slices.Min(scaling), "bg-3/1-relay-least-"+state)
-		b.ReportMetric(least, "bg-3-relay-least-share-"+state)
+		b.Logf("%s: brokerguard 3 relays / 1 relay by round %s", c, fixed(scaling))
+		b.ReportMetric(median(scaling), fmt.Sprintf("bg-3/1-relay-%s", c))
+		b.ReportMetric(slices.Min(scaling), fmt.Sprintf("bg-3/1-relay-least-%s", c))
+		b.ReportMetric(least, fmt.Sprintf("bg-3-relay-least-share-%s", c))
 	}
 	for _, mk := range systems {
 		p50, p99, name := latency(b, mk)
@@ -478,7 +501,7 @@ func latency(b *testing.B, mk func(*testing.B, *pgxpool.Pool) system) (p50, p99 
 	tick := time.NewTicker(time.Second / latencyPerSec)
 	for i := range latencyN {
 		<-tick.C
-		sys.fill(b, db, i, 1)
+		sys.fill(b, db, i, 1, outboxRows)
 		committed[i] = time.Now()
 	}
 	tick.Stop()

@@ -117,6 +117,51 @@ func (s *MemoryStore) Listen(ctx context.Context, wake func()) error {
 	}
 }
 
+// shareKeys returns the claimable rows rows (in id order) that a claim of limit rows
+// may take when relays relays hold a session. When a key comes back among the first
+// limit rows, keys are fewer than a batch and one claim would take every key: it
+// takes instead the rows of its share of the keys, the first ceil(keys / relays) by
+// their first row among the first limit*relays rows, and every unkeyed row, so that
+// the other relays' claims find the rest of the keys free.
+func shareKeys(rows []*Record, limit, relays int) []*Record {
+	if relays <= 1 || limit <= 0 {
+		return rows
+	}
+	type destKey struct {
+		d   transport.Destination
+		key string
+	}
+	keyOf := func(r *Record) destKey { return destKey{r.Destination, string(r.Message.Key)} }
+	seen := map[destKey]bool{}
+	repeats := false
+	for _, r := range rows[:min(len(rows), limit)] {
+		if r.Message.Key != nil {
+			repeats = repeats || seen[keyOf(r)]
+			seen[keyOf(r)] = true
+		}
+	}
+	if !repeats {
+		return rows
+	}
+	wide := rows[:min(len(rows), limit*relays)]
+	var order []destKey // keys by their first row
+	rank := map[destKey]int{}
+	for _, r := range wide {
+		if k := keyOf(r); r.Message.Key != nil && rank[k] == 0 {
+			order = append(order, k)
+			rank[k] = len(order)
+		}
+	}
+	share := (len(order) + relays - 1) / relays
+	var out []*Record
+	for _, r := range wide {
+		if r.Message.Key == nil || rank[keyOf(r)] <= share {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // Session implements Sessions: when the session ends (end called or ctx ended), the
 // rows the claims of prefix still lease are given back at once, as the PostgreSQL
 // store gives them back at the next claim once their relay's connection is gone.
@@ -255,6 +300,7 @@ func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, erro
 	for _, row := range probeRows {
 		probed[row.Destination] = true
 	}
+	rows = shareKeys(rows, r.Limit-len(probeRows), max(len(s.sessions), 1))
 	rows = rows[:max(min(len(rows), r.Limit-len(probeRows)), 0)]
 	if r.MaxBytes > 0 { // a prefix of them, by id, within the bytes (at least one row)
 		total := 0

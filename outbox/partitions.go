@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
-	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -84,13 +83,13 @@ func (p *Processor) partitionOutage(d transport.Destination, recs []Record, err 
 func isPartitionRefusal(err error) bool {
 	if be, ok := errors.AsType[*transport.BatchError](err); ok {
 		for _, f := range be.Failed {
-			if !registry.IsPartitionRejection(f.Err) {
+			if !errors.Is(f.Err, transport.ErrPartitionRejected) {
 				return false
 			}
 		}
 		return len(be.Failed) > 0
 	}
-	return registry.IsPartitionRejection(err)
+	return errors.Is(err, transport.ErrPartitionRejected)
 }
 
 // downErrs is the errors of be for the rows down of recs, as one BatchError.

@@ -72,16 +72,7 @@ func (p *Processor) sendEach(ctx context.Context, cl claim, d transport.Destinat
 // rows given back uncharged. A whole publish that failed for a message's reason is
 // reported, not written back.
 func (p *Processor) send(ctx context.Context, token string, d transport.Destination, recs []Record) (sent, error) {
-	msgs := make([]transport.Message, len(recs))
-	for i, r := range recs {
-		msgs[i] = r.Message
-		if p.idHeader != "" {
-			h := make([]transport.Header, len(r.Message.Headers), len(r.Message.Headers)+1)
-			copy(h, r.Message.Headers)
-			msgs[i].Headers = append(h, transport.Header{Key: p.idHeader, Value: strconv.AppendInt(nil, r.ID, 10)})
-		}
-	}
-	pubErr := p.publishBulk(transport.WithMessageIDs(ctx, p.messageIDs(recs)), d, msgs)
+	pubErr := p.publishBulk(transport.WithMessageIDs(ctx, p.messageIDs(recs)), d, p.messages(recs))
 	var be *transport.BatchError
 	partial := errors.As(pubErr, &be) && validIndexes(be, len(recs))
 	cancelled := pubErr != nil && ctx.Err() != nil
@@ -94,7 +85,36 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.lease)
 	defer cancel()
 	now := p.now()
+	if !partial {
+		return p.sendWhole(wctx, token, d, recs, now, pubErr)
+	}
+	out, err := p.sendPartial(wctx, token, d, recs, now, be, cancelled)
+	if cancelled && err == nil {
+		// The rest may have failed only because ctx ended: they were left leased, as
+		// above, rather than charged an attempt.
+		err = ctx.Err()
+	}
+	return out, err
+}
 
+// messages returns the messages of recs, each with its row id in the ID header when
+// the Processor has one.
+func (p *Processor) messages(recs []Record) []transport.Message {
+	msgs := make([]transport.Message, len(recs))
+	for i, r := range recs {
+		msgs[i] = r.Message
+		if p.idHeader != "" {
+			h := make([]transport.Header, len(r.Message.Headers), len(r.Message.Headers)+1)
+			copy(h, r.Message.Headers)
+			msgs[i].Headers = append(h, transport.Header{Key: p.idHeader, Value: strconv.AppendInt(nil, r.ID, 10)})
+		}
+	}
+	return msgs
+}
+
+// sendWhole writes back a publish of recs that succeeded or failed as a whole
+// (pubErr), with wctx, at now.
+func (p *Processor) sendWhole(wctx context.Context, token string, d transport.Destination, recs []Record, now time.Time, pubErr error) (sent, error) {
 	var out sent
 	switch {
 	case pubErr == nil:
@@ -102,79 +122,94 @@ func (p *Processor) send(ctx context.Context, token string, d transport.Destinat
 		n, err := p.store.MarkPublished(wctx, token, now, ids(recs))
 		out.counts.Published, out.published = n, true
 		return out, err
-	case !partial && limitRefused(pubErr):
+	case limitRefused(pubErr):
 		l := p.limiterOf(d)
 		return sent{pause: p.pauseOf(l), leased: true, wake: bulkWake(l)}, nil // released after the claim
-	case !partial && p.judge(pubErr) == outage && p.partitionOutage(d, recs, pubErr):
+	case p.judge(pubErr) == outage && p.partitionOutage(d, recs, pubErr):
 		return out, nil // held alone, left leased (partitions.go)
-	case !partial && p.judge(pubErr) == outage && p.retryOutage(d, now, pubErr):
+	case p.judge(pubErr) == outage && p.retryOutage(d, now, pubErr):
 		c, err := p.deferRows(wctx, token, recs, now)
 		return sent{counts: c, pause: p.pauseOf(p.limiterOf(d))}, err
-	case !partial && p.judge(pubErr) == outage:
+	case p.judge(pubErr) == outage:
 		out.held = p.holdUntil(d, now, pubErr)
 		c, err := p.hold(wctx, token, d, recs, now, out.held)
 		out.counts = c
 		return out, err
-	case !partial && p.judge(pubErr) == unusable:
+	case p.judge(pubErr) == unusable:
 		var err error
 		out.held, out.counts, err = p.holdUnusable(wctx, token, d, recs, now, pubErr)
 		return out, err
-	case !partial:
-		return sent{messageFailure: true, err: pubErr}, nil
 	}
+	return sent{messageFailure: true, err: pubErr}, nil
+}
+
+// batchOutcome is a partly failed publish's rows by what their failures said.
+type batchOutcome struct {
+	ok, own, down, refused []Record
+	errs                   []error // of own, in order
+	refusal                error   // one of refused's
+}
+
+// sortBatch sorts recs by the failures be lists.
+func (p *Processor) sortBatch(recs []Record, be *transport.BatchError) batchOutcome {
 	failed := map[int]error{}
 	for _, f := range be.Failed {
 		failed[f.Index] = f.Err
 	}
-	var ok, own, down, refused []Record
-	var errs []error
-	var refusal error
+	var b batchOutcome
 	for i, r := range recs {
 		e, isFailed := failed[i]
 		switch {
 		case !isFailed:
-			ok = append(ok, r)
+			b.ok = append(b.ok, r)
 		case p.judge(e) == outage || isPartitionRefusal(e):
-			down = append(down, r)
+			b.down = append(b.down, r)
 		case p.judge(e) == unusable:
-			refused, refusal = append(refused, r), e
+			b.refused, b.refusal = append(b.refused, r), e
 		default:
-			own, errs = append(own, r), append(errs, e)
+			b.own, b.errs = append(b.own, r), append(b.errs, e)
 		}
 	}
-	if len(down) > 0 { // the outage holds the destination, whatever else it said
-		down = append(down, refused...)
-	} else if len(refused) > 0 {
-		until, c, err := p.holdUnusable(wctx, token, d, refused, now, refusal)
+	return b
+}
+
+// sendPartial writes back a publish of recs of which be lists the failed entries,
+// with wctx, at now. When cancelled (the caller's context ended during the publish),
+// the failed rows are left leased rather than charged.
+func (p *Processor) sendPartial(wctx context.Context, token string, d transport.Destination, recs []Record, now time.Time, be *transport.BatchError, cancelled bool) (sent, error) {
+	var out sent
+	b := p.sortBatch(recs, be)
+	if len(b.down) > 0 { // the outage holds the destination, whatever else it said
+		b.down = append(b.down, b.refused...)
+	} else if len(b.refused) > 0 {
+		until, c, err := p.holdUnusable(wctx, token, d, b.refused, now, b.refusal)
 		out.held = until
 		out.counts.add(c)
 		if err != nil {
 			return out, err
 		}
 	}
-	if len(ok) > 0 {
+	if len(b.ok) > 0 {
 		p.unusable.clear(d)
-		n, err := p.store.MarkPublished(wctx, token, now, ids(ok))
+		n, err := p.store.MarkPublished(wctx, token, now, ids(b.ok))
 		out.counts.Published, out.published = n, true
-		if err != nil {
+		if err != nil || cancelled {
 			return out, err
 		}
 	}
 	if cancelled {
-		// The rest may have failed only because ctx ended: leave them leased, as
-		// above, rather than consume an attempt.
-		return out, ctx.Err()
+		return out, nil
 	}
-	c, err := p.failEach(wctx, token, own, now, errs)
+	c, err := p.failEach(wctx, token, b.own, now, b.errs)
 	out.counts.add(c)
-	if err != nil || len(down) == 0 {
+	if err != nil || len(b.down) == 0 {
 		return out, err
 	}
-	if p.partitionOutage(d, down, downErrs(be, recs, down)) {
+	if p.partitionOutage(d, b.down, downErrs(be, recs, b.down)) {
 		return out, nil // held alone, left leased (partitions.go)
 	}
 	out.held = p.holdUntil(d, now, nil)
-	c, err = p.hold(wctx, token, d, down, now, out.held)
+	c, err = p.hold(wctx, token, d, b.down, now, out.held)
 	out.counts.add(c)
 	return out, err
 }

@@ -261,6 +261,13 @@ type Store interface {
 	// set), extending that hold by the lease; a hold whose destination has no pending
 	// row left is dropped. Rows come back by ascending id (enqueue order). No two
 	// claims return the same row while its lease lasts.
+	//
+	// A store with Sessions shares keys that are fewer than a batch among the live
+	// sessions: when a key comes back among the first r.Limit candidates and n > 1
+	// sessions are open, the claim takes the rows of the first ceil(keys / n) keys
+	// (by their first row) among the first n*r.Limit candidates, and unkeyed rows,
+	// instead of the oldest rows of every key; the other relays' claims find the
+	// rest of the keys free (storetest FewKeysAreSharedByTheLiveSessions).
 	Claim(ctx context.Context, r ClaimRequest) ([]Record, error)
 	// MarkPublished marks the rows published and releases them.
 	MarkPublished(ctx context.Context, token string, now time.Time, ids []int64) (int, error)

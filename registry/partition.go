@@ -58,8 +58,9 @@ func WithPartitionPolicy(p PartitionPolicy) Option {
 
 // PartitionRejectedError is the refusal of a call, or of the messages of a call,
 // bound for an isolated partition; the inner publisher did not send them.
-// errors.Is(err, breaker.ErrOpen) and errors.As(err, **breaker.OpenError) see
-// through it; the OpenError's Identity names the partition ("kafka:orders/3").
+// errors.Is(err, transport.ErrPartitionRejected), errors.Is(err, breaker.ErrOpen) and
+// errors.As(err, **breaker.OpenError) see through it; the OpenError's Identity names
+// the partition ("kafka:orders/3").
 type PartitionRejectedError struct {
 	Destination transport.Destination
 	Partition   int
@@ -73,6 +74,11 @@ func (e *PartitionRejectedError) Error() string {
 
 // Unwrap returns the partition's *breaker.OpenError.
 func (e *PartitionRejectedError) Unwrap() error { return e.Err }
+
+// Is reports whether target is transport.ErrPartitionRejected.
+func (e *PartitionRejectedError) Is(target error) bool {
+	return target == transport.ErrPartitionRejected
+}
 
 // IsolatedPartition is one isolated partition of a destination, as Snapshot-like
 // views (Report, the admin API) show it.

@@ -1,6 +1,15 @@
 package transport
 
-import "time"
+import (
+	"errors"
+	"time"
+)
+
+// ErrPartitionRejected is matched (errors.Is) by the refusal of a call to an isolated
+// partition (registry's *PartitionRejectedError), so that code below the registry,
+// such as the outbox, can tell a partition's refusal from its destination's without
+// importing the registry.
+var ErrPartitionRejected = errors.New("transport: partition rejected")
 
 // PartitionRouter is implemented by publishers whose destinations are split into
 // partitions that keep evidence of their own under the destination's circuit (the

@@ -84,25 +84,7 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("brokerguard outbox "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o outboxFlags
-	fs.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL URL of the outbox's database (env DATABASE_URL)")
-	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "", "MySQL/MariaDB DSN of the outbox's database (env MYSQL_DSN)")
-	fs.StringVar(&o.schema, "schema", "", "schema of the outbox table (default: the search_path's)")
-	fs.StringVar(&o.table, "table", "", "name of the outbox table (default "+postgres.Table+")")
-	fs.StringVar(&o.url, "url", "", "the admin handler's base URL, e.g. http://svc:8080/admin (env BROKERGUARD_ADMIN_URL)")
-	fs.StringVar(&o.token, "token", "", "bearer token for requeue through --url (env BROKERGUARD_ADMIN_TOKEN)")
-	asJSON := fs.Bool("json", false, "print JSON (the admin handler's shape) instead of a table")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long the command may take")
-	if cmd == "stats" {
-		fs.BoolVar(&o.exact, "exact", false, "count every pending row (PostgreSQL), not an estimate past 10,000 a destination")
-	}
-	if cmd != "stats" {
-		fs.StringVar(&o.destination, "destination", "", "only dead rows of this destination, e.g. kafka:orders")
-		fs.StringVar(&o.reason, "reason", "", "only dead rows with this reason, e.g. attempts_exhausted")
-	}
-	if cmd == "dead" {
-		fs.Int64Var(&o.after, "after", 0, "rows after this id (the previous page's last)")
-		fs.IntVar(&o.limit, "limit", outbox.DefaultPageLimit, "rows per page, 1 to "+strconv.Itoa(admin.MaxDeadPage))
-	}
+	asJSON, timeout := o.define(fs, cmd)
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -162,6 +144,31 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return printOutbox(stdout, *asJSON, admin.Requeued{Requeued: n}, func(w io.Writer) {
 		fmt.Fprintf(w, "requeued %d dead rows\n", n)
 	})
+}
+
+// define defines the flags of "brokerguard outbox cmd" on fs, into o, and returns
+// the two that are not the source's.
+func (o *outboxFlags) define(fs *flag.FlagSet, cmd string) (asJSON *bool, timeout *time.Duration) {
+	fs.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL URL of the outbox's database (env DATABASE_URL)")
+	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "", "MySQL/MariaDB DSN of the outbox's database (env MYSQL_DSN)")
+	fs.StringVar(&o.schema, "schema", "", "schema of the outbox table (default: the search_path's)")
+	fs.StringVar(&o.table, "table", "", "name of the outbox table (default "+postgres.Table+")")
+	fs.StringVar(&o.url, "url", "", "the admin handler's base URL, e.g. http://svc:8080/admin (env BROKERGUARD_ADMIN_URL)")
+	fs.StringVar(&o.token, "token", "", "bearer token for requeue through --url (env BROKERGUARD_ADMIN_TOKEN)")
+	asJSON = fs.Bool("json", false, "print JSON (the admin handler's shape) instead of a table")
+	timeout = fs.Duration("timeout", 30*time.Second, "how long the command may take")
+	if cmd == "stats" {
+		fs.BoolVar(&o.exact, "exact", false, "count every pending row (PostgreSQL), not an estimate past 10,000 a destination")
+	}
+	if cmd != "stats" {
+		fs.StringVar(&o.destination, "destination", "", "only dead rows of this destination, e.g. kafka:orders")
+		fs.StringVar(&o.reason, "reason", "", "only dead rows with this reason, e.g. attempts_exhausted")
+	}
+	if cmd == "dead" {
+		fs.Int64Var(&o.after, "after", 0, "rows after this id (the previous page's last)")
+		fs.IntVar(&o.limit, "limit", outbox.DefaultPageLimit, "rows per page, 1 to "+strconv.Itoa(admin.MaxDeadPage))
+	}
+	return asJSON, timeout
 }
 
 // open returns the one source the flags, or else the environment, name.

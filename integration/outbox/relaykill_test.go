@@ -130,7 +130,12 @@ func startRelay(t *testing.T, dsn string, hang bool) *exec.Cmd {
 // of the lowest ids spans every key).
 func relayCluster(t *testing.T, keys, perKey int) (dsn string, db *pgxpool.Pool, ids []int64) {
 	t.Helper()
-	cluster := harness.NewPostgresCluster(t)
+	return relayTables(t, harness.NewPostgresCluster(t), keys, perKey)
+}
+
+// relayTables is relayCluster on cluster.
+func relayTables(t *testing.T, cluster *harness.PostgresCluster, keys, perKey int) (dsn string, db *pgxpool.Pool, ids []int64) {
+	t.Helper()
 	dsn = cluster.DSN()
 	db = newPool(t, dsn, nil)
 	ctx := context.Background()

@@ -27,8 +27,6 @@ var overBound = map[string]figures{
 	// The mutation tool's site finder and runner.
 	"internal/tools/mutate Sites":  {lines: 101, complexity: 40},
 	"internal/tools/mutate mutate": {lines: 167, complexity: 44},
-	// A destination's batch: send, classify, write back.
-	"outbox Processor.send": {lines: 107, complexity: 36},
 	// The partitioned call path, beside the unpartitioned one.
 	"registry Registry.CallPartitioned": {lines: 148, complexity: 47},
 	// Every SQS queue attribute checked in one function.

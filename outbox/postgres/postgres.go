@@ -500,14 +500,44 @@ WITH RECURSIVE ended AS (
 ), probing AS (
 	UPDATE ` + HoldTable + ` h SET held_until = $3, probe_token = $2
 	WHERE h.destination IN (SELECT destination FROM pick)
-), ` + pendingDests + `, candidates AS (
-	SELECT c.ctid, c.id, c.size FROM dests
+), ` + pendingDests + `, relays AS (
+	SELECT greatest(count(*), 1) AS n FROM ` + relayTable + `
+), narrow AS (
+	SELECT c.ctid, c.id, c.size, c.destination, c.msg_key FROM dests
 	CROSS JOIN LATERAL (
-		SELECT o.id, o.ctid, SIZE_ AS size FROM ` + Table + ` o WHERE ` + sameDestination("dests.d") + ` AND ` + claimable + `
+		SELECT o.id, o.ctid, SIZE_ AS size, o.destination, o.msg_key FROM ` + Table + ` o WHERE ` + sameDestination("dests.d") + ` AND ` + claimable + `
 		ORDER BY o.destination, o.id LIMIT LIMIT_
 	) c
 	WHERE dests.d IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ` + HoldTable + ` h WHERE h.destination = dests.d)
 	ORDER BY c.id LIMIT LIMIT_ - (SELECT count(*) FROM pick)
+), scarce AS (
+	-- Keys are scarce when a key comes back among the candidates and other relays
+	-- are live: then the claim leaves them their share of the keys (shareKeys).
+	SELECT (SELECT n FROM relays) > 1 AND count(DISTINCT (destination, msg_key)) FILTER (WHERE msg_key IS NOT NULL) < count(msg_key) AS yes FROM narrow
+), wide AS (
+	-- Read only when keys are scarce (a one-time filter): the relays' count times
+	-- the candidates, so that the keys kept fill the batch.
+	SELECT c.ctid, c.id, c.size, c.destination, c.msg_key FROM dests
+	CROSS JOIN LATERAL (
+		SELECT o.id, o.ctid, SIZE_ AS size, o.destination, o.msg_key FROM ` + Table + ` o WHERE ` + sameDestination("dests.d") + ` AND ` + claimable + `
+		ORDER BY o.destination, o.id LIMIT LIMIT_ * (SELECT n FROM relays)
+	) c
+	WHERE (SELECT yes FROM scarce) AND dests.d IS NOT NULL
+		AND NOT EXISTS (SELECT 1 FROM ` + HoldTable + ` h WHERE h.destination = dests.d)
+	ORDER BY c.id LIMIT LIMIT_ * (SELECT n FROM relays)
+), ranked AS (
+	-- Keys by their first row; unkeyed rows are ranked apart and always kept.
+	SELECT f.*, max(f.kr) FILTER (WHERE f.msg_key IS NOT NULL) OVER () AS keys FROM (
+		SELECT w.*, dense_rank() OVER (PARTITION BY w.msg_key IS NULL ORDER BY w.first, w.destination, w.msg_key) AS kr FROM (
+			SELECT wide.*, min(wide.id) OVER (PARTITION BY wide.destination, wide.msg_key) AS first FROM wide
+		) w
+	) f
+), candidates AS (
+	SELECT ctid, id, size FROM narrow WHERE NOT (SELECT yes FROM scarce)
+	UNION ALL
+	(SELECT ctid, id, size FROM ranked
+	WHERE msg_key IS NULL OR kr <= ceil(keys::numeric / (SELECT n FROM relays))
+	ORDER BY id LIMIT LIMIT_ - (SELECT count(*) FROM pick))
 ), due AS (
 	DUE_
 ), locked AS (

@@ -133,7 +133,15 @@ func (s *Store) keepSession(ctx context.Context, conn *pgx.Conn, prefix string, 
 		case <-ctx.Done():
 			ectx, cancel := s.bounded(context.WithoutCancel(ctx))
 			defer cancel()
-			_, err := conn.Exec(ectx, s.sql(endSessionSQL), prefix, key)
+			// The record and the rows first, committed, then the lock: while the lock
+			// is held no claim takes the relay for gone, so no claim waits on the rows
+			// and the record this statement locks while they wait on its own (a
+			// statement whose unlock ran before its writes committed let a claim
+			// delete the record first: a deadlock, seen when relays stopped).
+			if _, err := conn.Exec(ectx, s.sql(endSessionSQL), prefix, key); err != nil {
+				return err
+			}
+			_, err := conn.Exec(ectx, `SELECT pg_advisory_unlock(`+strconv.Itoa(relayLockClass)+`, $1)`, key)
 			return err
 		case <-t.C:
 			cctx, cancel := s.bounded(ctx)
@@ -146,15 +154,13 @@ func (s *Store) keepSession(ctx context.Context, conn *pgx.Conn, prefix string, 
 	}
 }
 
-// endSessionSQL ends the session of prefix $1 with lock $2: its record, the rows its
-// claims lease, and its lock.
+// endSessionSQL ends the session of prefix $1 with lock $2: its record and the rows
+// its claims lease; its lock is dropped after it commits.
 var endSessionSQL = `WITH relay AS (
 	DELETE FROM ` + relayTable + ` WHERE prefix = $1 AND lock_key = $2
-), freed AS (
-	UPDATE ` + Table + ` o SET lease_owner = NULL, lease_until = NULL
-	WHERE ` + tokensOf("$1::text") + ` AND o.status = 'pending'
 )
-SELECT pg_advisory_unlock(` + strconv.Itoa(relayLockClass) + `, $2)`
+UPDATE ` + Table + ` o SET lease_owner = NULL, lease_until = NULL
+WHERE ` + tokensOf("$1::text") + ` AND o.status = 'pending'`
 
 // tokensOf is true for a row o leased by a claim whose token starts with prefix
 // (which ends in '/'): a range of the leased index, in byte order.

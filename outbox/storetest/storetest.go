@@ -93,6 +93,8 @@ var rules = []struct {
 	{"DeadRowsArePagedFilteredAndRequeued", deadRowsAndRequeue},
 	{"OnCallListsHoldsAndDeadCounts", onCall},
 	{"AnEndedSessionsRowsAreTakenAtOnce", endedSessionsRowsAreTakenAtOnce},
+	{"FewKeysAreSharedByTheLiveSessions", fewKeysAreShared},
+	{"OneRepeatedKeyBesideUnkeyedRowsIsShared", oneRepeatBesideUnkeyed},
 	{"AClaimStopsAtItsBytes", claimStopsAtItsBytes},
 	{"AnEntryAtTheLimitIsStored", entryAtTheLimitIsStored},
 }
@@ -775,6 +777,79 @@ func endedSessionsRowsAreTakenAtOnce(x *suite) {
 	if n := x.published("relay-c/1/2", a); n != 2 {
 		x.t.Fatalf("MarkPublished by the claim that took the rows over changed %d rows, want 2", n)
 	}
+}
+
+// fewKeysAreShared: with fewer keys than a batch and three sessions live, a claim
+// takes the rows of its share of the keys (a third, rounded up, by their first row,
+// among three batches' worth of candidates), deep into each, so that the other
+// relays' claims find keys of their own; unkeyed rows go with any claim. With one
+// session, a claim takes the oldest rows whatever their keys.
+func fewKeysAreShared(x *suite) {
+	ss, ok := x.s.Store.(outbox.Sessions)
+	if !ok {
+		x.t.Skip("the store has no sessions: it cannot know how many relays share the keys")
+	}
+	var entries []outbox.Entry
+	for i := range 4 { // six keys, four rows each, enqueued round robin
+		for k := range 6 {
+			entries = append(entries, entry(orders, fmt.Sprint("k", k), fmt.Sprint(k, " ", i)))
+		}
+	}
+	entries = append(entries, entry(orders, "", "unkeyed"))
+	ids := x.enqueue(entries...)
+	// ofKeys returns the ids of the rows of keys left after the first eight.
+	ofKeys := func(keys ...int) []int64 {
+		var out []int64
+		for i := 8; i < 24; i++ {
+			if slices.Contains(keys, i%6) {
+				out = append(out, ids[i])
+			}
+		}
+		return out
+	}
+	endA, err := ss.Session(x.ctx, "relay-a/1/")
+	if err != nil {
+		x.t.Fatalf("Session: %v", err)
+	}
+	defer endA()
+	x.wantIDs("claim with one session", x.claimN("relay-a/1/1", 8, 1), ids[:8]...)
+	if n := x.published("relay-a/1/1", ids[:8]); n != 8 {
+		x.t.Fatalf("MarkPublished changed %d rows, want 8", n)
+	}
+	for _, p := range []string{"relay-b/1/", "relay-c/1/"} {
+		end, err := ss.Session(x.ctx, p)
+		if err != nil {
+			x.t.Fatalf("Session: %v", err)
+		}
+		defer end()
+	}
+	// Left: k2 to k5 (first rows in that order) with two rows each after the first,
+	// k0 and k1 with two: six keys, a share of two for the first claim, of the four
+	// keys left two for the second, of the two left one for the third.
+	x.wantIDs("first claim of three sessions: k2 and k3, and the unkeyed row", x.claimN("relay-a/1/2", 8, 1),
+		append(ofKeys(2, 3), ids[24])...)
+	x.wantIDs("second claim: k4 and k5", x.claimN("relay-b/1/1", 8, 1), ofKeys(4, 5)...)
+	x.wantIDs("third claim: k0", x.claimN("relay-c/1/1", 8, 1), ofKeys(0)...)
+}
+
+// oneRepeatBesideUnkeyed: among a claim's candidates, one key that comes back is
+// enough for the claim to share the keys, unkeyed rows or not: with two sessions, of
+// an unkeyed row, k0 twice and k1, a claim takes the unkeyed row and k0's.
+func oneRepeatBesideUnkeyed(x *suite) {
+	ss, ok := x.s.Store.(outbox.Sessions)
+	if !ok {
+		x.t.Skip("the store has no sessions: it cannot know how many relays share the keys")
+	}
+	ids := x.enqueue(entry(orders, "", "u"), entry(orders, "k0", "a"), entry(orders, "k0", "b"), entry(orders, "k1", "c"))
+	for _, p := range []string{"relay-a/1/", "relay-b/1/"} {
+		end, err := ss.Session(x.ctx, p)
+		if err != nil {
+			x.t.Fatalf("Session: %v", err)
+		}
+		defer end()
+	}
+	x.wantIDs("claim of two sessions", x.claimN("relay-a/1/1", 4, 1), ids[:3]...)
+	x.wantIDs("the other session's claim", x.claimN("relay-b/1/1", 4, 1), ids[3])
 }
 
 // claimStopsAtItsBytes: a claim with MaxBytes takes rows oldest first while their
