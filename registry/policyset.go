@@ -277,7 +277,11 @@ func (r *Registry) ExpirePolicies() bool {
 	if cur.Expires.IsZero() || r.now().Before(cur.Expires) {
 		return false
 	}
-	r.pol.mu.Lock()
+	// A change in progress holds the lock and may be telling observers who read the
+	// policies: they must not wait for it. The next read reverts.
+	if !r.pol.mu.TryLock() {
+		return false
+	}
 	defer r.pol.mu.Unlock()
 	cur = r.pol.active.Load()
 	if cur.Expires.IsZero() || r.now().Before(cur.Expires) {
