@@ -43,105 +43,143 @@ Exit codes: 0 done, 1 the service failed or could not be reached, 2 usage,
 4 refused (mutations disabled, wrong token, invalid set, a version not kept).
 `
 
+// policyOpts is what the flags and arguments of a policy command say.
+type policyOpts struct {
+	cmd, base, token, reason, author string
+	asJSON                           bool
+	timeout, expires                 time.Duration
+	arg                              string // FILE or VERSION
+}
+
 // policyCmd runs "brokerguard policy ...".
 func policyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := askedForHelp(args, policyUsage, stderr); err != nil {
 		return err
 	}
-	cmd := args[0]
-	fs := flag.NewFlagSet("brokerguard policy "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	base := fs.String("url", "", "the admin handler's base URL (env BROKERGUARD_ADMIN_URL)")
-	token := fs.String("token", "", "the mutation token (env BROKERGUARD_ADMIN_TOKEN)")
-	asJSON := fs.Bool("json", false, "print the service's JSON")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long the command may take")
-	reason := fs.String("reason", "", "apply, rollback: why, for the audit log (required)")
-	author := fs.String("author", os.Getenv("USER"), "apply, rollback: who (default $USER)")
-	expires := fs.Duration("expires-in", 0, "apply: revert by itself after this long, e.g. 1h")
-	wantArgs := map[string]int{"show": 0, "history": 0, "dry-run": 1, "apply": 1, "rollback": 1}
-	n, ok := wantArgs[cmd]
-	if !ok {
-		fmt.Fprintf(stderr, "brokerguard policy: unknown command %q\n\n%s", cmd, policyUsage)
-		return errUsage
-	}
-	pos, err := parseInterleaved(fs, args[1:])
+	o, err := parsePolicyFlags(args, stderr)
 	if err != nil {
 		return err
 	}
+	c := adminClient{base: strings.TrimSuffix(o.base, "/"), token: o.token, http: &http.Client{Timeout: o.timeout}}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	if o.cmd == "show" || o.cmd == "history" {
+		return policyRead(ctx, c, o, stdout)
+	}
+	body, err := policyBody(o, stderr)
+	if err != nil {
+		return err
+	}
+	return policyChange(ctx, c, o, body, stdout)
+}
+
+// parsePolicyFlags reads the command, its flags (or their environment variables) and
+// its argument, and checks that what the command needs is there.
+func parsePolicyFlags(args []string, stderr io.Writer) (policyOpts, error) {
+	o := policyOpts{cmd: args[0]}
+	fs := flag.NewFlagSet("brokerguard policy "+o.cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.base, "url", "", "the admin handler's base URL (env BROKERGUARD_ADMIN_URL)")
+	fs.StringVar(&o.token, "token", "", "the mutation token (env BROKERGUARD_ADMIN_TOKEN)")
+	fs.BoolVar(&o.asJSON, "json", false, "print the service's JSON")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long the command may take")
+	fs.StringVar(&o.reason, "reason", "", "apply, rollback: why, for the audit log (required)")
+	fs.StringVar(&o.author, "author", os.Getenv("USER"), "apply, rollback: who (default $USER)")
+	fs.DurationVar(&o.expires, "expires-in", 0, "apply: revert by itself after this long, e.g. 1h")
+	n, ok := map[string]int{"show": 0, "history": 0, "dry-run": 1, "apply": 1, "rollback": 1}[o.cmd]
+	if !ok {
+		fmt.Fprintf(stderr, "brokerguard policy: unknown command %q\n\n%s", o.cmd, policyUsage)
+		return o, errUsage
+	}
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return o, err
+	}
 	if len(pos) != n {
-		fmt.Fprintf(stderr, "brokerguard policy %s: want %d argument(s), got %d\n", cmd, n, len(pos))
-		return errUsage
+		fmt.Fprintf(stderr, "brokerguard policy %s: want %d argument(s), got %d\n", o.cmd, n, len(pos))
+		return o, errUsage
 	}
-	if *base == "" {
-		*base = os.Getenv("BROKERGUARD_ADMIN_URL")
+	if n > 0 {
+		o.arg = pos[0]
 	}
-	if *token == "" {
-		*token = os.Getenv("BROKERGUARD_ADMIN_TOKEN")
+	// Read after parsing, not as flag defaults: the usage would print the token.
+	if o.base == "" {
+		o.base = os.Getenv("BROKERGUARD_ADMIN_URL")
+	}
+	if o.token == "" {
+		o.token = os.Getenv("BROKERGUARD_ADMIN_TOKEN")
+	}
+	change := o.cmd == "apply" || o.cmd == "rollback"
+	var missing string
+	switch {
+	case o.base == "":
+		missing = "--url (or BROKERGUARD_ADMIN_URL) is required"
+	case n > 0 && o.token == "":
+		missing = "--token (or BROKERGUARD_ADMIN_TOKEN) is required"
+	case change && o.reason == "":
+		missing = "--reason is required"
+	case change && o.author == "":
+		missing = "--author is required ($USER is not set)"
+	default:
+		return o, nil
+	}
+	fmt.Fprintln(stderr, "brokerguard policy "+o.cmd+": "+missing)
+	return o, errUsage
+}
+
+// policyRead runs show and history.
+func policyRead(ctx context.Context, c adminClient, o policyOpts, stdout io.Writer) error {
+	raw, err := c.do(ctx, http.MethodGet, "/api/policies", nil)
+	if err != nil {
+		return err
+	}
+	var p admin.Policies
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return fmt.Errorf("the service's answer is not a policy set: %w", err)
 	}
 	switch {
-	case *base == "":
-		fmt.Fprintln(stderr, "brokerguard policy "+cmd+": --url (or BROKERGUARD_ADMIN_URL) is required")
-		return errUsage
-	case n > 0 && *token == "":
-		fmt.Fprintln(stderr, "brokerguard policy "+cmd+": --token (or BROKERGUARD_ADMIN_TOKEN) is required")
-		return errUsage
-	case (cmd == "apply" || cmd == "rollback") && *reason == "":
-		fmt.Fprintln(stderr, "brokerguard policy "+cmd+": --reason is required")
-		return errUsage
-	case (cmd == "apply" || cmd == "rollback") && *author == "":
-		fmt.Fprintln(stderr, "brokerguard policy "+cmd+": --author is required ($USER is not set)")
-		return errUsage
+	case o.asJSON:
+		return printJSON(stdout, p)
+	case o.cmd == "history":
+		return printPolicyHistory(stdout, p)
 	}
-	c := adminClient{base: strings.TrimSuffix(*base, "/"), token: *token, http: &http.Client{Timeout: *timeout}}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	printPolicyVersion(stdout, p)
+	return printJSON(stdout, p.Active.Set)
+}
 
-	var body map[string]any
-	switch cmd {
-	case "show", "history":
-		raw, err := c.do(ctx, http.MethodGet, "/api/policies", nil)
+// policyBody is the request of dry-run, apply or rollback.
+func policyBody(o policyOpts, stderr io.Writer) (map[string]any, error) {
+	if o.cmd == "rollback" {
+		v, err := strconv.ParseUint(o.arg, 10, 64)
 		if err != nil {
-			return err
+			fmt.Fprintf(stderr, "brokerguard policy rollback: VERSION %q is not a version number\n", o.arg)
+			return nil, errUsage
 		}
-		var p admin.Policies
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return fmt.Errorf("the service's answer is not a policy set: %w", err)
-		}
-		if *asJSON {
-			return printJSON(stdout, p)
-		}
-		if cmd == "history" {
-			return printPolicyHistory(stdout, p)
-		}
-		printPolicyVersion(stdout, p)
-		return printJSON(stdout, p.Active.Set)
-	case "dry-run", "apply":
-		set, err := readSetFile(pos[0])
-		if err != nil {
-			return &exitError{code: 2, err: err}
-		}
-		body = map[string]any{"set": set}
-		if cmd == "apply" {
-			body["author"], body["reason"] = *author, *reason
-			if *expires > 0 {
-				body["expires_in"] = expires.String()
-			}
-		}
-	case "rollback":
-		v, err := strconv.ParseUint(pos[0], 10, 64)
-		if err != nil {
-			fmt.Fprintf(stderr, "brokerguard policy rollback: VERSION %q is not a version number\n", pos[0])
-			return errUsage
-		}
-		body = map[string]any{"version": v, "author": *author, "reason": *reason}
+		return map[string]any{"version": v, "author": o.author, "reason": o.reason}, nil
 	}
+	set, err := readSetFile(o.arg)
+	if err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
+	body := map[string]any{"set": set}
+	if o.cmd == "apply" {
+		body["author"], body["reason"] = o.author, o.reason
+		if o.expires > 0 {
+			body["expires_in"] = o.expires.String()
+		}
+	}
+	return body, nil
+}
+
+// policyChange sends a dry-run, apply or rollback and prints the answer.
+func policyChange(ctx context.Context, c adminClient, o policyOpts, body map[string]any, stdout io.Writer) error {
 	req, _ := json.Marshal(body)
-	raw, err := c.do(ctx, http.MethodPost, "/api/policies/"+cmd, req)
+	raw, err := c.do(ctx, http.MethodPost, "/api/policies/"+o.cmd, req)
 	if err != nil {
 		return err
 	}
 	var res admin.PolicyResult
-	if cmd == "dry-run" {
+	if o.cmd == "dry-run" {
 		err = json.Unmarshal(raw, &res.Plan)
 	} else {
 		err = json.Unmarshal(raw, &res)
@@ -149,13 +187,12 @@ func policyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("the service's answer is not a policy change: %w", err)
 	}
-	if *asJSON {
-		if cmd == "dry-run" {
-			return printJSON(stdout, res.Plan)
-		}
+	switch {
+	case o.asJSON && o.cmd == "dry-run":
+		return printJSON(stdout, res.Plan)
+	case o.asJSON:
 		return printJSON(stdout, res)
-	}
-	if cmd != "dry-run" {
+	case o.cmd != "dry-run":
 		printPolicyVersion(stdout, admin.Policies{Active: res.Version})
 	}
 	return printPlan(stdout, res.Plan)

@@ -103,7 +103,8 @@ func TestPolicyCommand(t *testing.T) {
 		t.Fatalf("rollback to a version not kept: exit %d, %q", code, errOut)
 	}
 
-	out, _, code = runCLI("policy", "history", "--url", url)
+	t.Setenv("BROKERGUARD_ADMIN_URL", url) // the flags' environment variables
+	out, _, code = runCLI("policy", "history")
 	if code != 0 || !strings.Contains(out, "bob") || !strings.Contains(out, "ann") || !strings.Contains(out, "registry.New") {
 		t.Fatalf("history: exit %d\n%s", code, out)
 	}
