@@ -20,7 +20,7 @@ func (h *Handler) report(ctx context.Context, ev AuditEvent) {
 	if h.audit == nil {
 		return
 	}
-	for _, f := range []*string{&ev.Action, &ev.Destination, &ev.Reason, &ev.Remote, &ev.Err, &ev.DeadReason} {
+	for _, f := range []*string{&ev.Action, &ev.Destination, &ev.Reason, &ev.Remote, &ev.Err, &ev.DeadReason, &ev.Author} {
 		*f = auditText(*f)
 	}
 	h.audit(ctx, ev)

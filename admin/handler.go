@@ -28,7 +28,7 @@ type Outbox interface {
 // audit log.
 type AuditEvent struct {
 	At          time.Time
-	Action      string // "force-open", "force-close", "clear" or "requeue"
+	Action      string // "force-open", "force-close", "clear", "requeue" or "policy-dry-run", "policy-apply", "policy-rollback"
 	Destination string // as requested
 	Until       time.Time
 	Reason      string // the operator's stated reason, if any
@@ -40,6 +40,10 @@ type AuditEvent struct {
 	DeadReason string
 	IDs        []int64
 	Requeued   int
+	// A policy change's author (as the request names it) and the version it made,
+	// or for a refused rollback the version asked for (policies.go).
+	Author        string
+	PolicyVersion uint64
 }
 
 // Option configures a Handler.
@@ -155,6 +159,7 @@ func New(reg *registry.Registry, opts ...Option) (*Handler, error) {
 	mux.HandleFunc("GET /api/outbox", h.outboxStats)
 	mux.HandleFunc("GET /api/outbox/dead", h.deadRows)
 	mux.HandleFunc("POST /api/outbox/requeue", h.requeue)
+	h.policyRoutes(mux) // policies.go
 	h.mux = mux
 	if h.started.IsZero() {
 		h.started = h.now()

@@ -418,7 +418,9 @@ func (b *Breaker) complete(ph *phase, tok *token, seq uint64, flags uint8, o Out
 	}
 	if ph.failures.Add(1) >= int64(b.conf().policy.FailureThreshold) {
 		b.mu.Lock()
-		if ph = b.live(ph); ph != nil {
+		// The live phase's own count decides: a policy change may have replaced ph,
+		// with counts restarted or a new threshold (reconfigure.go).
+		if ph = b.live(ph); ph != nil && ph.failures.Load() >= int64(b.conf().policy.FailureThreshold) {
 			now := b.now()
 			b.enter(ph, b.failedPhase(ph, now, 0, missed, now), now, ReasonFailureThreshold)
 		}

@@ -38,8 +38,9 @@ func (b *Breaker) conf() *config { return b.cfg.Load() }
 
 // FieldChange is one policy field a change alters, its values written with fmt.
 type FieldChange struct {
-	Field    string `json:"field"`
-	From, To string
+	Field string `json:"field"`
+	From  string `json:"from"`
+	To    string `json:"to"`
 }
 
 // Change says what replacing a circuit's policy does, or would do (PlanChange).

@@ -1,7 +1,9 @@
 package breaker_test
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -228,5 +230,75 @@ func TestReconfigureHotPathAfterChange(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { h.acquire().Complete(breaker.Success) })
 	if allocs != 0 {
 		t.Fatalf("%v allocations per closed call after a change", allocs)
+	}
+}
+
+// Policy changes race with calls on every path (closed, window, in-flight bound, slow
+// calls, open and half-open): under -race this proves that calls read one policy
+// without the lock. Afterwards every in-flight slot is back and the circuit still
+// follows its last policy.
+func TestReconfigureConcurrentWithCalls(t *testing.T) {
+	policies := []breaker.Policy{
+		consecutive(3, time.Millisecond),
+		{FailureThreshold: 3, BreakDuration: time.Millisecond, FailureWindow: time.Second, MinimumCalls: 2},
+		{FailureThreshold: 2, BreakDuration: time.Millisecond, MaxInFlight: 4},
+		{FailureThreshold: 4, BreakDuration: time.Millisecond, SlowCallDuration: time.Millisecond, HalfOpenMaxProbes: 2},
+		{FailureThreshold: 3, BreakDuration: time.Millisecond, Mode: breaker.FailOpen},
+	}
+	b, err := breaker.New("race", policies[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				p, err := b.Acquire(context.Background())
+				if err != nil {
+					continue
+				}
+				o := breaker.Success
+				if (i+w)%3 == 0 {
+					o = breaker.Failure
+				}
+				p.Complete(o)
+			}
+		}()
+	}
+	for i := range 2000 {
+		if _, err := b.Reconfigure(policies[i%len(policies)]); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			_ = b.Snapshot()
+		}
+	}
+	close(done)
+	wg.Wait()
+	if s := b.Snapshot(); s.InFlight != 0 {
+		t.Fatalf("InFlight %d after every call completed", s.InFlight)
+	}
+	if _, err := b.Reconfigure(consecutive(2, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	b.ForceClose(time.Now().Add(time.Hour))
+	b.ClearOverride()
+	for range 2 {
+		p, err := b.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Complete(breaker.Failure)
+	}
+	if b.State() != breaker.Open {
+		t.Fatalf("state %v after 2 failures under threshold 2", b.State())
 	}
 }

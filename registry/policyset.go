@@ -83,16 +83,16 @@ func (s PolicySet) clone() PolicySet {
 
 // PolicyVersion is one version of a registry's policy set.
 type PolicyVersion struct {
-	Version     uint64
-	Set         PolicySet
-	Fingerprint string
-	Author      string
-	Reason      string
-	At          time.Time // when it was applied
+	Version     uint64    `json:"version"`
+	Set         PolicySet `json:"set"`
+	Fingerprint string    `json:"fingerprint"`
+	Author      string    `json:"author"`
+	Reason      string    `json:"reason"`
+	At          time.Time `json:"at"` // when it was applied
 	// Expires, when not zero, is when the registry reverts by itself to the set of
 	// version Reverts (the one it replaced).
-	Expires time.Time
-	Reverts uint64
+	Expires time.Time `json:"expires,omitzero"`
+	Reverts uint64    `json:"reverts,omitzero"`
 }
 
 // PolicyChange asks for a new policy set.
@@ -107,26 +107,30 @@ type PolicyChange struct {
 
 // PolicyPlan is what a policy change does, or would do (PlanPolicies).
 type PolicyPlan struct {
-	From, To     uint64 // the version in force and the one the change makes
-	Default      []breaker.FieldChange
-	Destinations []DestinationPlan // sorted by destination
+	From         uint64                `json:"from"` // the version in force
+	To           uint64                `json:"to"`   // the version the change makes
+	Default      []breaker.FieldChange `json:"default"`
+	Destinations []DestinationPlan     `json:"destinations"` // sorted by destination
 }
 
 // DestinationPlan is what a change does to one destination: one with an override in
 // either set, or one with a live circuit whose policy changes.
 type DestinationPlan struct {
-	Destination string
+	Destination string `json:"destination"`
 	// Fields are the differences of the destination's policy, named as a Go
 	// selector from Policy ("Circuit.FailureThreshold", "Admission.Limit.Max").
-	Fields []breaker.FieldChange
-	// Live says the destination has a circuit now; the rest is about that circuit.
-	Live  bool
-	State breaker.State
-	// The circuit's change (breaker.PlanChange): counts restarted, closed now, or
-	// opened by its next failure.
-	RestartsCounts, RestartsSlowCalls, Closes, OpensOnNextFailure bool
+	Fields []breaker.FieldChange `json:"fields"`
+	// Live says the destination has a circuit now, in State; the rest is about that
+	// circuit (breaker.PlanChange): counts restarted, closed now, or opened by its
+	// next failure.
+	Live               bool          `json:"live"`
+	State              breaker.State `json:"-"`
+	RestartsCounts     bool          `json:"restarts_counts,omitzero"`
+	RestartsSlowCalls  bool          `json:"restarts_slow_calls,omitzero"`
+	Closes             bool          `json:"closes,omitzero"`
+	OpensOnNextFailure bool          `json:"opens_on_next_failure,omitzero"`
 	// RestartsAdmission says the destination's admission control starts afresh.
-	RestartsAdmission bool
+	RestartsAdmission bool `json:"restarts_admission,omitzero"`
 }
 
 // PolicyEvent reports a change of the policy set to WithPolicyHook.
@@ -273,7 +277,11 @@ func (r *Registry) ExpirePolicies() bool {
 	if cur.Expires.IsZero() || r.now().Before(cur.Expires) {
 		return false
 	}
-	r.pol.mu.Lock()
+	// A change in progress holds the lock and may be telling observers who read the
+	// policies: they must not wait for it. The next read reverts.
+	if !r.pol.mu.TryLock() {
+		return false
+	}
 	defer r.pol.mu.Unlock()
 	cur = r.pol.active.Load()
 	if cur.Expires.IsZero() || r.now().Before(cur.Expires) {

@@ -1,8 +1,11 @@
 package registry_test
 
 import (
+	"context"
 	"errors"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,4 +277,50 @@ func versions(h []registry.PolicyVersion) []uint64 {
 		out = append(out, v.Version)
 	}
 	return out
+}
+
+// Policy sets change while calls go through, to live destinations and new ones:
+// under -race this proves that the call path reads the set in force without locking.
+func TestApplyPoliciesConcurrentWithCalls(t *testing.T) {
+	r, err := registry.New(registry.DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := []registry.PolicySet{
+		{Default: registry.DefaultPolicy()},
+		{Default: circuitPolicy(2, time.Millisecond)},
+		{Default: registry.DefaultPolicy(), Overrides: map[string]registry.Policy{"kafka:d1": circuitPolicy(1, time.Millisecond)}},
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				d := transport.Destination{Broker: "kafka", Name: "d" + strconv.Itoa((i+w)%5)}
+				_ = r.Call(context.Background(), d, 1, nil, func(context.Context) error {
+					if i%4 == 0 {
+						return errors.New("down")
+					}
+					return nil
+				})
+			}
+		})
+	}
+	for i := range 300 {
+		if _, _, err := r.ApplyPolicies(registry.PolicyChange{Set: sets[i%len(sets)], Author: "a", Reason: "r"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	wg.Wait()
+	if v := r.Policies().Version; v != 301 {
+		t.Fatalf("version %d after 300 changes, want 301", v)
+	}
+	// Every circuit, made before, during or after a change, runs the set in force.
+	for d := range r.Snapshots() {
+		c, _ := r.Lookup(d)
+		if got, want := c.(*breaker.Breaker).Policy(), r.Policy(d).Circuit.Normalized(); got != want {
+			t.Fatalf("%v runs %+v, the set in force says %+v", d, got, want)
+		}
+	}
 }

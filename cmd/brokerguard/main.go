@@ -15,6 +15,13 @@
 // Shared circuits are also read and held in their shared state, with no service and
 // no policy: --dynamodb-table, --redis-addr or --state-dir instead of --url.
 //
+// "brokerguard policy" shows a running service's policy set, its version and history,
+// and dry-runs, applies and rolls back changes through its admin handler, with the
+// mutation token:
+//
+//	brokerguard policy dry-run tighter.json --url http://svc:8080/admin
+//	brokerguard policy apply tighter.json --reason "payments flapping" --expires-in 2h
+//
 // "brokerguard outbox" answers how far behind the outbox is, from its PostgreSQL
 // table or a service's admin handler, and pages and requeues dead rows:
 //
@@ -96,6 +103,7 @@ const usage = `usage: brokerguard COMMAND [flags]
   demo       an outbox dispatching to Kafka through a scripted outage (demo --help)
   circuits   list, show and hold circuits of a running service or in shared state (circuits --help)
   outbox     the outbox's backlog, holds and dead rows; requeue dead rows (outbox --help)
+  policy     show, dry-run, apply and roll back a running service's policies (policy --help)
 `
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -155,6 +163,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "circuits" {
 		return onlyOnSuccess(stdout, func(out io.Writer) error { return circuitsCmd(ctx, args[1:], out, stderr) })
+	}
+	if len(args) > 0 && args[0] == "policy" {
+		return onlyOnSuccess(stdout, func(out io.Writer) error { return policyCmd(ctx, args[1:], out, stderr) })
 	}
 	if len(args) > 0 && args[0] == "outbox" {
 		return onlyOnSuccess(stdout, func(out io.Writer) error { return outboxCmd(ctx, args[1:], out, stderr) })
