@@ -43,14 +43,7 @@ func Dynalite(t testing.TB) (endpoint string) {
 // tests that stop and restart DynamoDB. Errors go through Require.
 func NewDynalite(t testing.TB) *DynaliteServer {
 	t.Helper()
-	s, err := StartDynalite(t.TempDir())
-	Require(t, ServiceDynamoDB, err)
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("%v", err)
-		}
-	})
-	return s
+	return startForTest(t, ServiceDynamoDB, StartDynalite)
 }
 
 // DynaliteServer is a dynalite child process on a fixed loopback port. Its tables live in

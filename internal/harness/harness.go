@@ -188,3 +188,18 @@ func endpointFromEnv(service, name, hint string) (string, error) {
 	}
 	return endpoint, nil
 }
+
+// startForTest starts a private server with start in a temporary directory of t,
+// failing or skipping the test through Require when it cannot, and closes it when the
+// test ends, whether or not the test passed.
+func startForTest[S interface{ Close() error }](t testing.TB, service string, start func(dir string) (S, error)) S {
+	t.Helper()
+	s, err := start(t.TempDir())
+	Require(t, service, err)
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
+	return s
+}

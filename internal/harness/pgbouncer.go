@@ -49,17 +49,9 @@ func startPgBouncer(upstream, poolMode string) (*PgBouncer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("harness: pgbouncer upstream: %w", err)
 	}
-	as, err := serviceUser()
+	as, listen, dir, err := privatePlace("brokerguard-pgbouncer-")
 	if err != nil {
 		return nil, err
-	}
-	listen, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := tempDirFor(as, "brokerguard-pgbouncer-")
-	if err != nil {
-		return nil, fmt.Errorf("harness: %w", err)
 	}
 	b := &PgBouncer{dir: dir, port: listen}
 	ini := fmt.Sprintf(`[databases]
