@@ -12,6 +12,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/option"
 )
 
 // Defaults of a Manager.
@@ -177,10 +178,8 @@ func NewManager(url string, opts ...ManagerOption) (*Manager, error) {
 		done:        make(chan struct{}),
 		stopped:     make(chan struct{}),
 	}
-	for _, o := range opts {
-		if err := o(m); err != nil {
-			return nil, err
-		}
+	if err := option.Apply("amqp: NewManager", m, opts); err != nil {
+		return nil, err
 	}
 	if m.cfg.Dial == nil {
 		m.cfg.Dial = amqp091.DefaultDial(m.dialTimeout)
