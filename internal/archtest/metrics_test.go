@@ -21,8 +21,6 @@ var overBound = map[string]figures{
 	"breaker": {exported: 148},
 	// The processor, its options and its store contract in one package.
 	"outbox": {exported: 169},
-	// The test harness: every server and fault layer the integration tests start.
-	"internal/harness": {exported: 158},
 
 	// Validation of every Policy field in one function.
 	"breaker Policy.Validate": {lines: 57, complexity: 30},

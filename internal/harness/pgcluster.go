@@ -16,8 +16,8 @@ import (
 	"time"
 )
 
-// ServicePgBouncer names PgBouncer in messages and in UnavailableError.Service.
-const ServicePgBouncer = "PgBouncer"
+// servicePgBouncer names PgBouncer in messages and in UnavailableError.Service.
+const servicePgBouncer = "PgBouncer"
 
 const pgBinHint = "install PostgreSQL's server binaries (apt-get install -y postgresql); they are looked for under /usr/lib/postgresql/*/bin"
 
