@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/registry"
 )
 
@@ -66,61 +67,31 @@ func WithMutations(token string) Option {
 // WithAudit reports every mutation request to f, after it was applied or refused. f
 // runs on the request's goroutine; it should not block for long.
 func WithAudit(f func(context.Context, AuditEvent)) Option {
-	return func(h *Handler) error {
-		if f == nil {
-			return errors.New("admin: WithAudit(nil)")
-		}
-		h.audit = f
-		return nil
-	}
+	return option.Check(f == nil, "admin: WithAudit(nil)", func(h *Handler) { h.audit = f })
 }
 
 // WithJournal serves the journal's transitions at /api/transitions and in the
 // dashboard's timeline.
 func WithJournal(j *Journal) Option {
-	return func(h *Handler) error {
-		if j == nil {
-			return errors.New("admin: WithJournal(nil)")
-		}
-		h.journal = j
-		return nil
-	}
+	return option.Check(j == nil, "admin: WithJournal(nil)", func(h *Handler) { h.journal = j })
 }
 
 // WithOutbox serves the outbox's backlog, holds and dead rows at /api/outbox and on
 // the dashboard, and its dead rows at /api/outbox/dead and /api/outbox/requeue.
 func WithOutbox(o Outbox) Option {
-	return func(h *Handler) error {
-		if o == nil {
-			return errors.New("admin: WithOutbox(nil)")
-		}
-		h.outbox = o
-		return nil
-	}
+	return option.Check(o == nil, "admin: WithOutbox(nil)", func(h *Handler) { h.outbox = o })
 }
 
 // WithClock sets the clock that checks override times and computes countdowns; it
 // should be the registry's. The default is time.Now.
 func WithClock(c breaker.Clock) Option {
-	return func(h *Handler) error {
-		if c == nil {
-			return errors.New("admin: WithClock(nil)")
-		}
-		h.clock = c
-		return nil
-	}
+	return option.Check(c == nil, "admin: WithClock(nil)", func(h *Handler) { h.clock = c })
 }
 
 // WithMaxHold bounds how far ahead an override may be set (default 24h), so a typo
 // cannot hold a circuit for a year.
 func WithMaxHold(d time.Duration) Option {
-	return func(h *Handler) error {
-		if d <= 0 {
-			return errors.New("admin: WithMaxHold: duration must be positive")
-		}
-		h.maxHold = d
-		return nil
-	}
+	return option.Check(d <= 0, "admin: WithMaxHold: duration must be positive", func(h *Handler) { h.maxHold = d })
 }
 
 // Handler serves the admin API and the dashboard for one registry. Create it with New.
@@ -145,10 +116,8 @@ func New(reg *registry.Registry, opts ...Option) (*Handler, error) {
 		return nil, errors.New("admin: New: nil registry")
 	}
 	h := &Handler{reg: reg, maxHold: 24 * time.Hour, origin: http.NewCrossOriginProtection(), hosts: defaultHosts()}
-	for _, o := range opts {
-		if err := o(h); err != nil {
-			return nil, err
-		}
+	if err := option.Apply("admin: New", h, opts); err != nil {
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.dashboard)

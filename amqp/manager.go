@@ -13,6 +13,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/eventq"
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -182,10 +183,8 @@ func NewManager(url string, opts ...ManagerOption) (*Manager, error) {
 		done:        make(chan struct{}),
 		stopped:     make(chan struct{}),
 	}
-	for _, o := range opts {
-		if err := o(m); err != nil {
-			return nil, err
-		}
+	if err := option.Apply("amqp: NewManager", m, opts); err != nil {
+		return nil, err
 	}
 	if m.cfg.Dial == nil {
 		m.cfg.Dial = amqp091.DefaultDial(m.dialTimeout)

@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -157,10 +158,8 @@ func NewPublisher(m *Manager, reg *registry.Registry, opts ...PublisherOption) (
 		return nil, fmt.Errorf("amqp: NewPublisher: nil Registry: the publisher guards every exchange with a circuit of it")
 	}
 	p := &Publisher{m: m, reg: reg, confirmTimeout: DefaultConfirmTimeout, maxIdle: DefaultMaxIdleChannels}
-	for _, o := range opts {
-		if err := o(p); err != nil {
-			return nil, err
-		}
+	if err := option.Apply("amqp: NewPublisher", p, opts); err != nil {
+		return nil, err
 	}
 	// The connection circuit refuses publishes too (a *DialError names it): it is
 	// shown beside the exchanges' circuits.
@@ -183,6 +182,9 @@ func (p *Publisher) Classifier() transport.Classifier { return Classify }
 // the error is a *transport.BatchError; otherwise it is the error of the messages
 // (see Classify for what each kind means).
 func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
+	if ctx == nil {
+		return errors.New("amqp: Publish: nil context")
+	}
 	if d.Broker != Broker {
 		return fmt.Errorf("%w: %s", ErrWrongBroker, d)
 	}

@@ -27,7 +27,7 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// The drain scenario (issue 27): 50 online callers publish 1 KB once a second with
+// The drain scenario: 50 online callers publish 1 KB once a second with
 // 500ms deadlines while relays drain a backlog of 1 KB PostgreSQL outbox rows through
 // the same registry and the same kafka-go publisher, as the README shows, to kfake
 // behind a proxy that passes 300 KB/s. The link is throttled to 10 KB/s for a while

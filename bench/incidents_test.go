@@ -152,7 +152,7 @@ func mixedPhases(full bool) []incidentPhase {
 
 func hardDownPhases(full bool) []incidentPhase {
 	// 45 s after the return in full mode: long enough to see a circuit whose probe
-	// failed just before the return (a doubled break, issue 40's 37.9 s) recover.
+	// failed just before the return (a doubled break of about 38 s) recover.
 	warm, after := 5*time.Second, 10*time.Second
 	if full {
 		warm, after = 10*time.Second, 45*time.Second
@@ -253,7 +253,7 @@ func openIncidentKafka(t *testing.T, reg *registry.Registry) incidentTarget {
 
 // incidentKafkaError is the code the brownout's failed produce requests get:
 // UNKNOWN_SERVER_ERROR (kfake's default fault; a Failure for the breaker), which
-// kafka-go does not retry, so a failure is fast, as issue 40 saw. With
+// kafka-go does not retry, so a failure is fast. With
 // GOODPUT_KAFKA_ERROR=not-enough-replicas the code is one kafka-go retries: its
 // writer then sleeps 100 ms, 400 ms, ... between attempts while the partition's
 // later batches (one per BatchTimeout of 1 ms) queue behind, so a publisher

@@ -24,7 +24,7 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// The slow-broker scenario (issue 26): 200 callers with 500ms deadlines publish to
+// The slow-broker scenario: 200 callers with 500ms deadlines publish to
 // one destination whose broker slows down without any error, through a proxy that
 // adds latency in phases 1ms -> 300ms -> 2s -> 30s -> 1ms. Each setting runs
 // against a fresh broker (kfake, a fresh exchange on the machine's RabbitMQ, a fresh
@@ -98,7 +98,7 @@ var slowBrokers = []struct {
 	{"sqs", openSQS},
 }
 
-// TestSlowBroker prints, per broker, the goodput table of issue 26 with every setting
+// TestSlowBroker prints, per broker, the goodput table with every setting
 // side by side. GOODPUT_BROKERS and GOODPUT_SETTINGS (comma-separated names) narrow
 // the run; GOODPUT_INTERVAL is the pause between one caller's calls (default 400ms).
 func TestSlowBroker(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -41,13 +42,7 @@ type Option func(*Publisher) error
 
 // WithClassifier replaces Classify as the publisher's classifier.
 func WithClassifier(c transport.Classifier) Option {
-	return func(p *Publisher) error {
-		if c == nil {
-			return errors.New("kafka: WithClassifier(nil)")
-		}
-		p.classify = c
-		return nil
-	}
+	return option.Check(c == nil, "kafka: WithClassifier(nil)", func(p *Publisher) { p.classify = c })
 }
 
 // WithCloseTimeout sets how long Close waits for the writer at most, whatever its
@@ -102,10 +97,8 @@ func NewPublisher(w *kafkago.Writer, reg *registry.Registry, opts ...Option) (*P
 		return nil, errors.New("kafka: NewPublisher: nil registry")
 	}
 	p := &Publisher{w: w, reg: reg, classify: Classify, closeTimeout: DefaultCloseTimeout, flushed: make(chan struct{})}
-	for _, o := range opts {
-		if err := o(p); err != nil {
-			return nil, err
-		}
+	if err := option.Apply("kafka: NewPublisher", p, opts); err != nil {
+		return nil, err
 	}
 	if w.RequiredAcks == kafkago.RequireNone && !p.fireAndForget {
 		return nil, errors.New("kafka: NewPublisher: the writer's RequiredAcks is RequireNone (kafka-go's default), " +
@@ -148,6 +141,9 @@ func NewPublisher(w *kafkago.Writer, reg *registry.Registry, opts ...Option) (*P
 // messages, and a failure of some partitions does not count against the topic while
 // others answer.
 func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
+	if ctx == nil {
+		return errors.New("kafka: Publish: nil context")
+	}
 	if d.Broker != Broker {
 		return fmt.Errorf("%w: %q has broker %q", ErrNotKafka, d.String(), d.Broker)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -27,13 +28,7 @@ type Option func(*Producer) error
 
 // WithClassifier replaces Classify as the producer's classifier.
 func WithClassifier(c transport.Classifier) Option {
-	return func(p *Producer) error {
-		if c == nil {
-			return errors.New("kgoguard: WithClassifier(nil)")
-		}
-		p.classify = c
-		return nil
-	}
+	return option.Check(c == nil, "kgoguard: WithClassifier(nil)", func(p *Producer) { p.classify = c })
 }
 
 // Producer produces through a franz-go client under one circuit per topic, taken
@@ -80,10 +75,8 @@ func New(cl *kgo.Client, reg *registry.Registry, opts ...Option) (*Producer, err
 	p.alwaysTopic, _ = cl.OptValue(kgo.DefaultProduceTopicAlways).(bool)
 	leader := cl.PartitionLeader
 	part.leader.Store(&leader)
-	for _, o := range opts {
-		if err := o(p); err != nil {
-			return nil, err
-		}
+	if err := option.Apply("kgoguard: New", p, opts); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -46,13 +47,7 @@ type Option func(*Publisher) error
 // WithClassifier replaces Classify as the publisher's classifier for the streams'
 // circuits (and for code that keeps messages for it, such as the outbox).
 func WithClassifier(c transport.Classifier) Option {
-	return func(p *Publisher) error {
-		if c == nil {
-			return errors.New("natsguard: WithClassifier(nil)")
-		}
-		p.g.classify = c
-		return nil
-	}
+	return option.Check(c == nil, "natsguard: WithClassifier(nil)", func(p *Publisher) { p.g.classify = c })
 }
 
 // WithConnectionName names the connection circuit "nats-connection:<name>". The
@@ -132,10 +127,8 @@ func NewPublisher(js jetstream.JetStream, reg *registry.Registry, opts ...Option
 		p.timeout = defaultTimeout
 	}
 	p.g.conn = transport.Destination{Broker: ConnectionBroker, Name: connectionName(p.nc)}
-	for _, o := range opts {
-		if err := o(p); err != nil {
-			return nil, err
-		}
+	if err := option.Apply("natsguard: NewPublisher", p, opts); err != nil {
+		return nil, err
 	}
 	if err := p.g.conn.Validate(); err != nil {
 		return nil, fmt.Errorf("natsguard: NewPublisher: the connection circuit's name: %w", err)

@@ -20,9 +20,9 @@
 package observe
 
 import (
-	"errors"
 
 	"github.com/brokerguard/brokerguard/admin"
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/telemetry"
 )
@@ -76,13 +76,7 @@ func WithAdmin(opts ...admin.Option) Option {
 // WithJournalSize sets how many recent transitions the timeline keeps
 // (DefaultJournalSize).
 func WithJournalSize(n int) Option {
-	return func(c *config) error {
-		if n <= 0 {
-			return errors.New("observe: WithJournalSize: the size must be positive")
-		}
-		c.journalSize = n
-		return nil
-	}
+	return option.Check(n <= 0, "observe: WithJournalSize: the size must be positive", func(c *config) { c.journalSize = n })
 }
 
 // New builds a registry whose destinations get the defaults policy (see registry.New,
@@ -91,10 +85,8 @@ func WithJournalSize(n int) Option {
 // and the admin handler for it.
 func New(defaults registry.Policy, opts ...Option) (*Observed, error) {
 	c := config{journalSize: DefaultJournalSize}
-	for _, o := range opts {
-		if err := o(&c); err != nil {
-			return nil, err
-		}
+	if err := option.Apply("observe: New", &c, opts); err != nil {
+		return nil, err
 	}
 	rec := telemetry.NewRecorder()
 	journal := admin.NewJournal(c.journalSize)

@@ -40,12 +40,12 @@ func (p *obRouterPub) PartitionOf(_ transport.Destination, key []byte) (int, tim
 // the test plays the publisher's part), every error an outage, no jitter.
 func obRouterFixture(t *testing.T, pub *obRouterPub) *fixture {
 	t.Helper()
-	return mo2RouterFixtureOf(t, policy, outageOnError, pub)
+	return routerFixtureWith(t, policy, outageOnError, pub)
 }
 
-// mo2RouterFixtureOf is obRouterFixture with circuits of policy p and errors judged
+// routerFixtureWith is obRouterFixture with circuits of policy p and errors judged
 // by classify.
-func mo2RouterFixtureOf(t *testing.T, p registry.Policy, classify func(error) breaker.Outcome, pub *obRouterPub) *fixture {
+func routerFixtureWith(t *testing.T, p registry.Policy, classify func(error) breaker.Outcome, pub *obRouterPub) *fixture {
 	t.Helper()
 	f := newFixture(t, p)
 	var err error

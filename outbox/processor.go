@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -122,6 +123,9 @@ type Processor struct {
 // publishing to it and treats a rejection by pub as a deferral. A nil circuits
 // consults no circuit.
 func NewProcessor(store Store, circuits Circuits, pub transport.Publisher, opts ...ProcessorOption) (*Processor, error) {
+	if err := option.NoNil[Processor]("outbox: NewProcessor", opts); err != nil {
+		return nil, err
+	}
 	if store == nil || pub == nil {
 		return nil, errors.New("outbox: NewProcessor needs a store and a publisher")
 	}

@@ -16,7 +16,7 @@ import (
 // ("held alone, left leased"), stay leased until their lease ends.
 func TestRetriedOutageOnTheLastRowKeepsHeldPartitionsRowsLeased(t *testing.T) {
 	pub := &obRouterPub{refused: map[int]time.Time{1: t0.Add(time.Minute)}}
-	f := mo2RouterFixtureOf(t, limitedPolicy, byFault, pub)
+	f := routerFixtureWith(t, limitedPolicy, byFault, pub)
 	var entries []outbox.Entry
 	for _, m := range []transport.Message{
 		{Key: []byte{1}, Value: []byte("held")}, // partition 1 refuses calls

@@ -9,6 +9,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -174,6 +175,9 @@ type entry struct {
 //
 //	reg, err := registry.New(registry.DefaultPolicy())
 func New(defaults Policy, opts ...Option) (*Registry, error) {
+	if err := option.NoNil[Registry]("registry: New", opts); err != nil {
+		return nil, err
+	}
 	if err := defaults.Validate(); err != nil {
 		return nil, fmt.Errorf("registry: default policy: %w", err)
 	}

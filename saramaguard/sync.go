@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -36,21 +37,13 @@ type options struct{ classify transport.Classifier }
 
 // WithClassifier replaces Classify as the producer's classifier.
 func WithClassifier(c transport.Classifier) Option {
-	return func(o *options) error {
-		if c == nil {
-			return errors.New("saramaguard: WithClassifier(nil)")
-		}
-		o.classify = c
-		return nil
-	}
+	return option.Check(c == nil, "saramaguard: WithClassifier(nil)", func(o *options) { o.classify = c })
 }
 
 func newOptions(opts []Option) (options, error) {
 	o := options{classify: Classify}
-	for _, f := range opts {
-		if err := f(&o); err != nil {
-			return o, err
-		}
+	if err := option.Apply("saramaguard", &o, opts); err != nil {
+		return o, err
 	}
 	return o, nil
 }

@@ -13,6 +13,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -57,13 +58,7 @@ type Option func(*Publisher) error
 // WithGroupID sets how a message's MessageGroupId is chosen for FIFO queues.
 // The default is string(Message.Key); FromHeader reads a header instead.
 func WithGroupID(f func(transport.Message) string) Option {
-	return func(p *Publisher) error {
-		if f == nil {
-			return errors.New("sqs: WithGroupID needs a function")
-		}
-		p.groupID = f
-		return nil
-	}
+	return option.Check(f == nil, "sqs: WithGroupID needs a function", func(p *Publisher) { p.groupID = f })
 }
 
 // WithDeduplicationID sets how a message's MessageDeduplicationId is chosen
@@ -105,10 +100,8 @@ func NewPublisher(api API, reg *registry.Registry, opts ...Option) (*Publisher, 
 		groupID:  func(m transport.Message) string { return string(m.Key) },
 		urls:     make(map[string]string),
 	}
-	for _, opt := range opts {
-		if err := opt(p); err != nil {
-			return nil, err
-		}
+	if err := option.Apply("sqs: NewPublisher", p, opts); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -142,6 +135,9 @@ func resolve(d transport.Destination) (queue, error) {
 // Publish sends msgs to the queue d names; see the package documentation for
 // how messages are sent and what the error says.
 func (p *Publisher) Publish(ctx context.Context, d transport.Destination, msgs ...transport.Message) error {
+	if ctx == nil {
+		return errors.New("sqs: Publish: nil context")
+	}
 	q, err := resolve(d)
 	if err != nil {
 		return err

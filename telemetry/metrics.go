@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
@@ -57,13 +58,7 @@ type config struct {
 // WithMeterProvider creates the instruments on mp instead of the global provider
 // (otel.GetMeterProvider()).
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) error {
-		if mp == nil {
-			return errors.New("telemetry: WithMeterProvider(nil)")
-		}
-		c.provider = mp
-		return nil
-	}
+	return option.Check(mp == nil, "telemetry: WithMeterProvider(nil)", func(c *config) { c.provider = mp })
 }
 
 // WithRecorder exports the counts of r, whose RegistryOptions the registry was built
@@ -71,25 +66,13 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // transition counter then stays empty and the unhealthy duration starts when a
 // collection first sees the circuit unhealthy.
 func WithRecorder(r *Recorder) Option {
-	return func(c *config) error {
-		if r == nil {
-			return errors.New("telemetry: WithRecorder(nil)")
-		}
-		c.recorder = r
-		return nil
-	}
+	return option.Check(r == nil, "telemetry: WithRecorder(nil)", func(c *config) { c.recorder = r })
 }
 
 // WithClock makes the unhealthy duration and the backlog's ageing read time from c
 // (default time.Now); give it the registry's clock.
 func WithClock(c breaker.Clock) Option {
-	return func(cfg *config) error {
-		if c == nil {
-			return errors.New("telemetry: WithClock(nil)")
-		}
-		cfg.clock = c
-		return nil
-	}
+	return option.Check(c == nil, "telemetry: WithClock(nil)", func(cfg *config) { cfg.clock = c })
 }
 
 // WithOutboxBacklog adds the per-destination gauges brokerguard.outbox.backlog and
@@ -152,10 +135,8 @@ func New(reg *registry.Registry, opts ...Option) (*Metrics, error) {
 		return nil, errors.New("telemetry: the registry does not count calls: build it with registry.WithCallCounts (Recorder.RegistryOptions includes it)")
 	}
 	var c config
-	for _, o := range opts {
-		if err := o(&c); err != nil {
-			return nil, err
-		}
+	if err := option.Apply("telemetry: New", &c, opts); err != nil {
+		return nil, err
 	}
 	if c.provider == nil {
 		c.provider = otel.GetMeterProvider()

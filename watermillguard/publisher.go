@@ -27,6 +27,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -54,13 +55,7 @@ func WithReturnOnDone() Option {
 // for watermill-kafka, wmamqp.Classifier for watermill-amqp. Without one every error
 // is a Failure, the registry's default.
 func WithClassifier(c transport.Classifier) Option {
-	return func(p *Publisher) error {
-		if c == nil {
-			return errors.New("watermillguard: WithClassifier(nil)")
-		}
-		p.classify = c
-		return nil
-	}
+	return option.Check(c == nil, "watermillguard: WithClassifier(nil)", func(p *Publisher) { p.classify = c })
 }
 
 // Publisher is a message.Publisher that publishes through another under one circuit
@@ -91,10 +86,8 @@ func New(pub message.Publisher, reg *registry.Registry, broker string, opts ...O
 		return nil, fmt.Errorf("watermillguard: New: broker %q: %w", broker, err)
 	}
 	p := &Publisher{pub: pub, reg: reg, broker: broker}
-	for _, o := range opts {
-		if err := o(p); err != nil {
-			return nil, err
-		}
+	if err := option.Apply("watermillguard: New", p, opts); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

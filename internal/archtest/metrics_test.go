@@ -18,19 +18,12 @@ type figures struct{ exported, lines, complexity int }
 var overBound = map[string]figures{
 	// The circuit, the limiter, budgets, ramps and backend plumbing in one package;
 	// its bound is NewMaxExported.
-	"breaker": {exported: 79},
+	"breaker": {exported: 87},
 	// The processor, its options and its store contract in one package.
 	"outbox": {exported: 169},
-	// The test harness: every server and fault layer the integration tests start.
-	"internal/harness": {exported: 158},
 
-	// The mutation tool's site finder and runner.
-	"internal/tools/mutate Sites":  {lines: 101, complexity: 40},
-	"internal/tools/mutate mutate": {lines: 167, complexity: 44},
 	// The partitioned call path, beside the unpartitioned one.
 	"registry Registry.CallPartitioned": {lines: 148, complexity: 47},
-	// Every SQS queue attribute checked in one function.
-	"sqs/sqstest queue.validate": {lines: 47, complexity: 29},
 }
 
 // The size bounds of packages and functions, across the root module and the nested

@@ -43,14 +43,7 @@ func Dynalite(t testing.TB) (endpoint string) {
 // tests that stop and restart DynamoDB. Errors go through Require.
 func NewDynalite(t testing.TB) *DynaliteServer {
 	t.Helper()
-	s, err := StartDynalite(t.TempDir())
-	Require(t, ServiceDynamoDB, err)
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("%v", err)
-		}
-	})
-	return s
+	return startForTest(t, ServiceDynamoDB, StartDynalite)
 }
 
 // DynaliteServer is a dynalite child process on a fixed loopback port. Its tables live in
@@ -114,9 +107,9 @@ func (s *DynaliteServer) Endpoint() string {
 	return "http://" + s.addr()
 }
 
-// DynaliteDir returns the directory of dynalite's package.json and package-lock.json
+// dynaliteDir returns the directory of dynalite's package.json and package-lock.json
 // (integration/dynalite in this repository).
-func DynaliteDir() string {
+func dynaliteDir() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "integration", "dynalite")
 }
@@ -125,10 +118,10 @@ func DynaliteDir() string {
 // install.lock (the one scripts/services.sh takes) does the same across processes.
 var installMu sync.Mutex
 
-// installDynalite runs `npm ci` in DynaliteDir unless dynalite is installed there, and
+// installDynalite runs `npm ci` in dynaliteDir unless dynalite is installed there, and
 // returns the path of dynalite's command-line script.
 func installDynalite() (cli string, err error) {
-	dir := DynaliteDir()
+	dir := dynaliteDir()
 	cli = filepath.Join(dir, "node_modules", "dynalite", "cli.js")
 	installed := func() bool {
 		// npm writes node_modules/.package-lock.json last, so a half-done install lacks it.

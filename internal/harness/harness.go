@@ -43,8 +43,8 @@ import (
 const (
 	ServicePostgres = "PostgreSQL"
 	ServiceRabbitMQ = "RabbitMQ"
-	ServiceKafka    = "Kafka"
-	ServiceSQS      = "SQS"
+	serviceKafka    = "Kafka"
+	serviceSQS      = "SQS"
 	ServiceDynamoDB = "DynamoDB"
 	ServiceRedis    = "Redis"
 )
@@ -83,9 +83,9 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrUnavailable.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
 
-// CI reports whether the CI environment variable holds a true value, in which case a
+// inCI reports whether the CI environment variable holds a true value, in which case a
 // missing server fails tests instead of skipping them.
-func CI() bool {
+func inCI() bool {
 	ci, err := strconv.ParseBool(os.Getenv("CI"))
 	return err == nil && ci
 }
@@ -99,7 +99,7 @@ func Require(t testing.TB, service string, err error) {
 		return
 	}
 	line := oneLine(err.Error())
-	if CI() {
+	if inCI() {
 		t.Fatalf("%s is required under CI=true: %s", service, line)
 		return
 	}
@@ -187,4 +187,19 @@ func endpointFromEnv(service, name, hint string) (string, error) {
 		return "", &UnavailableError{Service: service, Addr: endpoint, Hint: hint, Err: err}
 	}
 	return endpoint, nil
+}
+
+// startForTest starts a private server with start in a temporary directory of t,
+// failing or skipping the test through Require when it cannot, and closes it when the
+// test ends, whether or not the test passed.
+func startForTest[S interface{ Close() error }](t testing.TB, service string, start func(dir string) (S, error)) S {
+	t.Helper()
+	s, err := start(t.TempDir())
+	Require(t, service, err)
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
+	return s
 }

@@ -68,7 +68,7 @@ func TestRequire(t *testing.T) {
 
 func TestUnavailableErrorMatches(t *testing.T) {
 	cause := errors.New("refused")
-	err := fmt.Errorf("wrapped: %w", &UnavailableError{Service: ServiceSQS, Err: cause})
+	err := fmt.Errorf("wrapped: %w", &UnavailableError{Service: serviceSQS, Err: cause})
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, cause) {
 		t.Fatalf("errors.Is(%v) misses ErrUnavailable or the cause", err)
 	}
@@ -146,7 +146,7 @@ func TestKafkaEnvironment(t *testing.T) {
 	}
 	t.Setenv("KAFKA_BROKERS", a+","+refused)
 	var ue *UnavailableError
-	if _, err := Kafka(); !errors.As(err, &ue) || ue.Addr != refused || ue.Service != ServiceKafka {
+	if _, err := Kafka(); !errors.As(err, &ue) || ue.Addr != refused || ue.Service != serviceKafka {
 		t.Fatalf("Kafka() with a dead broker: %v; want an UnavailableError for %s", err, refused)
 	}
 	t.Setenv("KAFKA_BROKERS", "")

@@ -60,10 +60,10 @@ func TestHTTPFaultShare(t *testing.T) {
 	})}
 	go func() { _ = upstream.Serve(ln) }()
 	t.Cleanup(func() { _ = upstream.Close() })
-	fail := HTTPResponse{Status: 503, Header: http.Header{"X-Fault": {"yes"}}, Body: []byte("fault")}
+	fail := httpResponse{Status: 503, Header: http.Header{"X-Fault": {"yes"}}, Body: []byte("fault")}
 	for _, share := range []float64{0, 0.1, 0.6, 1} {
 		reached.Store(0)
-		f := NewHTTPFault(t, "http://"+ln.Addr().String(), fail)
+		f := newHTTPFault(t, "http://"+ln.Addr().String(), fail)
 		f.SetFailShare(share)
 		var faults int64
 		for range shareRequests(share) {
@@ -120,7 +120,7 @@ func TestSQSErrorResponse(t *testing.T) {
 		return api
 	}
 	for _, fault := range []sqstest.Fault{sqstest.ServiceUnavailable, sqstest.InternalError} {
-		f := NewHTTPFault(t, srv.URL(), SQSErrorResponse(fault))
+		f := newHTTPFault(t, srv.URL(), sqsErrorResponse(fault))
 		f.SetFailShare(1)
 		got := send(f.URL())
 		srv.SetFault("q", fault)

@@ -26,7 +26,7 @@ func Kafka() (brokers []string, err error) {
 			continue
 		}
 		if err := dial(b); err != nil {
-			return nil, &UnavailableError{Service: ServiceKafka, Addr: b, Hint: kafkaHint, Err: err}
+			return nil, &UnavailableError{Service: serviceKafka, Addr: b, Hint: kafkaHint, Err: err}
 		}
 		brokers = append(brokers, b)
 	}
@@ -42,7 +42,7 @@ func Kafka() (brokers []string, err error) {
 func KafkaBrokers(t testing.TB, opts ...kfake.Opt) ([]string, *kfake.Cluster) {
 	t.Helper()
 	brokers, err := Kafka()
-	Require(t, ServiceKafka, err)
+	Require(t, serviceKafka, err)
 	if brokers != nil {
 		return brokers, nil
 	}

@@ -8,14 +8,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ProduceFault fails a share of the produce requests a kfake cluster receives with a
+// produceFault fails a share of the produce requests a kfake cluster receives with a
 // broker error code, through kfake's faults, and counts the produce requests that
 // reached the cluster, as a broker in a brownout fails some writes (NOT_ENOUGH_REPLICAS
 // while its followers lag, say) and takes the rest.
 //
 // The share is drawn once per request: a failed request to several partitions fails
 // for all of them.
-type ProduceFault struct {
+type produceFault struct {
 	share    failShare
 	mu       sync.Mutex         // guards the two fields below
 	last     kmsg.Request       // the request drawn for last
@@ -28,8 +28,8 @@ type ProduceFault struct {
 // failing with code after it. A code that kfake answers after applying the write
 // (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND) stores the records anyway, as
 // a broker does.
-func NewProduceFault(c *kfake.Cluster, code *kerr.Error) *ProduceFault {
-	f := &ProduceFault{}
+func NewProduceFault(c *kfake.Cluster, code *kerr.Error) *produceFault {
+	f := &produceFault{}
 	produce := []kmsg.Key{kmsg.Produce}
 	// Faults are checked in the order added: the observer first, so that it counts
 	// the requests the failing fault answers too.
@@ -39,7 +39,7 @@ func NewProduceFault(c *kfake.Cluster, code *kerr.Error) *ProduceFault {
 }
 
 // fails draws whether req fails, once per request: kfake may ask more than once.
-func (f *ProduceFault) fails(req kmsg.Request) bool {
+func (f *produceFault) fails(req kmsg.Request) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if req != f.last {
@@ -50,10 +50,10 @@ func (f *ProduceFault) fails(req kmsg.Request) bool {
 
 // SetFailShare makes share (0 to 1) of the produce requests from now on fail, each
 // drawn at random; 0 fails none.
-func (f *ProduceFault) SetFailShare(share float64) { f.share.set(share) }
+func (f *produceFault) SetFailShare(share float64) { f.share.set(share) }
 
 // Counts returns the produce requests the cluster received so far and how many of
 // them the fault failed.
-func (f *ProduceFault) Counts() (received, failed int64) {
+func (f *produceFault) Counts() (received, failed int64) {
 	return int64(f.observed.Hits()), int64(f.failing.Hits())
 }

@@ -115,14 +115,7 @@ type NATSServer struct{ server }
 // Require.
 func NewNATSServer(t testing.TB) *NATSServer {
 	t.Helper()
-	s, err := startNATSServer(t.TempDir())
-	Require(t, serviceNATS, err)
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("%v", err)
-		}
-	})
-	return s
+	return startForTest(t, serviceNATS, startNATSServer)
 }
 
 // startNATSServer starts the machine's nats-server binary (`nats-server -js`) on a

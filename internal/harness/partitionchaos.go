@@ -15,31 +15,31 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// DeadBroker is the faults of a partition outage scenario: one broker of a
+// deadBroker is the faults of a partition outage scenario: one broker of a
 // three-broker kfake cluster first black-holed, then refusing connections.
-type DeadBroker struct {
+type deadBroker struct {
 	Faults *BrokerFaults
 	Node   int
 	// Dead lists, by partition, whether its leader is the faulted node.
 	Dead []bool
 }
 
-// PartitionDeadline is the callers' deadline in a partition outage scenario, and the
+// partitionDeadline is the callers' deadline in a partition outage scenario, and the
 // bound its clients put on one request: it ends a hung broker's calls, and must not
 // end a healthy one's. 500ms did, on a loaded machine under -race: healthy
 // partitions missed it five times in a row and were isolated, the topic's circuit
 // once opened.
-const PartitionDeadline = 2 * time.Second
+const partitionDeadline = 2 * time.Second
 
-// PartitionPhase is how long each phase of the short scenario runs: with calls to
-// the hung broker ending only after PartitionDeadline, the dead partitions are
+// partitionPhase is how long each phase of the short scenario runs: with calls to
+// the hung broker ending only after partitionDeadline, the dead partitions are
 // isolated some 2-4 s in, and the phase must go on long enough after that to show it.
-const PartitionPhase = 6 * time.Second
+const partitionPhase = 6 * time.Second
 
-// PartitionLoad is the load of a partition outage scenario: Callers goroutines each
+// partitionLoad is the load of a partition outage scenario: Callers goroutines each
 // publishing one message per call with a Deadline, keyed (Keys, spread over the
 // partitions) or, one call in UnkeyedEvery, unkeyed.
-type PartitionLoad struct {
+type partitionLoad struct {
 	Callers      int
 	Deadline     time.Duration
 	UnkeyedEvery int
@@ -60,8 +60,8 @@ func Keys(n int) [][]byte {
 	return out
 }
 
-// PhaseCounts is what one phase of a partition outage scenario measured.
-type PhaseCounts struct {
+// phaseCounts is what one phase of a partition outage scenario measured.
+type phaseCounts struct {
 	Healthy, HealthyOK int64 // keyed calls to partitions the fault spares, and the ones published
 	Dead, DeadRefused  int64 // keyed calls to the dead broker's partitions, and the ones refused
 	DeadReached        int64 // dead calls not refused after the first refusal: they reached the broker
@@ -76,17 +76,17 @@ type PhaseCounts struct {
 }
 
 // Goodput is the healthy partitions' published calls per second.
-func (c *PhaseCounts) Goodput() float64 { return float64(c.HealthyOK) / c.Elapsed.Seconds() }
+func (c *phaseCounts) Goodput() float64 { return float64(c.HealthyOK) / c.Elapsed.Seconds() }
 
 // HealthyDelivered is the share of the keyed calls to healthy partitions published.
 // Unlike Goodput it does not depend on how fast the machine was during the phase.
-func (c *PhaseCounts) HealthyDelivered() float64 { return pct(c.HealthyOK, c.Healthy) / 100 }
+func (c *phaseCounts) HealthyDelivered() float64 { return pct(c.HealthyOK, c.Healthy) / 100 }
 
-// RunPartitionPhase runs load against publish for d while dead's fault is f, and
+// runPartitionPhase runs load against publish for d while dead's fault is f, and
 // returns the counts.
-func RunPartitionPhase(load PartitionLoad, dead DeadBroker, f BrokerFault, d time.Duration, publish func(ctx context.Context, key []byte) error) *PhaseCounts {
+func runPartitionPhase(load partitionLoad, dead deadBroker, f BrokerFault, d time.Duration, publish func(ctx context.Context, key []byte) error) *phaseCounts {
 	dead.Faults.Set(dead.Node, f)
-	var c PhaseCounts
+	var c phaseCounts
 	var deadMask uint64
 	for p, isDead := range dead.Dead {
 		if isDead {
@@ -150,18 +150,18 @@ func RunPartitionPhase(load PartitionLoad, dead DeadBroker, f BrokerFault, d tim
 	return &c
 }
 
-// PartitionRow is one set-up's line of a partition outage table.
-type PartitionRow struct {
+// partitionRow is one set-up's line of a partition outage table.
+type partitionRow struct {
 	Setup                  string
-	NoFault, Hung, Refused *PhaseCounts // nil for a phase that did not run
+	NoFault, Hung, Refused *phaseCounts // nil for a phase that did not run
 }
 
-// PrintPartitionTable writes the summary table of a partition outage scenario, the
+// printPartitionTable writes the summary table of a partition outage scenario, the
 // goodputs as ratios against the first row (the run without a breaker).
-func PrintPartitionTable(w io.Writer, client string, rows []PartitionRow) {
+func printPartitionTable(w io.Writer, client string, rows []partitionRow) {
 	fmt.Fprintf(w, "\n%s, one broker of three down (hung, then refusing):\n", client)
 	fmt.Fprintf(w, "| set-up | hung: healthy goodput vs none | dead calls refused / reached after isolation | unkeyed delivered (after isolation) | refusing: healthy goodput vs none | refused / reached | unkeyed delivered (after isolation) |\n|---|---|---|---|---|---|---|\n")
-	cells := func(c, none *PhaseCounts) string {
+	cells := func(c, none *phaseCounts) string {
 		if c == nil {
 			return " - | - | - |"
 		}
@@ -175,7 +175,7 @@ func PrintPartitionTable(w io.Writer, client string, rows []PartitionRow) {
 
 // UnkeyedDelivered is the share of unkeyed calls published, of those started after
 // the dead partitions were isolated when there were any, else of all.
-func (c *PhaseCounts) UnkeyedDelivered() float64 {
+func (c *phaseCounts) UnkeyedDelivered() float64 {
 	if c.UnkeyedAfter > 0 {
 		return pct(c.UnkeyedAfterOK, c.UnkeyedAfter) / 100
 	}
@@ -189,11 +189,11 @@ func pct(a, b int64) float64 {
 	return 100 * float64(a) / float64(b)
 }
 
-// ErrNoDeadPartition is returned by DeadPartitions when the node leads none.
-var ErrNoDeadPartition = errors.New("harness: the faulted node leads no partition")
+// errNoDeadPartition is returned by deadPartitions when the node leads none.
+var errNoDeadPartition = errors.New("harness: the faulted node leads no partition")
 
-// DeadPartitions lists, by partition, whether leader(p) is node.
-func DeadPartitions(n, node int, leader func(p int32) int32) ([]bool, error) {
+// deadPartitions lists, by partition, whether leader(p) is node.
+func deadPartitions(n, node int, leader func(p int32) int32) ([]bool, error) {
 	out := make([]bool, n)
 	any := false
 	for p := range n {
@@ -201,12 +201,12 @@ func DeadPartitions(n, node int, leader func(p int32) int32) ([]bool, error) {
 		any = any || out[p]
 	}
 	if !any {
-		return nil, ErrNoDeadPartition
+		return nil, errNoDeadPartition
 	}
 	return out, nil
 }
 
-// CheckPartitionRows fails t unless the guarded row meets the targets against the
+// checkPartitionRows fails t unless the guarded row meets the targets against the
 // row without a breaker: the healthy partitions' calls delivered as often (within
 // 2 points) in both phases, some calls to the dead partitions refused, >= 99% of
 // the unkeyed calls after isolation delivered, and no more calls reaching the dead
@@ -218,11 +218,11 @@ func DeadPartitions(n, node int, leader func(p int32) int32) ([]bool, error) {
 // phase, where both set-ups do the same work, gave 0.31x to 9.2x on a loaded
 // machine). A breaker that costs the healthy partitions refuses or fails their
 // calls, which the delivered share shows whatever the machine's speed.
-func CheckPartitionRows(t testing.TB, none, guarded PartitionRow, callers int) {
+func checkPartitionRows(t testing.TB, none, guarded partitionRow, callers int) {
 	t.Helper()
 	for _, ph := range []struct {
 		name       string
-		none, with *PhaseCounts
+		none, with *phaseCounts
 	}{{"hung", none.Hung, guarded.Hung}, {"refusing", none.Refused, guarded.Refused}} {
 		if ph.with == nil || ph.none == nil { // the phase did not run (-short)
 			continue
@@ -238,7 +238,7 @@ func CheckPartitionRows(t testing.TB, none, guarded PartitionRow, callers int) {
 		}
 	}
 	var reached int64
-	for _, c := range []*PhaseCounts{guarded.Hung, guarded.Refused} {
+	for _, c := range []*phaseCounts{guarded.Hung, guarded.Refused} {
 		if c != nil {
 			reached += c.DeadReached
 		}
@@ -260,16 +260,16 @@ func PartitionTopic(t testing.TB, cluster *kfake.Cluster, topic string, parts, n
 			t.Fatal(err)
 		}
 	}
-	dead, err := DeadPartitions(parts, node, func(p int32) int32 { return cluster.LeaderFor(topic, p) })
+	dead, err := deadPartitions(parts, node, func(p int32) int32 { return cluster.LeaderFor(topic, p) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	return dead
 }
 
-// PartitionSetup is one set-up of a partition outage scenario: Publish returns the
+// partitionSetup is one set-up of a partition outage scenario: Publish returns the
 // function that publishes one message with key to topic.
-type PartitionSetup struct {
+type partitionSetup struct {
 	Name    string
 	Publish func(topic string) func(ctx context.Context, key []byte) error
 }

@@ -37,15 +37,15 @@ type PartitionClient struct {
 	Guarded func(cluster *kfake.Cluster, reg *registry.Registry, topic string, deadline time.Duration) PublishKey
 }
 
-// PartitionScenarioPolicy is the guarded set-up's circuit policy: the README's.
-var PartitionScenarioPolicy = breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2}
+// partitionScenarioPolicy is the guarded set-up's circuit policy: the README's.
+var partitionScenarioPolicy = breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2}
 
 // RunPartitionScenario runs one broker of three down (its partitions' leader hung,
 // then refusing connections) against c without a breaker and through its adapter
 // with the adapter's defaults, prints the table and checks the guarded row
-// (CheckPartitionRows), and that the topic's circuit stayed closed.
+// (checkPartitionRows), and that the topic's circuit stayed closed.
 //
-// It has three sizes: the default (40 callers, PartitionPhase a phase); -short
+// It has three sizes: the default (40 callers, partitionPhase a phase); -short
 // (16 callers, the refusing phase only, 1.5 s, no no-fault phase: the cheap form
 // make test-unit runs);
 // and BROKERGUARD_PARTITION_CHAOS=long (the 200 callers with 500 ms
@@ -53,8 +53,8 @@ var PartitionScenarioPolicy = breaker.Policy{FailureThreshold: 5, BreakDuration:
 func RunPartitionScenario(t *testing.T, c PartitionClient) {
 	t.Helper()
 	factor := time.Duration(max(c.PhaseFactor, 1))
-	p := PartitionPhases{Hung: factor * PartitionPhase, Refused: factor * PartitionPhase}
-	callers, deadline := 40, PartitionDeadline
+	p := partitionPhases{Hung: factor * partitionPhase, Refused: factor * partitionPhase}
+	callers, deadline := 40, partitionDeadline
 	switch {
 	case os.Getenv("BROKERGUARD_PARTITION_CHAOS") == "long":
 		p.Hung, p.Refused, callers, deadline = 20*time.Second, 20*time.Second, 200, 500*time.Millisecond
@@ -67,17 +67,17 @@ func RunPartitionScenario(t *testing.T, c PartitionClient) {
 	faults := &BrokerFaults{}
 	cluster := KFake(t, kfake.NumBrokers(3), faults.Opt())
 	const parts, node = 6, 1
-	load := PartitionLoad{
+	load := partitionLoad{
 		Callers: callers, Deadline: deadline, UnkeyedEvery: 4, Keys: Keys(600),
 		PartitionOf: func(key []byte) int { return c.PartitionOf(key, parts) },
 		IsRefusal:   func(err error) bool { return errors.Is(err, breaker.ErrOpen) },
 	}
-	setups := []PartitionSetup{
+	setups := []partitionSetup{
 		{Name: "no breaker", Publish: func(topic string) func(context.Context, []byte) error {
 			return c.Raw(cluster, topic, deadline)
 		}},
 		{Name: "adapter defaults, README policy (consecutive 5)", Publish: func(topic string) func(context.Context, []byte) error {
-			reg, err := registry.New(registry.Policy{Circuit: PartitionScenarioPolicy})
+			reg, err := registry.New(registry.Policy{Circuit: partitionScenarioPolicy})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,37 +91,37 @@ func RunPartitionScenario(t *testing.T, c PartitionClient) {
 			return c.Guarded(cluster, reg, topic, deadline)
 		}},
 	}
-	rows := RunPartitionSetups(t, cluster, faults, node, parts, load, p, setups)
-	PrintPartitionTable(os.Stdout, c.Name, rows)
-	PrintNoFaultRatios(os.Stdout, rows)
-	CheckPartitionRows(t, rows[0], rows[1], callers)
+	rows := runPartitionSetups(t, cluster, faults, node, parts, load, p, setups)
+	printPartitionTable(os.Stdout, c.Name, rows)
+	printNoFaultRatios(os.Stdout, rows)
+	checkPartitionRows(t, rows[0], rows[1], callers)
 }
 
-// PartitionPhases is how long each phase of a partition outage scenario runs; a
+// partitionPhases is how long each phase of a partition outage scenario runs; a
 // phase of 0 is left out (its counts are nil).
-type PartitionPhases struct {
+type partitionPhases struct {
 	NoFault, Hung, Refused time.Duration
 }
 
-// RunPartitionSetups runs each set-up, on a topic of its own with parts partitions,
+// runPartitionSetups runs each set-up, on a topic of its own with parts partitions,
 // through a short warm-up, then the phases: no fault, node black-holed, node refusing
 // connections. It returns a row per set-up; node is healthy again after.
-func RunPartitionSetups(t testing.TB, cluster *kfake.Cluster, faults *BrokerFaults, node, parts int, load PartitionLoad, p PartitionPhases, setups []PartitionSetup) []PartitionRow {
+func runPartitionSetups(t testing.TB, cluster *kfake.Cluster, faults *BrokerFaults, node, parts int, load partitionLoad, p partitionPhases, setups []partitionSetup) []partitionRow {
 	t.Helper()
-	var rows []PartitionRow
+	var rows []partitionRow
 	for i, s := range setups {
 		topic := TopicNames("partitions")[0] + string(rune('a'+i))
-		db := DeadBroker{Faults: faults, Node: node, Dead: PartitionTopic(t, cluster, topic, parts, node)}
+		db := deadBroker{Faults: faults, Node: node, Dead: PartitionTopic(t, cluster, topic, parts, node)}
 		publish := s.Publish(topic)
-		RunPartitionPhase(load, db, Healthy, 300*time.Millisecond, publish) // metadata, connections
-		row := PartitionRow{Setup: s.Name}
+		runPartitionPhase(load, db, Healthy, 300*time.Millisecond, publish) // metadata, connections
+		row := partitionRow{Setup: s.Name}
 		for _, ph := range []struct {
 			d     time.Duration
 			fault BrokerFault
-			into  **PhaseCounts
+			into  **phaseCounts
 		}{{p.NoFault, Healthy, &row.NoFault}, {p.Hung, BlackHole, &row.Hung}, {p.Refused, Refuse, &row.Refused}} {
 			if ph.d > 0 {
-				*ph.into = RunPartitionPhase(load, db, ph.fault, ph.d, publish)
+				*ph.into = runPartitionPhase(load, db, ph.fault, ph.d, publish)
 			}
 		}
 		faults.Set(node, Healthy)
@@ -130,11 +130,11 @@ func RunPartitionSetups(t testing.TB, cluster *kfake.Cluster, faults *BrokerFaul
 	return rows
 }
 
-// PrintNoFaultRatios writes, per row that ran a no-fault phase, the healthy
+// printNoFaultRatios writes, per row that ran a no-fault phase, the healthy
 // partitions' goodput in each faulted phase as a ratio of that row's own no-fault
 // goodput (the same partitions' keys, without the fault). It is printed, not checked:
-// phases run one after the other on a shared machine (see CheckPartitionRows).
-func PrintNoFaultRatios(w io.Writer, rows []PartitionRow) {
+// phases run one after the other on a shared machine (see checkPartitionRows).
+func printNoFaultRatios(w io.Writer, rows []partitionRow) {
 	for _, r := range rows {
 		if r.NoFault == nil || r.NoFault.Goodput() == 0 {
 			continue
@@ -142,7 +142,7 @@ func PrintNoFaultRatios(w io.Writer, rows []PartitionRow) {
 		fmt.Fprintf(w, "%s: healthy partitions' goodput against a no-fault run (%.1f/s):", r.Setup, r.NoFault.Goodput())
 		for _, ph := range []struct {
 			name string
-			c    *PhaseCounts
+			c    *phaseCounts
 		}{{"hung", r.Hung}, {"refusing", r.Refused}} {
 			if ph.c != nil {
 				fmt.Fprintf(w, " %s %.2fx", ph.name, ph.c.Goodput()/r.NoFault.Goodput())

@@ -28,7 +28,7 @@ type PgBouncer struct {
 func StartPgBouncer(t testing.TB, upstream, poolMode string) *PgBouncer {
 	t.Helper()
 	b, err := startPgBouncer(upstream, poolMode)
-	Require(t, ServicePgBouncer, err)
+	Require(t, servicePgBouncer, err)
 	t.Cleanup(func() {
 		if err := b.run.stop(serverTermWait); err != nil {
 			t.Errorf("harness: stopping pgbouncer: %v", err)
@@ -42,24 +42,16 @@ func startPgBouncer(upstream, poolMode string) (*PgBouncer, error) {
 	bin, err := exec.LookPath("pgbouncer")
 	if err != nil {
 		if bin, err = exec.LookPath("/usr/sbin/pgbouncer"); err != nil {
-			return nil, &UnavailableError{Service: ServicePgBouncer, Hint: pgBouncerHint, Err: err}
+			return nil, &UnavailableError{Service: servicePgBouncer, Hint: pgBouncerHint, Err: err}
 		}
 	}
 	host, port, err := net.SplitHostPort(upstream)
 	if err != nil {
 		return nil, fmt.Errorf("harness: pgbouncer upstream: %w", err)
 	}
-	as, err := serviceUser()
+	as, listen, dir, err := privatePlace("brokerguard-pgbouncer-")
 	if err != nil {
 		return nil, err
-	}
-	listen, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := tempDirFor(as, "brokerguard-pgbouncer-")
-	if err != nil {
-		return nil, fmt.Errorf("harness: %w", err)
 	}
 	b := &PgBouncer{dir: dir, port: listen}
 	ini := fmt.Sprintf(`[databases]

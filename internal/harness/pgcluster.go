@@ -16,8 +16,8 @@ import (
 	"time"
 )
 
-// ServicePgBouncer names PgBouncer in messages and in UnavailableError.Service.
-const ServicePgBouncer = "PgBouncer"
+// servicePgBouncer names PgBouncer in messages and in UnavailableError.Service.
+const servicePgBouncer = "PgBouncer"
 
 const pgBinHint = "install PostgreSQL's server binaries (apt-get install -y postgresql); they are looked for under /usr/lib/postgresql/*/bin"
 
@@ -106,17 +106,9 @@ func newPostgresCluster() (*PostgresCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	as, err := serviceUser()
+	as, port, dir, err := privatePlace("brokerguard-pg-")
 	if err != nil {
 		return nil, err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := tempDirFor(as, "brokerguard-pg-")
-	if err != nil {
-		return nil, fmt.Errorf("harness: %w", err)
 	}
 	c := &PostgresCluster{bin: bin, dir: dir, port: port, as: as}
 	out, err := command(as, filepath.Join(bin, "initdb"), "-D", c.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync").CombinedOutput()
@@ -190,4 +182,20 @@ func killPidFile(path string) error {
 		}
 	}
 	return fmt.Errorf("harness: pid %d still running", pid)
+}
+
+// privatePlace is what a private server needs before it starts: the user it runs as
+// (nil: ourselves; see serviceUser), a free loopback port, and a temporary directory
+// named from prefix that this user may write.
+func privatePlace(prefix string) (as *user.User, port int, dir string, err error) {
+	if as, err = serviceUser(); err != nil {
+		return nil, 0, "", err
+	}
+	if port, err = freePort(); err != nil {
+		return nil, 0, "", err
+	}
+	if dir, err = tempDirFor(as, prefix); err != nil {
+		return nil, 0, "", fmt.Errorf("harness: %w", err)
+	}
+	return as, port, dir, nil
 }

@@ -13,9 +13,9 @@ import (
 	"time"
 )
 
-// ServicePrometheus names Debian's prometheus package (the prometheus server and
+// servicePrometheus names Debian's prometheus package (the prometheus server and
 // promtool) in messages.
-const ServicePrometheus = "Prometheus"
+const servicePrometheus = "Prometheus"
 
 const prometheusHint = "install it with `apt-get install -y prometheus` (make services does)"
 
@@ -29,7 +29,7 @@ func binary(t testing.TB, name string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
 	if err != nil {
-		Require(t, ServicePrometheus, &UnavailableError{Service: ServicePrometheus, Hint: prometheusHint, Err: err})
+		Require(t, servicePrometheus, &UnavailableError{Service: servicePrometheus, Hint: prometheusHint, Err: err})
 	}
 	return path
 }
@@ -64,7 +64,7 @@ func Prometheus(t testing.TB, config string, files map[string]string) string {
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
-		Require(t, ServicePrometheus, &UnavailableError{Service: ServicePrometheus, Hint: prometheusHint, Err: err})
+		Require(t, servicePrometheus, &UnavailableError{Service: servicePrometheus, Hint: prometheusHint, Err: err})
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()

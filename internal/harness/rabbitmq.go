@@ -84,19 +84,19 @@ func RabbitCtl(t testing.TB, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// StopRabbitApp used to stop the machine's broker. It now fails the test, naming the
+// stopRabbitApp used to stop the machine's broker. It now fails the test, naming the
 // replacement: other clients of that broker would see an outage.
-func StopRabbitApp(t testing.TB) {
+func stopRabbitApp(t testing.TB) {
 	t.Helper()
-	t.Fatal("harness: StopRabbitApp would stop the broker other clients on this machine use: " +
+	t.Fatal("harness: stopRabbitApp would stop the broker other clients on this machine use: " +
 		"start a node of the test's own with NewRabbitNode and call its StopApp and StartApp")
 }
 
-// BlockRabbit used to raise the machine's broker's memory alarm. It now fails the
+// blockRabbit used to raise the machine's broker's memory alarm. It now fails the
 // test, naming the replacement: other clients of that broker would be blocked.
-func BlockRabbit(t testing.TB) {
+func blockRabbit(t testing.TB) {
 	t.Helper()
-	t.Fatal("harness: BlockRabbit would block every publisher of the broker other clients on this machine use: " +
+	t.Fatal("harness: blockRabbit would block every publisher of the broker other clients on this machine use: " +
 		"start a node of the test's own with NewRabbitNode and call its Block")
 }
 

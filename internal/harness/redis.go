@@ -131,14 +131,7 @@ type RedisServer struct{ server }
 // the test ends, whether or not the test passed. Errors go through Require.
 func NewRedis(t testing.TB) *RedisServer {
 	t.Helper()
-	s, err := StartRedis(t.TempDir())
-	Require(t, ServiceRedis, err)
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("%v", err)
-		}
-	})
-	return s
+	return startForTest(t, ServiceRedis, StartRedis)
 }
 
 // StartRedis starts the machine's redis-server binary on a free loopback port with its

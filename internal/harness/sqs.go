@@ -17,7 +17,7 @@ const sqsHint = "start the server at SQS_ENDPOINT, or unset it to use the in-pro
 // SQS returns SQS_ENDPOINT once its host accepts TCP connections, or "", nil when the
 // variable is unset: the caller then starts the in-process SQS test server.
 func SQS() (endpoint string, err error) {
-	return endpointFromEnv(ServiceSQS, "SQS_ENDPOINT", sqsHint)
+	return endpointFromEnv(serviceSQS, "SQS_ENDPOINT", sqsHint)
 }
 
 // SQSEndpoint returns SQS_ENDPOINT for a test, after Require on SQS's error, or "" when
@@ -25,7 +25,7 @@ func SQS() (endpoint string, err error) {
 func SQSEndpoint(t testing.TB) string {
 	t.Helper()
 	endpoint, err := SQS()
-	Require(t, ServiceSQS, err)
+	Require(t, serviceSQS, err)
 	return endpoint
 }
 

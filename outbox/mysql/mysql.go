@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -102,8 +103,8 @@ var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 func newConfig(opts []Option) (config, error) {
 	c := config{table: Table, timeout: DefaultTimeout}
-	for _, o := range opts {
-		o(&c)
+	if err := option.ApplyAll("mysql: New", &c, opts); err != nil {
+		return c, err
 	}
 	if !c.timeoutSet {
 		c.timeout = DefaultTimeout

@@ -139,27 +139,14 @@ func (s *Server) newQueue(name string, attrs map[string]string) (*queue, error) 
 // validate checks one message against the queue's rules and returns its
 // deduplication ID (FIFO only).
 func (q *queue) validate(e *entry) (string, error) {
-	if e.MessageBody == nil || *e.MessageBody == "" {
-		return "", missingParameter.with("The request must contain the parameter MessageBody.")
+	if err := validBody(e.MessageBody); err != nil {
+		return "", err
 	}
-	for _, r := range *e.MessageBody {
-		if !(r == 0x9 || r == 0xA || r == 0xD || r >= 0x20 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF) {
-			return "", InvalidMessageContents.with("Invalid binary character '#x" + strconv.FormatInt(int64(r), 16) + "' was found in the message body.")
-		}
+	size, err := attributesSize(e.MessageAttributes)
+	if err != nil {
+		return "", err
 	}
-	if len(e.MessageAttributes) > maxAttributes {
-		return "", InvalidParameterValue.with("Number of message attributes cannot exceed 10.")
-	}
-	size := len(*e.MessageBody)
-	for name, a := range e.MessageAttributes {
-		base, _, _ := strings.Cut(a.DataType, ".")
-		ok := name != "" && (base == "String" || base == "Number") && a.StringValue != "" || base == "Binary" && len(a.BinaryValue) > 0
-		if !ok {
-			return "", InvalidParameterValue.with("The message attribute '" + name + "' must have a DataType of String, Number or Binary and a matching non-empty value.")
-		}
-		size += len(name) + len(a.DataType) + len(a.StringValue) + len(a.BinaryValue)
-	}
-	if size > q.maxSize {
+	if size += len(*e.MessageBody); size > q.maxSize {
 		return "", InvalidParameterValue.with(fmt.Sprintf("One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", q.maxSize))
 	}
 	if !q.fifo {
@@ -169,6 +156,45 @@ func (q *queue) validate(e *entry) (string, error) {
 		}
 		return "", nil
 	}
+	return q.fifoDedupID(e)
+}
+
+// validBody refuses a missing or empty body and one with a character outside the
+// XML character ranges SQS allows.
+func validBody(body *string) error {
+	if body == nil || *body == "" {
+		return missingParameter.with("The request must contain the parameter MessageBody.")
+	}
+	for _, r := range *body {
+		if !(r == 0x9 || r == 0xA || r == 0xD || r >= 0x20 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF) {
+			return InvalidMessageContents.with("Invalid binary character '#x" + strconv.FormatInt(int64(r), 16) + "' was found in the message body.")
+		}
+	}
+	return nil
+}
+
+// attributesSize checks the message attributes and returns the bytes they add to
+// the message's size.
+func attributesSize(attrs map[string]Attribute) (int, error) {
+	if len(attrs) > maxAttributes {
+		return 0, InvalidParameterValue.with("Number of message attributes cannot exceed 10.")
+	}
+	size := 0
+	for name, a := range attrs {
+		base, _, _ := strings.Cut(a.DataType, ".")
+		ok := name != "" && (base == "String" || base == "Number") && a.StringValue != "" || base == "Binary" && len(a.BinaryValue) > 0
+		if !ok {
+			return 0, InvalidParameterValue.with("The message attribute '" + name + "' must have a DataType of String, Number or Binary and a matching non-empty value.")
+		}
+		size += len(name) + len(a.DataType) + len(a.StringValue) + len(a.BinaryValue)
+	}
+	return size, nil
+}
+
+// fifoDedupID checks a FIFO queue's own parameters and returns the message's
+// deduplication ID: the one it gives, or its body's hash under content-based
+// deduplication.
+func (q *queue) fifoDedupID(e *entry) (string, error) {
 	if e.MessageGroupId == "" {
 		return "", missingParameter.with("The request must contain the parameter MessageGroupId.")
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/brokerguard/brokerguard/internal/option"
 )
 
 // ErrClosed is returned by [Server.AcceptConnections] after [Server.Close].
@@ -71,8 +73,8 @@ func New(opts ...Option) (*Server, error) {
 		entryFaults: map[string]EntryFaultFunc{},
 		requests:    map[[2]string]int{},
 	}
-	for _, o := range opts {
-		o(s)
+	if err := option.ApplyAll("sqstest: New", s, opts); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

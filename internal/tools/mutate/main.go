@@ -81,6 +81,21 @@ var swaps = map[string]map[token.Token]token.Token{
 	"incdec":     {token.INC: token.DEC, token.DEC: token.INC, token.ADD_ASSIGN: token.SUB_ASSIGN, token.SUB_ASSIGN: token.ADD_ASSIGN},
 }
 
+// span is a case expression or a select's communication, with the switch or select
+// statement whose coverage stands for it.
+type span struct{ from, to, anchor token.Pos }
+
+// siteFinder collects the mutants of one file.
+type siteFinder struct {
+	fset *token.FileSet
+	path string
+	src  []byte
+	out  []Mutant
+	// Case expressions and a select's communications lie in no cover block: they are
+	// reached when their switch or select statement is.
+	cases []span
+}
+
 // Sites lists the mutants of one file's source, in source order.
 func Sites(path string, src []byte) ([]Mutant, error) {
 	fset := token.NewFileSet()
@@ -88,100 +103,120 @@ func Sites(path string, src []byte) ([]Mutant, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Mutant
-	// Case expressions and a select's communications lie in no cover block: they are
-	// reached when their switch or select statement is.
-	type span struct{ from, to, anchor token.Pos }
-	var cases []span
-	add := func(op string, pos, end token.Pos, repl string) {
-		p := fset.Position(pos)
-		s, e := p.Offset, fset.Position(end).Offset
-		a := p
-		for i := len(cases) - 1; i >= 0; i-- {
-			if pos >= cases[i].from && pos < cases[i].to {
-				a = fset.Position(cases[i].anchor)
-				break
-			}
-		}
-		out = append(out, Mutant{File: path, Line: p.Line, Col: p.Column, AnchorLine: a.Line, AnchorCol: a.Column,
-			Start: s, End: e, Op: op, Orig: string(src[s:e]), Repl: repl})
-	}
-	caseSpans := func(stmt ast.Node, body *ast.BlockStmt) {
-		for _, c := range body.List {
-			switch c := c.(type) {
-			case *ast.CaseClause:
-				if len(c.List) > 0 {
-					cases = append(cases, span{c.List[0].Pos(), c.Colon, stmt.Pos()})
-				}
-			case *ast.CommClause:
-				if c.Comm != nil {
-					cases = append(cases, span{c.Comm.Pos(), c.Colon, stmt.Pos()})
-				}
-			}
-		}
-	}
-	tokenSwaps := func(pos token.Pos, tok token.Token) {
-		for _, op := range []string{"boundary", "negation", "arithmetic", "logical", "incdec"} {
-			if to, ok := swaps[op][tok]; ok {
-				add(op, pos, pos+token.Pos(len(tok.String())), to.String())
-			}
-		}
-	}
-	isString := func(e ast.Expr) bool {
-		l, ok := e.(*ast.BasicLit)
-		return ok && (l.Kind == token.STRING || l.Kind == token.CHAR)
-	}
+	sf := &siteFinder{fset: fset, path: path, src: src}
 	for _, d := range f.Decls {
 		fd, ok := d.(*ast.FuncDecl)
 		if !ok || fd.Body == nil {
 			continue // constants and package variables: no coverage to tell whether a test reads them
 		}
-		ast.Inspect(fd.Body, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.SwitchStmt:
-				caseSpans(n, n.Body)
-			case *ast.TypeSwitchStmt:
-				caseSpans(n, n.Body)
-			case *ast.SelectStmt:
-				caseSpans(n, n.Body)
-			case *ast.BinaryExpr:
-				if (n.Op == token.ADD || n.Op == token.SUB) && (isString(n.X) || isString(n.Y)) {
-					break // string concatenation
-				}
-				tokenSwaps(n.OpPos, n.Op)
-			case *ast.IncDecStmt:
-				tokenSwaps(n.TokPos, n.Tok)
-				add("remove", n.Pos(), n.End(), "")
-			case *ast.AssignStmt:
-				tokenSwaps(n.TokPos, n.Tok)
-				if n.Tok != token.DEFINE {
-					add("remove", n.Pos(), n.End(), "")
-				}
-			case *ast.UnaryExpr:
-				if n.Op == token.NOT {
-					add("not", n.OpPos, n.OpPos+1, "")
-				}
-			case *ast.ExprStmt:
-				if c, ok := n.X.(*ast.CallExpr); ok {
-					if id, ok := c.Fun.(*ast.Ident); ok && id.Name == "panic" {
-						break // a function may end with it
-					}
-					add("remove", n.Pos(), n.End(), "")
-				}
-			case *ast.SendStmt:
-				add("remove", n.Pos(), n.End(), "")
-			case *ast.ReturnStmt:
-				for _, r := range n.Results {
-					if id, ok := r.(*ast.Ident); ok && (id.Name == "true" || id.Name == "false") {
-						add("bool", id.Pos(), id.End(), map[string]string{"true": "false", "false": "true"}[id.Name])
-					}
-				}
-			}
-			return true
-		})
+		ast.Inspect(fd.Body, sf.visit)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
-	return out, nil
+	sort.SliceStable(sf.out, func(i, j int) bool { return sf.out[i].Start < sf.out[j].Start })
+	return sf.out, nil
+}
+
+// visit adds the mutants of one node; it is an ast.Inspect function.
+func (sf *siteFinder) visit(n ast.Node) bool {
+	switch n := n.(type) {
+	case *ast.SwitchStmt:
+		sf.caseSpans(n, n.Body)
+	case *ast.TypeSwitchStmt:
+		sf.caseSpans(n, n.Body)
+	case *ast.SelectStmt:
+		sf.caseSpans(n, n.Body)
+	case *ast.BinaryExpr:
+		if (n.Op == token.ADD || n.Op == token.SUB) && (isString(n.X) || isString(n.Y)) {
+			break // string concatenation
+		}
+		sf.tokenSwaps(n.OpPos, n.Op)
+	case *ast.IncDecStmt:
+		sf.tokenSwaps(n.TokPos, n.Tok)
+		sf.add("remove", n.Pos(), n.End(), "")
+	case *ast.AssignStmt:
+		sf.tokenSwaps(n.TokPos, n.Tok)
+		if n.Tok != token.DEFINE {
+			sf.add("remove", n.Pos(), n.End(), "")
+		}
+	case *ast.UnaryExpr:
+		if n.Op == token.NOT {
+			sf.add("not", n.OpPos, n.OpPos+1, "")
+		}
+	case *ast.ExprStmt:
+		sf.callStmt(n)
+	case *ast.SendStmt:
+		sf.add("remove", n.Pos(), n.End(), "")
+	case *ast.ReturnStmt:
+		sf.boolReturns(n)
+	}
+	return true
+}
+
+// add records the mutant that replaces [pos, end) by repl, anchored for coverage at
+// the innermost case span holding pos, if any.
+func (sf *siteFinder) add(op string, pos, end token.Pos, repl string) {
+	p := sf.fset.Position(pos)
+	s, e := p.Offset, sf.fset.Position(end).Offset
+	a := p
+	for i := len(sf.cases) - 1; i >= 0; i-- {
+		if pos >= sf.cases[i].from && pos < sf.cases[i].to {
+			a = sf.fset.Position(sf.cases[i].anchor)
+			break
+		}
+	}
+	sf.out = append(sf.out, Mutant{File: sf.path, Line: p.Line, Col: p.Column, AnchorLine: a.Line, AnchorCol: a.Column,
+		Start: s, End: e, Op: op, Orig: string(sf.src[s:e]), Repl: repl})
+}
+
+// caseSpans records the case expressions of a switch or select statement's body.
+func (sf *siteFinder) caseSpans(stmt ast.Node, body *ast.BlockStmt) {
+	for _, c := range body.List {
+		switch c := c.(type) {
+		case *ast.CaseClause:
+			if len(c.List) > 0 {
+				sf.cases = append(sf.cases, span{c.List[0].Pos(), c.Colon, stmt.Pos()})
+			}
+		case *ast.CommClause:
+			if c.Comm != nil {
+				sf.cases = append(sf.cases, span{c.Comm.Pos(), c.Colon, stmt.Pos()})
+			}
+		}
+	}
+}
+
+// tokenSwaps adds a mutant per operator family that swaps tok.
+func (sf *siteFinder) tokenSwaps(pos token.Pos, tok token.Token) {
+	for _, op := range []string{"boundary", "negation", "arithmetic", "logical", "incdec"} {
+		if to, ok := swaps[op][tok]; ok {
+			sf.add(op, pos, pos+token.Pos(len(tok.String())), to.String())
+		}
+	}
+}
+
+// callStmt adds the removal of a call statement, unless it calls panic: a function
+// may end with it.
+func (sf *siteFinder) callStmt(n *ast.ExprStmt) {
+	c, ok := n.X.(*ast.CallExpr)
+	if !ok {
+		return
+	}
+	if id, ok := c.Fun.(*ast.Ident); ok && id.Name == "panic" {
+		return
+	}
+	sf.add("remove", n.Pos(), n.End(), "")
+}
+
+// boolReturns swaps each literal true or false a return statement gives.
+func (sf *siteFinder) boolReturns(n *ast.ReturnStmt) {
+	for _, r := range n.Results {
+		if id, ok := r.(*ast.Ident); ok && (id.Name == "true" || id.Name == "false") {
+			sf.add("bool", id.Pos(), id.End(), map[string]string{"true": "false", "false": "true"}[id.Name])
+		}
+	}
+}
+
+func isString(e ast.Expr) bool {
+	l, ok := e.(*ast.BasicLit)
+	return ok && (l.Kind == token.STRING || l.Kind == token.CHAR)
 }
 
 // Apply returns src with the mutant's change made.
@@ -230,18 +265,30 @@ func covered(bs []block, importFile string, line, col int) bool {
 	return false
 }
 
+// config is what the command line asks for.
+type config struct {
+	pkgDir          string
+	testPkgs        []string
+	sample          int
+	seed            uint64
+	parallel        int
+	factor          float64
+	run, only       string
+	list            bool
+	jsonOut, resume string
+}
+
 func main() {
-	var (
-		sample   = flag.Int("sample", 0, "run a random sample of this many covered mutants (0: all)")
-		seed     = flag.Uint64("seed", 1, "seed of the sample")
-		parallel = flag.Int("parallel", 2, "mutants built and tested at once")
-		factor   = flag.Float64("timeout-factor", 10, "a mutant's tests time out at this many times the baseline run (at least 30s)")
-		run      = flag.String("run", "", "passed to go test -run")
-		only     = flag.String("only", "", "only mutants whose FILE:LINE (or #ID) matches this regexp")
-		list     = flag.Bool("list", false, "list the mutants and their coverage; run nothing")
-		jsonOut  = flag.String("json", "", "also write every mutant with its status to this file")
-		resume   = flag.String("resume", "", "an earlier run's -json file or printed log (from any checkout of the tree): keep its killed and invalid mutants, run again its survivors and the sites it found not covered; with -sample, run that many of the mutants it never ran")
-	)
+	var c config
+	flag.IntVar(&c.sample, "sample", 0, "run a random sample of this many covered mutants (0: all)")
+	flag.Uint64Var(&c.seed, "seed", 1, "seed of the sample")
+	flag.IntVar(&c.parallel, "parallel", 2, "mutants built and tested at once")
+	flag.Float64Var(&c.factor, "timeout-factor", 10, "a mutant's tests time out at this many times the baseline run (at least 30s)")
+	flag.StringVar(&c.run, "run", "", "passed to go test -run")
+	flag.StringVar(&c.only, "only", "", "only mutants whose FILE:LINE (or #ID) matches this regexp")
+	flag.BoolVar(&c.list, "list", false, "list the mutants and their coverage; run nothing")
+	flag.StringVar(&c.jsonOut, "json", "", "also write every mutant with its status to this file")
+	flag.StringVar(&c.resume, "resume", "", "an earlier run's -json file or printed log (from any checkout of the tree): keep its killed and invalid mutants, run again its survivors and the sites it found not covered; with -sample, run that many of the mutants it never ran")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: mutate [flags] PKG_DIR [TEST_PKG...]")
 		flag.PrintDefaults()
@@ -251,78 +298,128 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := mutate(flag.Arg(0), flag.Args()[1:], *sample, *seed, *parallel, *factor, *run, *only, *list, *jsonOut, *resume); err != nil {
+	c.pkgDir, c.testPkgs = flag.Arg(0), flag.Args()[1:]
+	if err := mutate(c); err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(1)
 	}
 }
 
-func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel int, factor float64, run, only string, list bool, jsonOut, resume string) error {
-	if !strings.HasPrefix(pkgDir, ".") {
-		pkgDir = "./" + pkgDir
-	}
-	if len(testPkgs) == 0 {
-		testPkgs = []string{pkgDir}
-	}
+// target is the package whose mutants are run, as go list names it.
+type target struct {
+	importPath, dir string
+	files           []string // its non-test Go files
+}
+
+func listPackage(pkgDir string) (target, error) {
 	info, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\n{{.Dir}}\n{{join .GoFiles \" \"}}", pkgDir).Output()
 	if err != nil {
-		return fmt.Errorf("go list %s: %w", pkgDir, err)
+		return target{}, fmt.Errorf("go list %s: %w", pkgDir, err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(info)), "\n")
 	if len(lines) < 3 {
-		return fmt.Errorf("go list %s: no Go files", pkgDir)
+		return target{}, fmt.Errorf("go list %s: no Go files", pkgDir)
 	}
-	importPath, dir, files := lines[0], lines[1], strings.Fields(lines[2])
+	return target{importPath: lines[0], dir: lines[1], files: strings.Fields(lines[2])}, nil
+}
 
+func mutate(c config) error {
+	if !strings.HasPrefix(c.pkgDir, ".") {
+		c.pkgDir = "./" + c.pkgDir
+	}
+	if len(c.testPkgs) == 0 {
+		c.testPkgs = []string{c.pkgDir}
+	}
+	pkg, err := listPackage(c.pkgDir)
+	if err != nil {
+		return err
+	}
 	work, err := os.MkdirTemp("", "mutate-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
 
-	// The baseline: the tests pass unmutated, how long they take, what they reach.
+	baseline, blocks, err := runBaseline(c, pkg, work)
+	if err != nil {
+		return err
+	}
+	all, srcs, err := collect(pkg, blocks)
+	if err != nil {
+		return err
+	}
+	var filter *regexp.Regexp
+	if c.only != "" {
+		if filter, err = regexp.Compile(c.only); err != nil {
+			return err
+		}
+	}
+	reached := countStatus(all, "PENDING")
+	todo, err := choose(c, all, filter)
+	if err != nil {
+		return err
+	}
+	timeout := max(30*time.Second, time.Duration(c.factor*float64(baseline)))
+	fmt.Printf("%s: %d mutants, %d reached by tests, %d to run; baseline %s, test timeout %s; tests: %s\n",
+		pkg.importPath, len(all), reached, len(todo), baseline.Round(time.Millisecond), timeout, strings.Join(c.testPkgs, " "))
+	if c.list {
+		for _, m := range all {
+			fmt.Println(m)
+		}
+		return nil
+	}
+	runAll(c, work, all, srcs, todo, timeout)
+	return report(c, pkg.importPath, all, filter != nil)
+}
+
+// runBaseline runs the unmutated tests with coverage: they must pass. It returns how
+// long they took and the blocks of the cover profile.
+func runBaseline(c config, pkg target, work string) (time.Duration, []block, error) {
 	profile := filepath.Join(work, "cover.out")
-	args := append([]string{"test", "-vet=off", "-count=1", "-coverprofile=" + profile, "-coverpkg=" + importPath}, runFlag(run)...)
+	args := append([]string{"test", "-vet=off", "-count=1", "-coverprofile=" + profile, "-coverpkg=" + pkg.importPath}, runFlag(c.run)...)
 	start := time.Now()
-	if out, err := exec.Command("go", append(args, testPkgs...)...).CombinedOutput(); err != nil {
-		return fmt.Errorf("the unmutated tests fail:\n%s", out)
+	if out, err := exec.Command("go", append(args, c.testPkgs...)...).CombinedOutput(); err != nil {
+		return 0, nil, fmt.Errorf("the unmutated tests fail:\n%s", out)
 	}
 	baseline := time.Since(start)
 	data, err := os.ReadFile(profile)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
-	blocks := parseProfile(data)
+	return baseline, parseProfile(data), nil
+}
 
+// collect lists the mutants of every file of pkg, numbered from 1: PENDING where a
+// test reaches the site, NOT COVERED elsewhere. It also returns the files' sources.
+func collect(pkg target, blocks []block) ([]Mutant, map[string][]byte, error) {
 	var all []Mutant
 	srcs := map[string][]byte{}
-	for _, name := range files {
-		path := filepath.Join(dir, name)
+	for _, name := range pkg.files {
+		path := filepath.Join(pkg.dir, name)
 		src, err := os.ReadFile(path)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		srcs[path] = src
 		ms, err := Sites(path, src)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		for _, m := range ms {
 			m.ID = len(all) + 1
 			m.Status = "NOT COVERED"
-			if covered(blocks, importPath+"/"+name, m.AnchorLine, m.AnchorCol) {
+			if covered(blocks, pkg.importPath+"/"+name, m.AnchorLine, m.AnchorCol) {
 				m.Status = "PENDING"
 			}
 			all = append(all, m)
 		}
 	}
-	var filter *regexp.Regexp
-	if only != "" {
-		if filter, err = regexp.Compile(only); err != nil {
-			return err
-		}
-	}
-	reached := countStatus(all, "PENDING")
+	return all, srcs, nil
+}
+
+// choose returns, in order, the indexes of the mutants to run: the reached ones that
+// filter matches, narrowed by -resume and -sample (which marks the sampled ones).
+func choose(c config, all []Mutant, filter *regexp.Regexp) ([]int, error) {
 	var todo []int
 	for i, m := range all {
 		key := fmt.Sprintf("%s:%d #%d", filepath.Base(m.File), m.Line, m.ID)
@@ -331,38 +428,36 @@ func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel 
 		}
 	}
 	var again []int // with -resume: the earlier run's survivors, run again whatever the sample
-	if resume != "" {
-		if again, todo, err = resumeFrom(resume, all, todo); err != nil {
-			return err
+	if c.resume != "" {
+		var err error
+		if again, todo, err = resumeFrom(c.resume, all, todo); err != nil {
+			return nil, err
 		}
-		if sample == 0 { // no sample: finish the earlier run
+		if c.sample == 0 { // no sample: finish the earlier run
 			todo, again = append(again, todo...), nil
 		}
 	}
-	if sample > 0 && sample < len(todo) {
-		r := rand.New(rand.NewPCG(seed, seed))
+	if c.sample > 0 && c.sample < len(todo) {
+		r := rand.New(rand.NewPCG(c.seed, c.seed))
 		r.Shuffle(len(todo), func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
-		todo = todo[:sample]
+		todo = todo[:c.sample]
 		for _, i := range todo {
 			all[i].Sampled = true
 		}
 	}
 	todo = append(todo, again...)
 	slices.Sort(todo)
-	timeout := max(30*time.Second, time.Duration(factor*float64(baseline)))
-	fmt.Printf("%s: %d mutants, %d reached by tests, %d to run; baseline %s, test timeout %s; tests: %s\n",
-		importPath, len(all), reached, len(todo), baseline.Round(time.Millisecond), timeout, strings.Join(testPkgs, " "))
-	if list {
-		for _, m := range all {
-			fmt.Println(m)
-		}
-		return nil
-	}
+	return todo, nil
+}
 
-	var mu sync.Mutex
+// runAll runs the mutants todo names, c.parallel at a time, printing each result and
+// saving all of them (-json) as it goes, so that a run stopped part way can be
+// resumed.
+func runAll(c config, work string, all []Mutant, srcs map[string][]byte, todo []int, timeout time.Duration) {
+	var mu sync.Mutex // guards next and all
 	next := 0
 	var wg sync.WaitGroup
-	for w := 0; w < parallel; w++ {
+	for w := 0; w < c.parallel; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -375,12 +470,11 @@ func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel 
 				i := todo[next]
 				next++
 				mu.Unlock()
-				status, detail := runMutant(work, all[i], srcs[all[i].File], testPkgs, run, timeout)
+				status, detail := runMutant(work, all[i], srcs[all[i].File], c.testPkgs, c.run, timeout)
 				mu.Lock()
 				all[i].Status, all[i].Detail = status, detail
 				fmt.Println(all[i])
-				// Saved as it goes: a run stopped part way can be resumed.
-				if err := writeJSON(jsonOut, all); err != nil {
+				if err := writeJSON(c.jsonOut, all); err != nil {
 					fmt.Fprintln(os.Stderr, "mutate:", err)
 				}
 				mu.Unlock()
@@ -388,25 +482,34 @@ func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel 
 		}()
 	}
 	wg.Wait()
+}
 
+// report prints the survivors (and, unless filtered, the sites not covered), the
+// counts and the score, estimated from the sample when mutants were left unrun, and
+// writes -json.
+func report(c config, importPath string, all []Mutant, filtered bool) error {
 	fmt.Println()
 	for _, m := range all {
-		if m.Status == "SURVIVED" || m.Status == "NOT COVERED" && filter == nil {
+		if m.Status == "SURVIVED" || m.Status == "NOT COVERED" && !filtered {
 			fmt.Println(m)
 		}
 	}
 	k, s, nc, p := countStatus(all, "KILLED")+countStatus(all, "TIMED OUT"), countStatus(all, "SURVIVED"), countStatus(all, "NOT COVERED"), countStatus(all, "PENDING")
 	fmt.Printf("\n%s: killed %d (timed out %d), survived %d, not covered %d, invalid %d, not run %d\n",
 		importPath, k, countStatus(all, "TIMED OUT"), s, nc, countStatus(all, "INVALID"), p)
-	if filter != nil || k+s+nc == 0 {
-		return writeJSON(jsonOut, all)
-	}
-	if p == 0 {
+	switch {
+	case filtered || k+s+nc == 0:
+	case p == 0:
 		fmt.Printf("score (not covered counted as survived): %.1f%% (%d/%d)\n", 100*float64(k)/float64(k+s+nc), k, k+s+nc)
-		return writeJSON(jsonOut, all)
+	default:
+		printEstimate(all, k, s, nc, p)
 	}
-	// A sample: the kill rate of the randomly chosen mutants stands for the reached
-	// mutants not run.
+	return writeJSON(c.jsonOut, all)
+}
+
+// printEstimate prints the score a sample estimates: the kill rate of the randomly
+// chosen mutants stands for the reached mutants not run.
+func printEstimate(all []Mutant, k, s, nc, p int) {
 	var ks, ss int
 	for _, m := range all {
 		switch {
@@ -422,7 +525,6 @@ func mutate(pkgDir string, testPkgs []string, sample int, seed uint64, parallel 
 		fmt.Printf("sample: %d of %d killed (%.1f%%); estimated score (not covered counted as survived): %.1f%% of %d\n",
 			ks, ks+ss, 100*rate, 100*(float64(k)+rate*float64(p))/float64(k+s+p+nc), k+s+p+nc)
 	}
-	return writeJSON(jsonOut, all)
 }
 
 func writeJSON(path string, all []Mutant) error {
