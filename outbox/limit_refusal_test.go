@@ -64,6 +64,35 @@ func TestLimitRefusedPublishReleasesTheRows(t *testing.T) {
 	obCheckGivenBack(t, f, ids)
 }
 
+// A publish refused by the adaptive throttle (a *admission.ThrottleError: the
+// destination accepts only a share) is paced as a limit's refusal is, the pause
+// lasting until the throttle next revises its odds, within the rejected delay.
+func TestThrottledPublishReleasesTheRows(t *testing.T) {
+	f := obUnguardedFixture(t, outbox.WithRejectedDelay(3*time.Second))
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+		want  time.Duration
+	}{
+		{"until the throttle's next bucket", 125 * time.Millisecond, 125 * time.Millisecond},
+		{"at most the rejected delay", time.Minute, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.inner.fn = func(context.Context, transport.Destination, []transport.Message) error {
+				return &admission.ThrottleError{NotBefore: f.clock.Now().Add(tc.after), RejectProbability: 0.5}
+			}
+			ids := f.enqueue(t, orders, 2)
+			rep := f.process(t)
+			if rep.Pause != tc.want {
+				t.Errorf("pause %v, want %v", rep.Pause, tc.want)
+			}
+			obCheckGivenBack(t, f, ids)
+			f.inner.fn = nil
+			f.process(t) // publish them, so the next case starts empty
+		})
+	}
+}
+
 // Rows sent one at a time after a message's failure, which the limit refuses part
 // way, are released when the claim is done too, not left leased until the lease
 // ends.

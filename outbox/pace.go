@@ -102,10 +102,19 @@ func (p *Processor) publishBulk(ctx context.Context, d transport.Destination, ms
 	return p.pub.Publish(admission.WithPriority(ctx, admission.Bulk), d, msgs...)
 }
 
-// limitRefused reports whether err is a refusal by an adaptive limit.
-func limitRefused(err error) bool {
-	var le *admission.LimitError
-	return errors.As(err, &le)
+// refusalPause reports whether err is a refusal by d's admission control (its
+// adaptive limit or its throttle: the destination is busy or shedding, not down), and
+// how long the batch's rows wait before the next try: until the limit expects room,
+// or until the throttle next revises its odds, within WithRejectedDelay.
+func (p *Processor) refusalPause(d transport.Destination, err error, now time.Time) (time.Duration, bool) {
+	if !errors.Is(err, admission.ErrRefused) {
+		return 0, false
+	}
+	var te *admission.ThrottleError
+	if errors.As(err, &te) {
+		return min(max(te.NotBefore.Sub(now), time.Millisecond), p.rejectedDelay), true
+	}
+	return p.pauseOf(p.limiterOf(d)), true
 }
 
 // releasePaced gives back the rows a claim left leased for pacing.

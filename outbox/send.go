@@ -116,15 +116,15 @@ func (p *Processor) messages(recs []Record) []transport.Message {
 // (pubErr), with wctx, at now.
 func (p *Processor) sendWhole(wctx context.Context, token string, d transport.Destination, recs []Record, now time.Time, pubErr error) (sent, error) {
 	var out sent
+	pause, refused := p.refusalPause(d, pubErr, now)
 	switch {
 	case pubErr == nil:
 		p.unusable.clear(d)
 		n, err := p.store.MarkPublished(wctx, token, now, ids(recs))
 		out.counts.Published, out.published = n, true
 		return out, err
-	case limitRefused(pubErr):
-		l := p.limiterOf(d)
-		return sent{pause: p.pauseOf(l), leased: true, wake: bulkWake(l)}, nil // released after the claim
+	case refused:
+		return sent{pause: pause, leased: true, wake: bulkWake(p.limiterOf(d))}, nil // released after the claim
 	case p.judge(pubErr) == outage && p.partitionOutage(d, recs, pubErr):
 		return out, nil // held alone, left leased (partitions.go)
 	case p.judge(pubErr) == outage && p.retryOutage(d, now, pubErr):
