@@ -266,8 +266,8 @@ func TestApplyPoliciesRefusesLiveSharedCircuitChange(t *testing.T) {
 	e.circuit(orders)
 	shared.Circuit.FailureThreshold = 3
 	_, _, err := e.r.ApplyPolicies(registry.PolicyChange{Set: registry.PolicySet{Default: shared}, Author: "a", Reason: "r"})
-	if err == nil || !strings.Contains(err.Error(), "kafka:orders") {
-		t.Fatalf("err %v, want a refusal naming kafka:orders", err)
+	if err == nil || !strings.Contains(err.Error(), "kafka:orders") || !strings.Contains(err.Error(), "Circuit.FailureThreshold") {
+		t.Fatalf("err %v, want a refusal naming kafka:orders and Circuit.FailureThreshold", err)
 	}
 }
 
