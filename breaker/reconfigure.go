@@ -68,7 +68,7 @@ func (c Change) Empty() bool { return len(c.Fields) == 0 }
 // registry uses it for a dry run of any circuit, shared ones included.
 func PlanChange(s Snapshot, from, to Policy) Change {
 	from, to = from.normalized(), to.normalized()
-	c := Change{Fields: DiffPolicies(from, to)}
+	c := Change{Fields: diffPolicies(from, to)}
 	fc, tc := newConfig(from), newConfig(to)
 	c.RestartsCounts = fc.counting && tc.counting &&
 		(fc.windowed != tc.windowed || tc.windowed && from.FailureWindow != to.FailureWindow)
@@ -90,9 +90,9 @@ func PlanChange(s Snapshot, from, to Policy) Change {
 	return c
 }
 
-// DiffPolicies lists the fields whose values differ between a and b, in the order
+// diffPolicies lists the fields whose values differ between a and b, in the order
 // Policy declares them.
-func DiffPolicies(a, b Policy) []FieldChange {
+func diffPolicies(a, b Policy) []FieldChange {
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 	var out []FieldChange
 	for i := range va.NumField() {

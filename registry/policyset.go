@@ -15,6 +15,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -344,8 +345,11 @@ func (r *Registry) checkSet(set PolicySet) error {
 		if from.Scope != to.Scope {
 			return fmt.Errorf("registry: policy for %s: Circuit.Scope cannot change from %v to %v while its circuit is live", e.dest, from.Scope, to.Scope)
 		}
-		if _, ok := e.circuit.(reconfigurable); !ok && len(breaker.DiffPolicies(from, to)) > 0 {
-			return fmt.Errorf("registry: policy for %s: Circuit cannot change while its %v circuit is live (%s)", e.dest, from.Scope, breaker.DiffPolicies(from, to)[0].Field)
+		if _, ok := e.circuit.(reconfigurable); ok {
+			continue
+		}
+		if diff := diffValues("Circuit.", reflect.ValueOf(backend.Normalize(from)), reflect.ValueOf(backend.Normalize(to)), nil); len(diff) > 0 {
+			return fmt.Errorf("registry: policy for %s: %s cannot change while its %v circuit is live", e.dest, diff[0].Field, from.Scope)
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
@@ -266,8 +267,8 @@ func TestApplyPoliciesRefusesLiveSharedCircuitChange(t *testing.T) {
 	e.circuit(orders)
 	shared.Circuit.FailureThreshold = 3
 	_, _, err := e.r.ApplyPolicies(registry.PolicyChange{Set: registry.PolicySet{Default: shared}, Author: "a", Reason: "r"})
-	if err == nil || !strings.Contains(err.Error(), "kafka:orders") {
-		t.Fatalf("err %v, want a refusal naming kafka:orders", err)
+	if err == nil || !strings.Contains(err.Error(), "kafka:orders") || !strings.Contains(err.Error(), "Circuit.FailureThreshold") {
+		t.Fatalf("err %v, want a refusal naming kafka:orders and Circuit.FailureThreshold", err)
 	}
 }
 
@@ -319,7 +320,7 @@ func TestApplyPoliciesConcurrentWithCalls(t *testing.T) {
 	// Every circuit, made before, during or after a change, runs the set in force.
 	for d := range r.Snapshots() {
 		c, _ := r.Lookup(d)
-		if got, want := c.(*breaker.Breaker).Policy(), r.Policy(d).Circuit.Normalized(); got != want {
+		if got, want := c.(*breaker.Breaker).Policy(), backend.Normalize(r.Policy(d).Circuit); got != want {
 			t.Fatalf("%v runs %+v, the set in force says %+v", d, got, want)
 		}
 	}
