@@ -47,10 +47,10 @@ type Bypass struct {
 	Err        error     // the refusal: an *OpenError or ErrSaturated
 }
 
-// WithRandom sets the source of jitter, and of where a ramp's sequence of decisions
+// withRandom sets the source of jitter, and of where a ramp's sequence of decisions
 // starts: f returns a number in [0, 1). The default is math/rand/v2.Float64; New
-// refuses nil.
-func WithRandom(f func() float64) Option { return func(b *Breaker) { b.random = f } }
+// refuses nil. Tests use it (export_test.go) to make jitter and ramps repeatable.
+func withRandom(f func() float64) Option { return func(b *Breaker) { b.random = f } }
 
 // Transition reports a change of state. Every transition starts a new generation.
 type Transition struct {
@@ -182,7 +182,7 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 	}
 	if b.random == nil {
 		// Jitter is drawn while the lock is held: a nil source would panic there.
-		return nil, fmt.Errorf("breaker: circuit %q: WithRandom(nil); leave the option out for the default", identity)
+		return nil, fmt.Errorf("breaker: circuit %q: a nil random source", identity)
 	}
 	if b.clock != nil {
 		b.epoch = b.clock.Now()

@@ -128,8 +128,9 @@ func (c *handClock) Now() time.Time { return c.now }
 // as it does.
 func ExamplePermit_CompleteMissed() {
 	clock := &handClock{now: time.Unix(1_700_000_000, 0)}
-	noJitter := func() float64 { return 0.5 }
-	cb, err := breaker.New("amqp:orders", breaker.DefaultPolicy(), breaker.WithClock(clock), breaker.WithRandom(noJitter))
+	policy := breaker.DefaultPolicy()
+	policy.Jitter = 0 // exact times for the output below
+	cb, err := breaker.New("amqp:orders", policy, breaker.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}

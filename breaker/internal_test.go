@@ -143,3 +143,7 @@ func TestWindowedOutcomeAfterAPhaseChangeCountsNowhere(t *testing.T) {
 		t.Fatalf("snapshot %+v; want closed with no failure: the failure of the ended phase counted", s)
 	}
 }
+
+// WithRandom is withRandom, for the tests of package breaker_test: a source of
+// numbers in [0, 1) that makes jitter and ramps repeatable.
+var WithRandom = withRandom

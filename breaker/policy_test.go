@@ -175,8 +175,8 @@ func FuzzPolicyValidate(f *testing.F) {
 func TestNewRefusesANilRandom(t *testing.T) {
 	p := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, Jitter: 0.2}
 	_, err := breaker.New("kafka:orders", p, breaker.WithRandom(nil))
-	if err == nil || !strings.Contains(err.Error(), "WithRandom(nil)") {
-		t.Fatalf("New with WithRandom(nil) = %v; want an error naming WithRandom(nil)", err)
+	if err == nil || !strings.Contains(err.Error(), "nil random source") {
+		t.Fatalf("New with WithRandom(nil) = %v; want an error naming the nil random source", err)
 	}
 }
 
