@@ -47,10 +47,10 @@ type Bypass struct {
 	Err        error     // the refusal: an *OpenError or ErrSaturated
 }
 
-// WithRandom sets the source of jitter, and of where a ramp's sequence of decisions
+// withRandom sets the source of jitter, and of where a ramp's sequence of decisions
 // starts: f returns a number in [0, 1). The default is math/rand/v2.Float64; New
-// refuses nil.
-func WithRandom(f func() float64) Option { return func(b *Breaker) { b.random = f } }
+// refuses nil. Tests use it (export_test.go) to make jitter and ramps repeatable.
+func withRandom(f func() float64) Option { return func(b *Breaker) { b.random = f } }
 
 // Transition reports a change of state. Every transition starts a new generation.
 type Transition struct {
@@ -175,7 +175,7 @@ func New(identity string, p Policy, opts ...Option) (*Breaker, error) {
 	}
 	if b.random == nil {
 		// Jitter is drawn while the lock is held: a nil source would panic there.
-		return nil, fmt.Errorf("breaker: circuit %q: WithRandom(nil); leave the option out for the default", identity)
+		return nil, fmt.Errorf("breaker: circuit %q: a nil random source", identity)
 	}
 	if b.clock != nil {
 		b.epoch = b.clock.Now()
@@ -269,7 +269,8 @@ func (b *Breaker) acquireSlow(ph *phase) (Permit, error) {
 // acquireClosed admits a call into the closed phase ph, unless its ramp or
 // MaxInFlight turns it away.
 func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
-	limit := int64(b.conf().policy.MaxInFlight)
+	bound := int64(b.conf().policy.MaxInFlight) // read once: a Reconfigure may change it meanwhile
+	limit := bound
 	r, since := ph.ramp, time.Duration(now-ph.rampStart)
 	if r != nil && now >= ph.rampEnd {
 		// The ramp is over: a plain phase goes back to the hot path for good.
@@ -289,7 +290,7 @@ func (b *Breaker) acquireClosed(ph *phase, now int64) (Permit, error) {
 			limit = max(int64(share*float64(limit)), 1)
 		}
 	}
-	p, err := b.admit(ph, now, 0, limit)
+	p, err := b.admit(ph, now, 0, bound, limit)
 	if err == errOverRamp { // only a ramp lowers the limit
 		b.rampRefused.Add(1)
 		err = r.refuse(since)
@@ -338,7 +339,8 @@ func (b *Breaker) acquireProbe(ph *phase, now int64) (Permit, error) {
 		notBefore := max(now+floor, earliest)
 		return Permit{}, newOpenError(b.identity, b.conf().policy.Scope, b.timeAt(notBefore))
 	}
-	p, err := b.admit(ph, now, flagProbe, int64(b.conf().policy.MaxInFlight))
+	bound := int64(b.conf().policy.MaxInFlight)
+	p, err := b.admit(ph, now, flagProbe, bound, bound)
 	if err == nil {
 		ph.probes = append(ph.probes, probe{tok: p.tok, seq: p.seq, admitted: now, expires: now + int64(b.conf().policy.ProbeLease)})
 	}
@@ -350,11 +352,12 @@ func (b *Breaker) acquireProbe(ph *phase, now int64) (Permit, error) {
 var errOverRamp = errors.New("breaker: over the ramp's in-flight bound")
 
 // admit hands out a permit of ph after taking an in-flight slot when the policy
-// bounds them; limit, at most MaxInFlight, is the bound now. The slot is taken with a
+// bounds them (bound, the MaxInFlight the caller read); limit, at most bound, is the
+// bound now. The slot is taken with a
 // compare-and-swap, never added and taken back, so that the count never shows a
 // caller who is turned away (Snapshot.InFlight stays within MaxInFlight).
-func (b *Breaker) admit(ph *phase, now int64, flags uint8, limit int64) (Permit, error) {
-	if bound := int64(b.conf().policy.MaxInFlight); bound > 0 {
+func (b *Breaker) admit(ph *phase, now int64, flags uint8, bound, limit int64) (Permit, error) {
+	if bound > 0 {
 		for {
 			n := b.inFlight.Load()
 			if n >= bound {

@@ -2,10 +2,12 @@ package breaker_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"errors"
 	"github.com/brokerguard/brokerguard/breaker"
 )
 
@@ -184,5 +186,153 @@ func TestClosedPathAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("Acquire+Complete(Success) allocates %v times", allocs)
+	}
+}
+
+// A Success resets the consecutive failures on every consecutive-mode circuit, not
+// only on the plain one whose success takes the inline path: with MaxInFlight or slow
+// calls on, failure, success, failure is still one failure.
+func TestSuccessResetsTheRunOnEveryClosedCircuit(t *testing.T) {
+	for name, p := range map[string]breaker.Policy{
+		"MaxInFlight":      {MaxInFlight: 5},
+		"SlowCallDuration": {SlowCallDuration: time.Minute},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p.FailureThreshold, p.BreakDuration = 2, time.Minute
+			h := newHarness(t, p)
+			h.call(breaker.Failure)
+			h.call(breaker.Success)
+			h.wantFailures(0)
+			h.call(breaker.Failure)
+			h.wantState(breaker.Closed)
+			h.wantFailures(1)
+		})
+	}
+}
+
+// Rare traffic to a dead broker: one call every 10 seconds, or every 10 minutes, for
+// 120 calls. Every policy the docs show (README examples, docs/slowness.md, window
+// policies whose MinimumCalls such traffic never reaches) opens within its
+// FailureThreshold calls or is refused by Validate; window policies fall back to
+// consecutive counting once the run of failures spans a window.
+func TestRareTrafficToADeadBrokerOpens(t *testing.T) {
+	policies := map[string]breaker.Policy{
+		"README consecutive 5":          {FailureThreshold: 5, BreakDuration: 30 * time.Second, Jitter: 0.2},
+		"README override 2":             {FailureThreshold: 2, BreakDuration: time.Minute},
+		"README 10s break":              {FailureThreshold: 5, BreakDuration: 10 * time.Second},
+		"DefaultPolicy":                 breaker.DefaultPolicy(),
+		"window 10s, min 20, ratio 0.5": {FailureThreshold: 5, BreakDuration: 10 * time.Second, FailureWindow: 10 * time.Second, MinimumCalls: 20, FailureRatio: 0.5, SlowCallDuration: 250 * time.Millisecond, RampDuration: 5 * time.Second},
+		"window 60s, min 10":            {FailureThreshold: 5, BreakDuration: 10 * time.Second, FailureWindow: time.Minute, MinimumCalls: 10},
+		"window 60s, min 10, ratio 0.5": {FailureThreshold: 3, BreakDuration: 10 * time.Second, FailureWindow: time.Minute, MinimumCalls: 10, FailureRatio: 0.5},
+	}
+	for name, p := range policies {
+		for _, every := range []time.Duration{10 * time.Second, 10 * time.Minute} {
+			t.Run(fmt.Sprintf("%s, every %v", name, every), func(t *testing.T) {
+				if err := p.Validate(); err != nil {
+					return // refused: the other way to pass
+				}
+				h := newHarness(t, p)
+				calls := 0
+				for range 120 {
+					if pm, err := h.b.Acquire(t.Context()); err == nil {
+						calls++
+						pm.Complete(breaker.Failure)
+					}
+					if h.b.State() != breaker.Closed {
+						break
+					}
+					h.clock.Advance(every)
+				}
+				if h.b.State() != breaker.Open || calls > p.FailureThreshold {
+					t.Fatalf("after %d calls the circuit is %v; want open within %d", calls, h.b.State(), p.FailureThreshold)
+				}
+			})
+		}
+	}
+}
+
+// Busy traffic is still judged by the window: failures quicker than the window below
+// MinimumCalls do not open it.
+func TestRareTrafficFallbackLeavesBusyWindowsAlone(t *testing.T) {
+	h := newHarness(t, breaker.Policy{FailureThreshold: 3, BreakDuration: time.Second, FailureWindow: time.Minute, MinimumCalls: 20})
+	for range 19 {
+		h.call(breaker.Failure)
+		h.clock.Advance(time.Second)
+	}
+	h.wantState(breaker.Closed)
+	h.clock.Advance(time.Minute)
+	h.call(breaker.Failure) // the run began more than a window ago, and the window holds few calls
+	h.wantState(breaker.Open)
+	if r := h.seen[len(h.seen)-1].Reason; r != breaker.ReasonRareTraffic {
+		t.Fatalf("opened for %q, want %q", r, breaker.ReasonRareTraffic)
+	}
+}
+
+// In window mode a Success ends the run of consecutive failures that the rare-traffic
+// rule counts: a failure, a success, and a failure more than a window later is a run
+// of one, which opens nothing.
+func TestSuccessEndsTheRareTrafficRun(t *testing.T) {
+	h := newHarness(t, breaker.Policy{FailureThreshold: 2, BreakDuration: time.Minute,
+		FailureWindow: 10 * time.Second, MinimumCalls: 5})
+	h.call(breaker.Failure)
+	h.clock.Advance(time.Second)
+	h.call(breaker.Success)
+	h.clock.Advance(10 * time.Second)
+	h.call(breaker.Failure)
+	h.wantState(breaker.Closed)
+	// The same calls without the success between them are a run of two, the first
+	// more than a window ago: the rule opens the circuit.
+	h.clock.Advance(11 * time.Second)
+	h.call(breaker.Failure)
+	h.wantState(breaker.Open)
+	if r := h.seen[len(h.seen)-1].Reason; r != breaker.ReasonRareTraffic {
+		t.Fatalf("opened for %q, want %q", r, breaker.ReasonRareTraffic)
+	}
+}
+
+// A success gives its MaxInFlight slot back.
+func TestSuccessGivesTheInFlightSlotBack(t *testing.T) {
+	h := newHarness(t, breaker.Policy{FailureThreshold: 3, BreakDuration: time.Second, MaxInFlight: 1})
+	for range 3 {
+		h.call(breaker.Success)
+	}
+	p := h.acquire()
+	if _, err := h.b.Acquire(t.Context()); !errors.Is(err, breaker.ErrSaturated) {
+		t.Fatalf("a second call beside one in flight: %v, want ErrSaturated", err)
+	}
+	p.Complete(breaker.Success)
+	h.call(breaker.Success)
+}
+
+// In window mode successes are calls of the window: with them the window reaches
+// MinimumCalls, and the failure ratio is taken over them.
+func TestWindowSuccessesAreCalls(t *testing.T) {
+	h := newHarness(t, breaker.Policy{FailureThreshold: 3, BreakDuration: time.Second, FailureWindow: time.Hour,
+		MinimumCalls: 8, FailureRatio: 0.5})
+	h.calls(breaker.Success, 4)
+	h.calls(breaker.Failure, 3)
+	h.wantState(breaker.Closed) // 7 calls
+	h.call(breaker.Failure)     // 4 of 8
+	h.wantState(breaker.Open)
+	wantOpenedFor(h, breaker.ReasonFailureWindow)
+}
+
+// A circuit opened for rare traffic stays open for BreakDuration from the failure that
+// opened it, then admits a probe.
+func TestRareTrafficOpeningLastsOneBreak(t *testing.T) {
+	h := newHarness(t, breaker.Policy{FailureThreshold: 2, BreakDuration: 10 * time.Second, FailureWindow: time.Minute, MinimumCalls: 20})
+	h.call(breaker.Failure)
+	h.clock.Advance(2 * time.Minute)
+	opened := h.clock.Now()
+	h.call(breaker.Failure)
+	wantOpenedFor(h, breaker.ReasonRareTraffic)
+	if oe := h.rejected(); !oe.NotBefore.Equal(opened.Add(10 * time.Second)) {
+		t.Fatalf("NotBefore %v, want %v", oe.NotBefore, opened.Add(10*time.Second))
+	}
+	h.clock.Advance(10*time.Second - 1)
+	h.rejected()
+	h.clock.Advance(1)
+	if !h.acquire().Probe() {
+		t.Fatal("the call after the break is not a probe")
 	}
 }

@@ -45,9 +45,8 @@
 // # For authors of circuits and shared backends
 //
 // The rest is for code that implements a circuit rather than uses one: the [Circuit]
-// interface the registry takes from a factory; [Clock], [WithClock] and [WithRandom]
-// for tests; and the transition reasons (ReasonFailureThreshold, ...). What only a
-// backend needs (permits of its own, the rejection and ramp of a circuit, the rules
+// interface the registry takes from a factory; [Clock] and [WithClock] for tests; and
+// the transition reasons (ReasonFailureThreshold, ...). What only a backend needs (permits of its own, the rejection and ramp of a circuit, the rules
 // that make every backend open, ramp and compare policies alike) is in package
 // breaker/backend. Package breaker/circuittest checks an implementation against the
 // local breaker's behaviour.

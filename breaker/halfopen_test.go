@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // Rule 6: one probe; siblings are told to come back later.
@@ -236,4 +237,75 @@ func TestInFlightNeverOverMaxInFlight(t *testing.T) {
 	}
 	stop.Store(true)
 	wg.Wait()
+}
+
+// heldOnlyBackend is a Completer for permits that are only held.
+type heldOnlyBackend struct{}
+
+func (heldOnlyBackend) CompletePermit(backend.PermitInfo, breaker.Outcome) bool { return true }
+
+// A probe's completion is matched to its own lease, by its token and its sequence
+// number together: two probes on fresh tokens share a sequence number, and the live
+// one completing while the other's lease has run out still closes the circuit.
+func TestProbeCompletionFindsItsOwnLease(t *testing.T) {
+	h := newHarness(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, HalfOpenMaxProbes: 2, ProbeLease: 10 * time.Second})
+	h.open(1)
+	// Empty the token pool, so that both probes get fresh tokens (sequence 0).
+	held := make([]breaker.Permit, 0, 1<<15)
+	for range cap(held) {
+		held = append(held, backend.NewPermit(heldOnlyBackend{}, backend.PermitInfo{}))
+	}
+	h.clock.Advance(time.Second)
+	first := h.acquire()
+	h.clock.Advance(6 * time.Second)
+	second := h.acquire()
+	if !first.Probe() || !second.Probe() {
+		t.Fatal("the calls after the break are not probes")
+	}
+	h.clock.Advance(5 * time.Second) // the first lease ran out, the second has 1s left
+	if !second.Complete(breaker.Success) {
+		t.Fatal("the live probe's success was not taken")
+	}
+	h.wantState(breaker.Closed)
+	if first.Complete(breaker.Failure) {
+		t.Fatal("the expired probe's outcome was taken")
+	}
+	for _, p := range held {
+		p.Complete(breaker.Neutral)
+	}
+}
+
+// A half-open circuit's snapshot counts only the probes whose lease still runs: a
+// probe presumed lost at its lease's end is not in flight any more.
+func TestSnapshotLeavesOutProbesPastTheirLease(t *testing.T) {
+	h := newHarness(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Minute, ProbeLease: 10 * time.Second})
+	h.call(breaker.Failure)
+	h.clock.Advance(time.Minute)
+	if p := h.acquire(); !p.Probe() {
+		t.Fatal("the call after the break was not a probe")
+	}
+	if s := h.b.Snapshot(); s.State != breaker.HalfOpen || s.Probes != 1 {
+		t.Fatalf("snapshot %+v, want one probe in flight", s)
+	}
+	h.clock.Advance(10 * time.Second)
+	if s := h.b.Snapshot(); s.Probes != 0 {
+		t.Fatalf("snapshot at the lease's end counts %d probes, want 0", s.Probes)
+	}
+}
+
+// A circuit that recovered starts with an empty window: the failures that opened it
+// do not count again.
+func TestRecoveryEmptiesTheWindow(t *testing.T) {
+	h := newHarness(t, breaker.Policy{FailureThreshold: 4, BreakDuration: time.Second,
+		FailureWindow: 10 * time.Second, MinimumCalls: 4, FailureRatio: 0.5})
+	h.calls(breaker.Failure, 4)
+	if s := h.b.Snapshot(); s.State != breaker.Open {
+		t.Fatalf("state %v after 4 failures of 4", s.State)
+	}
+	h.clock.Advance(time.Second)
+	h.call(breaker.Success) // the probe closes the circuit
+	h.call(breaker.Failure)
+	if s := h.b.Snapshot(); s.State != breaker.Closed {
+		t.Fatalf("state %v after one failure since the recovery; want closed", s.State)
+	}
 }

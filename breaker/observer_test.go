@@ -91,3 +91,41 @@ func TestPanickingObserverDoesNotStopLaterDeliveries(t *testing.T) {
 		t.Fatalf("observer called %d times, want 2", calls)
 	}
 }
+
+// wantUnhealthySince fails unless the snapshot's UnhealthySince is want (zero: none).
+func wantUnhealthySince(h *harness, want time.Time) {
+	h.t.Helper()
+	if got := h.b.Snapshot().UnhealthySince; !got.Equal(want) {
+		h.t.Fatalf("UnhealthySince %v, want %v (state %v)", got, want, h.b.State())
+	}
+}
+
+// An outage begins when a closed circuit first opens, by failures or by a hold:
+// failed probes and holds within it do not move its start, closing ends it, and the
+// snapshot keeps the count of failed probes.
+func TestUnhealthySinceSpansOneOutage(t *testing.T) {
+	h := newHarness(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second})
+	wantUnhealthySince(h, time.Time{})
+	h.clock.Advance(time.Second)
+	opened := h.clock.Now()
+	h.call(breaker.Failure)
+	wantUnhealthySince(h, opened)
+	h.clock.Advance(time.Second)
+	h.call(breaker.Failure) // a failed probe
+	wantUnhealthySince(h, opened)
+	if got := h.b.Snapshot().FailedProbes; got != 1 {
+		t.Fatalf("FailedProbes %d, want 1", got)
+	}
+	h.b.ForceOpen(h.clock.Now().Add(time.Minute))
+	wantUnhealthySince(h, opened)
+	h.b.ClearOverride()
+	h.call(breaker.Success) // the probe closes it
+	h.wantState(breaker.Closed)
+	wantUnhealthySince(h, time.Time{})
+	h.clock.Advance(time.Second)
+	held := h.clock.Now()
+	h.b.ForceOpen(held.Add(time.Minute))
+	wantUnhealthySince(h, held)
+	h.b.ForceClose(held.Add(time.Minute))
+	wantUnhealthySince(h, time.Time{})
+}

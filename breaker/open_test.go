@@ -2,11 +2,13 @@ package breaker_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
 // Rule 4: an open circuit rejects with the open deadline and is never extended.
@@ -64,5 +66,61 @@ func TestOpenSnapshotShowsDeadline(t *testing.T) {
 	}
 	if got := h.reasons(); !slices.Equal(got, []string{"closed>open:failure_threshold"}) {
 		t.Fatalf("transitions %v", got)
+	}
+}
+
+// An OpenError says which circuit refused and until when, whether it was built by
+// NewOpenError or as a literal; only a ramp's refusal has Ramping set, and every one is
+// ErrOpen.
+func TestOpenErrorMessageAndKinds(t *testing.T) {
+	made := backend.NewOpenError("kafka:orders", breaker.LocalProcess, t0)
+	literal := &breaker.OpenError{Identity: "kafka:orders", NotBefore: t0}
+	want := "breaker: circuit open: kafka:orders (retry after 2026-01-02T03:04:05Z)"
+	if made.Error() != want || literal.Error() != want {
+		t.Fatalf("messages %q and %q, want %q", made.Error(), literal.Error(), want)
+	}
+	ramping := &breaker.OpenError{Identity: "kafka:orders", NotBefore: t0, Ramping: true}
+	if got := ramping.Error(); got != "breaker: circuit ramping up: kafka:orders (retry after 2026-01-02T03:04:05Z)" {
+		t.Fatalf("ramping message %q", got)
+	}
+	if isRampRefusal(made) || !errors.Is(made, breaker.ErrOpen) {
+		t.Fatal("an open circuit's refusal: want ErrOpen, not a ramp refusal")
+	}
+	if !isRampRefusal(ramping) || !errors.Is(ramping, breaker.ErrOpen) {
+		t.Fatal("a ramp's refusal: want a ramp refusal and ErrOpen")
+	}
+	if errors.Is(made, breaker.ErrSaturated) || errors.Is(ramping, breaker.ErrSaturated) {
+		t.Fatal("a refusal of an open circuit is ErrSaturated")
+	}
+}
+
+// On the system clock (no WithClock) an open circuit refuses at once until its break
+// ends, a closed one with MaxInFlight hands out live permits, and a Shadow circuit
+// admits what it would refuse as a bypass. No test here waits: the break is an hour.
+func TestSystemClockAdmitsAndRefusesByState(t *testing.T) {
+	for _, mode := range []breaker.Mode{breaker.Enforce, breaker.Shadow} {
+		b, err := breaker.New("system", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Hour, MaxInFlight: 2, Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := b.Acquire(t.Context())
+		if err != nil || p.Bypass() {
+			t.Fatalf("%v: Acquire while closed: %v (bypass %v)", mode, err, p.Bypass())
+		}
+		before := time.Now()
+		if !p.Complete(breaker.Failure) || b.State() != breaker.Open {
+			t.Fatalf("%v: the failure did not open the circuit (state %v)", mode, b.State())
+		}
+		p, err = b.Acquire(t.Context())
+		if mode == breaker.Shadow {
+			if err != nil || !p.Bypass() {
+				t.Fatalf("Shadow: Acquire while open: %v (bypass %v), want a bypass", err, p.Bypass())
+			}
+			continue
+		}
+		var oe *breaker.OpenError
+		if !errors.As(err, &oe) || oe.NotBefore.Before(before.Add(time.Hour-time.Minute)) || oe.NotBefore.After(time.Now().Add(time.Hour)) {
+			t.Fatalf("Enforce: Acquire while open: %v, want an *OpenError about an hour ahead", err)
+		}
 	}
 }

@@ -458,3 +458,145 @@ func FuzzRampPolicy(f *testing.F) {
 		}
 	})
 }
+
+// A ramp admits a call when its point of the sequence lies below share*2^64, so that
+// exactly the share of the 2^64 points is admitted: the point at the bound itself is
+// refused. With a share of 0.5 the bound is 2^63, the point of call number 2^63.
+func TestRampRefusesThePointAtItsBound(t *testing.T) {
+	p := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: time.Minute, RampFloor: 0.5}
+	// The first call is number seed+1 = 2^63; its point is 2^63*golden = 2^63 (golden is odd).
+	r := backend.NewRamp("kafka:orders", p, t0, 1<<63-1)
+	if share, refusal := r.Admit(0); share != 0.5 || refusal == nil {
+		t.Fatalf("Admit of the point 2^63 at a share of 0.5: share %v refusal %v, want refused", share, refusal)
+	}
+	// The next call's point, (2^63+1)*golden = golden - 2^63 mod 2^64, lies below the
+	// bound: admitted.
+	if share, refusal := r.Admit(0); share != 0.5 || refusal != nil {
+		t.Fatalf("Admit of the point 2^63+golden: share %v refusal %v, want admitted", share, refusal)
+	}
+}
+
+// A Ramp's refusal comes back within the next eighth of the ramp even for the call
+// whose point of the sequence is the very last one (2^64-1): it takes the last of the
+// 16 slots, not one past them.
+func TestRampRefusalOfTheLastPointStaysInTheEighth(t *testing.T) {
+	const golden = 0x9E3779B97F4A7C15 // the Ramp's step, as documented on its seq
+	inv := uint64(golden)             // golden's inverse modulo 2^64, by Newton's iteration
+	for range 6 {
+		inv *= 2 - golden*inv
+	}
+	if inv*golden != 1 {
+		t.Fatalf("inverse %#x of golden is wrong", inv)
+	}
+	p := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: 128 * time.Second, RampFloor: 0.1}
+	// The first call is number seed+1 = -inv, whose point is -inv*golden = 2^64-1.
+	r := backend.NewRamp("kafka:orders", p, t0, ^inv)
+	since := 10 * time.Second
+	share, refusal := r.Admit(since)
+	if share >= 1 || refusal == nil {
+		t.Fatalf("Admit of the last point: share %v refusal %v, want refused", share, refusal)
+	}
+	if off := refusal.NotBefore.Sub(t0); off <= since || off > since+16*time.Second {
+		t.Fatalf("NotBefore %v after the close, want within (%v, %v]", off, since, since+16*time.Second)
+	}
+}
+
+// A Ramp's refusals come back on slot boundaries (RampDuration/128 apart) within the
+// next eighth of the ramp, one shared error per slot; a call past the ramp is
+// admitted with share 1; Until is the close plus RampDuration.
+func TestRampRefusalsShareOneErrorPerSlot(t *testing.T) {
+	p := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: 128 * time.Second, RampFloor: 0.1}
+	r := backend.NewRamp("kafka:orders", p, t0, 7)
+	if !r.Until().Equal(t0.Add(128 * time.Second)) {
+		t.Fatalf("Until %v", r.Until())
+	}
+	if share, refusal := r.Admit(128 * time.Second); share != 1 || refusal != nil {
+		t.Fatalf("Admit at the end of the ramp: %v %v, want 1 and admitted", share, refusal)
+	}
+	since := 10*time.Second + 500*time.Millisecond
+	bySlot := map[time.Time]*breaker.OpenError{}
+	check := func(oe *breaker.OpenError) {
+		t.Helper()
+		off := oe.NotBefore.Sub(t0)
+		if off%time.Second != 0 || off <= since || off > since+16*time.Second || !isRampRefusal(oe) || oe.Identity != "kafka:orders" {
+			t.Fatalf("refusal %+v: want a ramp refusal on a 1s boundary within (%v, %v]", oe, since, since+16*time.Second)
+		}
+		if prev, ok := bySlot[oe.NotBefore]; ok && prev != oe {
+			t.Fatalf("two errors for the slot at %v", off)
+		}
+		bySlot[oe.NotBefore] = oe
+	}
+	refused := 0
+	for range 400 {
+		share, refusal := r.Admit(since)
+		if share != backend.RampShare(p, since) {
+			t.Fatalf("share %v, want %v", share, backend.RampShare(p, since))
+		}
+		if refusal != nil {
+			refused++
+			check(refusal)
+		}
+	}
+	if want := 400 * (1 - backend.RampShare(p, since)); float64(refused) < want-8 || float64(refused) > want+8 {
+		t.Fatalf("%d of 400 refused, want about %.0f", refused, want)
+	}
+	for range 200 {
+		check(r.Refuse(since))
+	}
+	if len(bySlot) != 16 {
+		t.Fatalf("refusals over %d slots, want 16", len(bySlot))
+	}
+}
+
+// Refuse (a call turned away by the in-flight bound that rises with the ramp) spreads
+// its refusals over the next eighth of the ramp like Admit's, so that the callers it
+// turns away do not all come back at one time.
+func TestRampRefuseSpreadsItsRefusals(t *testing.T) {
+	p := breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: 128 * time.Second, RampFloor: 0.1}
+	r := backend.NewRamp("kafka:orders", p, t0, 0)
+	since := 10 * time.Second
+	seen := map[time.Time]bool{}
+	for range 32 {
+		e := r.Refuse(since)
+		if off := e.NotBefore.Sub(t0); off <= since || off > since+16*time.Second {
+			t.Fatalf("NotBefore %v after the close, want within (%v, %v]", off, since, since+16*time.Second)
+		}
+		seen[e.NotBefore] = true
+	}
+	if len(seen) < 8 {
+		t.Fatalf("32 refusals came back at %d times, want them spread over at least 8 of the 16 slots", len(seen))
+	}
+}
+
+// Each recovery seeds its ramp from the breaker's random source, so that replicas
+// seeing the same calls do not admit and refuse the same ones: two breakers whose
+// random draws differ ramp the same calls differently.
+func TestRampDecisionsFollowTheRandomDraw(t *testing.T) {
+	decisions := func(r float64) (got []bool) {
+		h := newHarness(t, breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: time.Minute, RampFloor: 0.5},
+			breaker.WithRandom(func() float64 { return r }))
+		h.recover(1)
+		for range 16 {
+			p, err := h.b.Acquire(t.Context())
+			if err == nil {
+				p.Complete(breaker.Success)
+			}
+			got = append(got, err == nil)
+		}
+		return got
+	}
+	a, b := decisions(0.25), decisions(0.75)
+	if slices.Equal(a, b) {
+		t.Fatalf("draws 0.25 and 0.75 admitted the same calls %v: the ramp ignores its seed", a)
+	}
+}
+
+// A policy without a ramp makes no Ramp.
+func TestNoRampWithoutRampDuration(t *testing.T) {
+	if r := backend.NewRamp("x", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second}, t0, 1); r != nil {
+		t.Fatal("NewRamp of a policy without RampDuration is not nil")
+	}
+	if r := backend.NewRamp("x", breaker.Policy{FailureThreshold: 1, BreakDuration: time.Second, RampDuration: time.Second}, t0, 1); r == nil {
+		t.Fatal("NewRamp of a policy with RampDuration is nil")
+	}
+}

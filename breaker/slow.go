@@ -80,16 +80,27 @@ func (b *Breaker) slowRateReached(now int64, slow bool) bool {
 
 // rareTraffic reports, in window mode, whether a failure at now opens a window that
 // holds fewer than MinimumCalls calls because traffic is too rare to reach it (at one
-// call per 10 s a 10 s window holds one): FailureThreshold consecutive failures, the
-// first of them more than one FailureWindow ago, so that the window had its whole
-// span to gather MinimumCalls and did not. It falls back to consecutive counting, as
-// advised for rare traffic; busy traffic is judged by the window alone. consecutive
-// is the run of failures including this one. Requires b.mu held.
+// call per 10 s a 10 s window holds one): FailureThreshold consecutive failures, and
+// either the first of them more than one FailureWindow ago, so that the window had
+// its whole span to gather MinimumCalls and did not, or a pace of calls that cannot
+// fill a window with MinimumCalls (at one call per 10 s a minute holds six, fewer than
+// ten): the run's calls, spread over a whole window at the pace they came, fall short.
+// It falls back to consecutive counting, as advised for rare traffic; busy traffic is
+// judged by the window alone. consecutive is the run of failures including this one.
+// Requires b.mu held.
 func (b *Breaker) rareTraffic(now, calls, consecutive int64) bool {
 	p := b.conf().policy
 	if consecutive == 1 {
 		b.runStart = now
 	}
-	return p.MinimumCalls > 0 && calls < int64(p.MinimumCalls) && consecutive >= int64(p.FailureThreshold) &&
-		now-b.runStart >= int64(p.FailureWindow)
+	if p.MinimumCalls == 0 || calls >= int64(p.MinimumCalls) || consecutive < int64(p.FailureThreshold) {
+		return false
+	}
+	span := now - b.runStart
+	if span >= int64(p.FailureWindow) {
+		return true
+	}
+	// consecutive-1 gaps over span: the calls a window holds at that pace. In floating
+	// point: a long run times a long window would overflow.
+	return span > 0 && float64(consecutive-1)*float64(p.FailureWindow)/float64(span) < float64(p.MinimumCalls)
 }

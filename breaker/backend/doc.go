@@ -10,5 +10,5 @@
 // operator's hold ([CheckHold]). Package breaker/circuittest checks a backend
 // against the local breaker's behaviour.
 //
-// The package imports only the standard library and package breaker.
+// Like package breaker, it imports only the standard library and this module.
 package backend

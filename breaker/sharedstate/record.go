@@ -16,7 +16,7 @@ const MaxLeases = 1024
 // MaxRecordSize bounds the encoded size of one record that a driver decodes: a record
 // of MaxLeases leases with long owner names is well under it. A driver checks it before
 // it decodes anything, so that a record inflated by someone with write access to the
-// store costs a replica no more than this to refuse (issue 32). The file store's
+// store costs a replica no more than this to refuse. The file store's
 // bound is smaller (64 KiB); DynamoDB bounds items at 400 KB itself.
 const MaxRecordSize = 256 << 10
 

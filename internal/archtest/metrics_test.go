@@ -18,7 +18,7 @@ type figures struct{ exported, lines, complexity int }
 var overBound = map[string]figures{
 	// The circuit, the limiter, budgets, ramps and backend plumbing in one package;
 	// its bound is NewMaxExported.
-	"breaker": {exported: 87},
+	"breaker": {exported: 85},
 	// The processor, its options and its store contract in one package.
 	"outbox": {exported: 169},
 

@@ -1,6 +1,6 @@
 // Package link hands package breaker/backend the parts of package breaker that only
 // authors of circuits need, so that they stay out of breaker's index. Package
-// breaker sets the variables in its init (link.go there); backend reads each once,
+// breaker sets the variables in its init (breaker/link.go); backend reads each once,
 // with its func type written out, when it is initialized. Nothing else may use it.
 package link
 
@@ -12,7 +12,7 @@ type PermitInfo struct {
 }
 
 // The functions breaker lends; their types name breaker's types, which this package
-// cannot import. backend/link.go asserts each to its type.
+// cannot import. Package backend asserts each to its type (backend.go).
 var (
 	NewPermit    any // func(c any, info PermitInfo) breaker.Permit
 	NewOpenError any // func(identity string, scope breaker.Scope, notBefore time.Time) *breaker.OpenError

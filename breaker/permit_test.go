@@ -11,11 +11,11 @@ import (
 	"github.com/brokerguard/brokerguard/breaker/backend"
 )
 
-// mb3NopCompleter is a backend that takes every outcome and keeps nothing.
-type mb3NopCompleter struct{}
+// nopBackend is a backend that takes every outcome and keeps nothing.
+type nopBackend struct{}
 
-func (mb3NopCompleter) CompletePermit(backend.PermitInfo, breaker.Outcome) bool { return true }
-func (mb3NopCompleter) CompletePermitWith(backend.PermitInfo, breaker.Outcome, error) bool {
+func (nopBackend) CompletePermit(backend.PermitInfo, breaker.Outcome) bool { return true }
+func (nopBackend) CompletePermitWith(backend.PermitInfo, breaker.Outcome, error) bool {
 	return true
 }
 
@@ -39,10 +39,10 @@ func TestPermitCompletionsGiveTheTokenBack(t *testing.T) {
 			p.CompleteMissed(nil)
 		}},
 		{"backend Complete", 0, func() {
-			backend.NewPermit(mb3NopCompleter{}, backend.PermitInfo{Generation: 1}).Complete(breaker.Success)
+			backend.NewPermit(nopBackend{}, backend.PermitInfo{Generation: 1}).Complete(breaker.Success)
 		}},
 		{"backend CompleteWith", 0, func() {
-			backend.NewPermit(mb3NopCompleter{}, backend.PermitInfo{Generation: 1}).CompleteWith(breaker.Failure, errDown)
+			backend.NewPermit(nopBackend{}, backend.PermitInfo{Generation: 1}).CompleteWith(breaker.Failure, errDown)
 		}},
 		{"CompleteWith", 1, func() {
 			p, _ := plain.Acquire(ctx)
