@@ -24,14 +24,14 @@ func TestCircuitListsIsolatedPartitions(t *testing.T) {
 	for range 2 { // the fixture's FailureThreshold
 		ps.CompleteWith(4, breaker.Failure, errors.New("kafka: not leader for partition"))
 	}
-	f.clock.Advance(10 * time.Second)
+	f.clock.Advance(400 * time.Millisecond) // isolated for a second (registry.MaxDefaultPartitionIsolation)
 	code, c := f.do(t, req{method: "GET", path: "/api/circuits/kafka:orders"})
 	iso, _ := c["isolated_partitions"].([]any)
 	if code != 200 || len(iso) != 1 {
 		t.Fatalf("one circuit: %d %v", code, c)
 	}
 	p := iso[0].(map[string]any)
-	if p["partition"].(float64) != 4 || p["remaining_ms"].(float64) != 20000 || p["failures"].(float64) != 2 ||
+	if p["partition"].(float64) != 4 || p["remaining_ms"].(float64) != 600 || p["failures"].(float64) != 2 ||
 		p["last_error"] != "kafka: not leader for partition" {
 		t.Fatalf("isolated partition view = %v", p)
 	}

@@ -17,6 +17,10 @@ import (
 const (
 	DefaultPartitionFailures = 3
 	DefaultMaxPartitions     = 4096
+	// MaxDefaultPartitionIsolation caps the default Isolation: an isolated partition
+	// probes at least every second, so that a broker that comes back takes its keys
+	// back within about a second however long the topic's BreakDuration is.
+	MaxDefaultPartitionIsolation = time.Second
 )
 
 // PartitionPolicy says when one partition of a destination is isolated under the
@@ -29,7 +33,9 @@ type PartitionPolicy struct {
 	// DefaultPartitionFailures when that is not set.
 	Failures int
 	// Isolation is how long an isolated partition refuses calls before it admits one
-	// as its probe; 0 means the destination policy's BreakDuration.
+	// as its probe; 0 means the destination policy's BreakDuration, at most
+	// MaxDefaultPartitionIsolation (a partition's probe costs one call, and the
+	// topic's other partitions carry its traffic meanwhile).
 	Isolation time.Duration
 	// MaxPartitions bounds the partitions tracked per destination; calls to higher
 	// partitions are judged by the destination's circuit only. 0 means
@@ -176,7 +182,7 @@ func (r *Registry) Partitions(d transport.Destination) (*Partitions, error) {
 		}
 	}
 	if ps.isolation == 0 {
-		ps.isolation = backend.Normalize(r.Policy(d).Circuit).BreakDuration
+		ps.isolation = min(backend.Normalize(r.Policy(d).Circuit).BreakDuration, MaxDefaultPartitionIsolation)
 	}
 	if ps.max == 0 {
 		ps.max = DefaultMaxPartitions

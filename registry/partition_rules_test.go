@@ -32,11 +32,12 @@ func isolated(ps *registry.Partitions, p int) bool {
 	return false
 }
 
-// The zero PartitionPolicy takes the destination's FailureThreshold and BreakDuration;
-// without a FailureThreshold (a disabled circuit), DefaultPartitionFailures.
+// The zero PartitionPolicy takes the destination's FailureThreshold and BreakDuration,
+// the latter at most MaxDefaultPartitionIsolation; without a FailureThreshold (a
+// disabled circuit), DefaultPartitionFailures.
 func TestPartitionDefaultsComeFromTheDestinationPolicy(t *testing.T) {
 	clock := fakeclock.New(t0)
-	ps := partitionsOf(t, clock, breaker.Policy{FailureThreshold: 5, BreakDuration: 20 * time.Second}, registry.PartitionPolicy{})
+	ps := partitionsOf(t, clock, breaker.Policy{FailureThreshold: 5, BreakDuration: 800 * time.Millisecond}, registry.PartitionPolicy{})
 	ps.SetCount(4)
 	use(ps, 4)
 	failN(ps, 0, 4)
@@ -47,13 +48,27 @@ func TestPartitionDefaultsComeFromTheDestinationPolicy(t *testing.T) {
 	if !isolated(ps, 0) {
 		t.Fatal("not isolated after 5 failures")
 	}
-	clock.Advance(20*time.Second - time.Millisecond)
+	clock.Advance(800*time.Millisecond - time.Millisecond)
 	if ps.Admit(0) == nil {
 		t.Fatal("admitted before the destination's BreakDuration ended")
 	}
 	clock.Advance(time.Millisecond)
 	if err := ps.Admit(0); err != nil {
 		t.Fatalf("no probe when the BreakDuration ended: %v", err)
+	}
+
+	// A long BreakDuration: the partition still probes every second, so that its
+	// broker's return is seen within about a second.
+	ps = partitionsOf(t, clock, breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}, registry.PartitionPolicy{})
+	use(ps, 4)
+	failN(ps, 0, 5)
+	clock.Advance(registry.MaxDefaultPartitionIsolation - time.Millisecond)
+	if ps.Admit(0) == nil {
+		t.Fatal("admitted before MaxDefaultPartitionIsolation")
+	}
+	clock.Advance(time.Millisecond)
+	if err := ps.Admit(0); err != nil {
+		t.Fatalf("no probe after MaxDefaultPartitionIsolation with a 30 s BreakDuration: %v", err)
 	}
 
 	// A destination whose circuit is off on purpose still isolates partitions.

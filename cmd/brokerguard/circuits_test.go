@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/admin"
+	"github.com/brokerguard/brokerguard/amqp"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
@@ -225,5 +226,33 @@ func TestCircuitsShowIsolatedPartitions(t *testing.T) {
 	out, errOut, code = cli("show", "kafka:orders/2", "--url", url)
 	if code != 0 || !strings.Contains(out, "kafka:orders ") || !strings.Contains(out, "partition 2 isolated since ") {
 		t.Errorf("show kafka:orders/2: exit %d %s\n%s", code, errOut, out)
+	}
+}
+
+// TestCircuitsShowTheConnectionCircuit: the AMQP connection circuit that refuses
+// publishes while RabbitMQ is down is listed and answered by its name, as a refused
+// publish's error gives it.
+func TestCircuitsShowTheConnectionCircuit(t *testing.T) {
+	clearSourceEnv(t)
+	reg, url := adminServer(t)
+	m, err := amqp.NewManager("amqp://guest:guest@127.0.0.1:1/") // nothing listens: dials are refused
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	if _, err := amqp.NewPublisher(m, reg); err != nil {
+		t.Fatal(err)
+	}
+	name := m.ConnectionDestination().String()
+	if name != "amqp-connection:127.0.0.1:1" {
+		t.Fatalf("connection circuit named %q", name)
+	}
+	out, errOut, code := cli("list", "--url", url)
+	if code != 0 || !strings.Contains(out, name+" ") {
+		t.Errorf("list: exit %d %s\n%s", code, errOut, out)
+	}
+	out, errOut, code = cli("show", name, "--url", url)
+	if code != 0 || !strings.HasPrefix(strings.SplitN(out, "\n", 3)[1], name+" ") {
+		t.Errorf("show %s: exit %d %s\n%s", name, code, errOut, out)
 	}
 }
