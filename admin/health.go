@@ -1,11 +1,11 @@
 package admin
 
 import (
-	"errors"
 	"strconv"
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/internal/option"
 )
 
 // Health is what a circuit says about why it is unhealthy and since when (see
@@ -42,11 +42,5 @@ func (h Health) Outage(now time.Time, loc *time.Location) string {
 // (which then never shows time before it as healthy). The default is the time New
 // was called.
 func WithProcessStart(t time.Time) Option {
-	return func(h *Handler) error {
-		if t.IsZero() {
-			return errors.New("admin: WithProcessStart: zero time")
-		}
-		h.started = t
-		return nil
-	}
+	return option.Check(t.IsZero(), "admin: WithProcessStart: zero time", func(h *Handler) { h.started = t })
 }

@@ -44,43 +44,25 @@ type ManagerOption func(*Manager) error
 // heartbeat, client properties). Its Dial field, when nil, is set from
 // WithDialTimeout.
 func WithConfig(c amqp091.Config) ManagerOption {
-	return func(m *Manager) error {
-		m.cfg = c
-		return nil
-	}
+	return option.Set(func(m *Manager) { m.cfg = c })
 }
 
 // WithDialTimeout bounds one dial, TCP connect and AMQP handshake together (default
 // DefaultDialTimeout).
 func WithDialTimeout(d time.Duration) ManagerOption {
-	return func(m *Manager) error {
-		if d <= 0 {
-			return fmt.Errorf("amqp: WithDialTimeout(%v): the timeout must be positive", d)
-		}
-		m.dialTimeout = d
-		return nil
-	}
+	return option.Check(d <= 0, fmt.Sprintf("amqp: WithDialTimeout(%v): the timeout must be positive", d), func(m *Manager) { m.dialTimeout = d })
 }
 
 // WithRedialDelay sets how long the watcher waits after a failed dial before the next
 // one while the connection circuit is still closed (default DefaultRedialDelay). While
 // the circuit is open the watcher waits for its NotBefore instead.
 func WithRedialDelay(d time.Duration) ManagerOption {
-	return func(m *Manager) error {
-		if d <= 0 {
-			return fmt.Errorf("amqp: WithRedialDelay(%v): the delay must be positive", d)
-		}
-		m.redialDelay = d
-		return nil
-	}
+	return option.Check(d <= 0, fmt.Sprintf("amqp: WithRedialDelay(%v): the delay must be positive", d), func(m *Manager) { m.redialDelay = d })
 }
 
 // WithDialPolicy sets the connection circuit's policy (default DefaultDialPolicy).
 func WithDialPolicy(p breaker.Policy) ManagerOption {
-	return func(m *Manager) error {
-		m.dialPolicy = p
-		return nil
-	}
+	return option.Set(func(m *Manager) { m.dialPolicy = p })
 }
 
 // WithMaxChannels bounds the confirm-mode channels the Manager's publishers hold
@@ -91,22 +73,13 @@ func WithDialPolicy(p breaker.Policy) ManagerOption {
 // is not sent a channel.open per waiting caller. n must not exceed the connection's
 // channel_max (WithConfig's ChannelMax, when set; the broker's, 2047 by default).
 func WithMaxChannels(n int) ManagerOption {
-	return func(m *Manager) error {
-		if n <= 0 {
-			return fmt.Errorf("amqp: WithMaxChannels(%d): the bound must be positive", n)
-		}
-		m.maxChannels = n
-		return nil
-	}
+	return option.Check(n <= 0, fmt.Sprintf("amqp: WithMaxChannels(%d): the bound must be positive", n), func(m *Manager) { m.maxChannels = n })
 }
 
 // WithDialBreakerOptions passes options (an observer, a clock) to the connection
 // circuit.
 func WithDialBreakerOptions(opts ...breaker.Option) ManagerOption {
-	return func(m *Manager) error {
-		m.breakerOpts = append(m.breakerOpts, opts...)
-		return nil
-	}
+	return option.Set(func(m *Manager) { m.breakerOpts = append(m.breakerOpts, opts...) })
 }
 
 // Manager keeps one AMQP connection to one broker for every publisher and consumer of

@@ -54,13 +54,7 @@ type PublisherOption func(*Publisher) error
 // sent its messages (default DefaultConfirmTimeout). A confirm that does not arrive in
 // time is a *ConfirmError matching ErrConfirmTimeout, classified Failure.
 func WithConfirmTimeout(d time.Duration) PublisherOption {
-	return func(p *Publisher) error {
-		if d <= 0 {
-			return fmt.Errorf("amqp: WithConfirmTimeout(%v): the timeout must be positive", d)
-		}
-		p.confirmTimeout = d
-		return nil
-	}
+	return option.Check(d <= 0, fmt.Sprintf("amqp: WithConfirmTimeout(%v): the timeout must be positive", d), func(p *Publisher) { p.confirmTimeout = d })
 }
 
 // WithMandatory publishes with the mandatory flag: a message that no queue takes is
@@ -68,10 +62,7 @@ func WithConfirmTimeout(d time.Duration) PublisherOption {
 // broker sends a return without saying which publish it belongs to, so a mandatory
 // Publish sends its messages one at a time, each after the previous one's confirm.
 func WithMandatory() PublisherOption {
-	return func(p *Publisher) error {
-		p.mandatory = true
-		return nil
-	}
+	return option.Set(func(p *Publisher) { p.mandatory = true })
 }
 
 // WithMaxIdleChannels bounds the confirm-mode channels the publisher keeps open
@@ -79,13 +70,7 @@ func WithMandatory() PublisherOption {
 // beyond it is closed. Channels open at once are bounded by the Manager
 // (WithMaxChannels), idle or not.
 func WithMaxIdleChannels(n int) PublisherOption {
-	return func(p *Publisher) error {
-		if n < 0 {
-			return fmt.Errorf("amqp: WithMaxIdleChannels(%d): the bound must not be negative", n)
-		}
-		p.maxIdle = n
-		return nil
-	}
+	return option.Check(n < 0, fmt.Sprintf("amqp: WithMaxIdleChannels(%d): the bound must not be negative", n), func(p *Publisher) { p.maxIdle = n })
 }
 
 // Publisher publishes to RabbitMQ exchanges with publisher confirms over a Manager's

@@ -48,13 +48,7 @@ func WithClassifier(c transport.Classifier) Option {
 // WithCloseTimeout sets how long Close waits for the writer at most, whatever its
 // context says. The default is DefaultCloseTimeout.
 func WithCloseTimeout(d time.Duration) Option {
-	return func(p *Publisher) error {
-		if d <= 0 {
-			return fmt.Errorf("kafka: WithCloseTimeout(%v): the timeout must be positive", d)
-		}
-		p.closeTimeout = d
-		return nil
-	}
+	return option.Check(d <= 0, fmt.Sprintf("kafka: WithCloseTimeout(%v): the timeout must be positive", d), func(p *Publisher) { p.closeTimeout = d })
 }
 
 // Publisher writes through a kafka-go Writer under one circuit per topic. It is safe

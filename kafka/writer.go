@@ -5,6 +5,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -39,10 +40,7 @@ func Topic(name string) transport.Destination {
 // messages and drops them, or refuses them, never opens it. Use it only where losing
 // messages unnoticed is acceptable.
 func WithFireAndForget() Option {
-	return func(p *Publisher) error {
-		p.fireAndForget = true
-		return nil
-	}
+	return option.Set(func(p *Publisher) { p.fireAndForget = true })
 }
 
 // GuardedBy returns the registry whose circuits guard the publisher, so that

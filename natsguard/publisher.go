@@ -55,23 +55,14 @@ func WithClassifier(c transport.Classifier) Option {
 // of its first server. Publishers on connections to the same servers share the
 // circuit when they share the name and the registry.
 func WithConnectionName(name string) Option {
-	return func(p *Publisher) error {
-		p.g.conn = transport.Destination{Broker: ConnectionBroker, Name: name}
-		return nil
-	}
+	return option.Set(func(p *Publisher) { p.g.conn = transport.Destination{Broker: ConnectionBroker, Name: name} })
 }
 
 // WithMaxPending bounds the asynchronous messages that await their acks (default
 // DefaultMaxPending). A PublishAsync beyond it is refused at once with an error
 // matching ErrTooManyPending, before any permit is taken; it never waits for room.
 func WithMaxPending(n int) Option {
-	return func(p *Publisher) error {
-		if n <= 0 {
-			return fmt.Errorf("natsguard: WithMaxPending(%d): the bound must be positive", n)
-		}
-		p.maxPending = int64(n)
-		return nil
-	}
+	return option.Check(n <= 0, fmt.Sprintf("natsguard: WithMaxPending(%d): the bound must be positive", n), func(p *Publisher) { p.maxPending = int64(n) })
 }
 
 // Publisher publishes to JetStream streams through a jetstream.JetStream, under one

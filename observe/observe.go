@@ -20,7 +20,6 @@
 package observe
 
 import (
-
 	"github.com/brokerguard/brokerguard/admin"
 	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/registry"

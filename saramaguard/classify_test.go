@@ -80,6 +80,7 @@ var faults = []fault{
 func TestClassifyRows(t *testing.T) {
 	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
+			t.Parallel() // each row has its own cluster; the hung ones wait out sarama's timeouts side by side
 			e := newEnv(t, counting, "orders")
 			raw, guarded := e.sync()
 			m := e.message(0, 1)

@@ -69,22 +69,13 @@ func WithGroupID(f func(transport.Message) string) Option {
 // none, and the queue needs ContentBasedDeduplication (which drops equal bodies
 // sent within five minutes of each other).
 func WithDeduplicationID(f func(transport.Message) string) Option {
-	return func(p *Publisher) error {
-		p.dedupID = f
-		return nil
-	}
+	return option.Set(func(p *Publisher) { p.dedupID = f })
 }
 
 // WithMaxBatchBytes sets the payload limit of one SendMessageBatch request
 // (default DefaultMaxBatchBytes). Raise it only for queues that accept it.
 func WithMaxBatchBytes(n int) Option {
-	return func(p *Publisher) error {
-		if n <= 0 {
-			return errors.New("sqs: WithMaxBatchBytes needs a positive size, got " + strconv.Itoa(n))
-		}
-		p.maxBytes = n
-		return nil
-	}
+	return option.Check(n <= 0, "sqs: WithMaxBatchBytes needs a positive size, got "+strconv.Itoa(n), func(p *Publisher) { p.maxBytes = n })
 }
 
 // NewPublisher returns a Publisher that sends through api under the circuits

@@ -45,10 +45,7 @@ type Option func(*Publisher) error
 // later calls are refused without starting more such goroutines. A call whose
 // context cannot end (no Done channel) runs as without the option.
 func WithReturnOnDone() Option {
-	return func(p *Publisher) error {
-		p.returnOnDone = true
-		return nil
-	}
+	return option.Set(func(p *Publisher) { p.returnOnDone = true })
 }
 
 // WithClassifier sets the classifier of the wrapped pub/sub's errors: wmkafka.Classify

@@ -19,7 +19,7 @@ import (
 func TestFailedCommandsPrintNothingOnStdout(t *testing.T) {
 	clearSourceEnv(t)
 	t.Setenv("DATABASE_URL", "")
-	t.Setenv("MYSQL_DSN", "")
+	t.Setenv("MYSQL_DSN", "") // "outbox stats" with no source at all is a usage error
 	_, url := adminServer(t)
 	unreachable := "http://127.0.0.1:1"
 	for _, tc := range []struct {

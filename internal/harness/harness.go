@@ -35,6 +35,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -202,4 +203,20 @@ func startForTest[S interface{ Close() error }](t testing.TB, service string, st
 		}
 	})
 	return s
+}
+
+// reach dials addr. When nothing answers there and addr is the default address, it
+// starts the machine's server (start, at most once per test binary through once) and
+// waits for it (wait). Then check, when not nil, asks the server whether it is the one
+// the tests need.
+func reach(addr string, isDefault bool, once *sync.Once, start func(), wait func() error, check func(addr string) error) error {
+	err := dial(addr)
+	if err != nil && isDefault {
+		once.Do(start)
+		err = wait()
+	}
+	if err == nil && check != nil {
+		err = check(addr)
+	}
+	return err
 }

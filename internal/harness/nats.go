@@ -46,14 +46,7 @@ func natsLookup() (string, error) {
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "4222")
 	}
-	err = dial(addr)
-	if err != nil && isDefault {
-		startNATSOnce.Do(startLocalNATS)
-		err = waitDial(addr, natsUpWait)
-	}
-	if err == nil {
-		err = jetStreamOn(addr)
-	}
+	err = reach(addr, isDefault, &startNATSOnce, startLocalNATS, func() error { return waitDial(addr, natsUpWait) }, jetStreamOn)
 	if err != nil {
 		return "", &UnavailableError{Service: serviceNATS, Addr: raw, Hint: natsHint, Err: err}
 	}

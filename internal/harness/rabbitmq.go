@@ -34,11 +34,7 @@ func RabbitMQ() (amqpURL string, err error) {
 	amqpURL, isDefault := envOr("AMQP_URL", DefaultAMQPURL)
 	hp, err := hostPort(amqpURL)
 	if err == nil {
-		err = dial(hp)
-		if err != nil && isDefault {
-			startRabbitOnce.Do(startLocalRabbit)
-			err = waitAMQP(amqpURL, rabbitUpTimeout)
-		}
+		err = reach(hp, isDefault, &startRabbitOnce, startLocalRabbit, func() error { return waitAMQP(amqpURL, rabbitUpTimeout) }, nil)
 	}
 	if err != nil {
 		return "", &UnavailableError{Service: ServiceRabbitMQ, Addr: hp, Hint: rabbitHint, Err: err}

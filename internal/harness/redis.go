@@ -44,14 +44,7 @@ func Redis() (addr string, err error) {
 		return "", &UnavailableError{Service: ServiceRedis, Addr: addr, Hint: redisHint,
 			Err: fmt.Errorf("harness: REDIS_ADDR must be host:port: %w", err)}
 	}
-	err = dial(addr)
-	if err != nil && isDefault {
-		startRedisOnce.Do(startLocalRedis)
-		err = waitDial(addr, redisUpWait)
-	}
-	if err == nil {
-		err = pingRedis(addr)
-	}
+	err = reach(addr, isDefault, &startRedisOnce, startLocalRedis, func() error { return waitDial(addr, redisUpWait) }, pingRedis)
 	if err != nil {
 		return "", &UnavailableError{Service: ServiceRedis, Addr: addr, Hint: redisHint, Err: err}
 	}

@@ -55,3 +55,11 @@ func Check[T any](bad bool, msg string, set func(*T)) func(*T) error {
 		return nil
 	}
 }
+
+// Set returns an option that cannot fail: it calls set.
+func Set[T any](set func(*T)) func(*T) error {
+	return func(t *T) error {
+		set(t)
+		return nil
+	}
+}

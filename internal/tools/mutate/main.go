@@ -239,15 +239,22 @@ var profileLine = regexp.MustCompile(`^(.+):(\d+)\.(\d+),(\d+)\.(\d+) \d+ (\d+)$
 // parseProfile reads a -coverprofile file (any mode).
 func parseProfile(data []byte) []block {
 	var bs []block
-	for _, l := range strings.Split(string(data), "\n") {
-		m := profileLine.FindStringSubmatch(l)
-		if m == nil {
-			continue
-		}
+	for _, m := range lineMatches(data, profileLine) {
 		n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
 		bs = append(bs, block{m[1], n(2), n(3), n(4), n(5), n(6)})
 	}
 	return bs
+}
+
+// lineMatches returns the submatches of re in each line of data it matches.
+func lineMatches(data []byte, re *regexp.Regexp) [][]string {
+	var ms [][]string
+	for _, l := range strings.Split(string(data), "\n") {
+		if m := re.FindStringSubmatch(l); m != nil {
+			ms = append(ms, m)
+		}
+	}
+	return ms
 }
 
 // covered tells whether a test ran a block holding the position.
@@ -589,11 +596,7 @@ var logLine = regexp.MustCompile(`^(KILLED|SURVIVED|TIMED OUT|INVALID|NOT COVERE
 // last line of a mutant wins, and they agree).
 func parseLog(data []byte) []Mutant {
 	var ms []Mutant
-	for _, line := range strings.Split(string(data), "\n") {
-		f := logLine.FindStringSubmatch(line)
-		if f == nil {
-			continue
-		}
+	for _, f := range lineMatches(data, logLine) {
 		ln, _ := strconv.Atoi(f[3])
 		col, _ := strconv.Atoi(f[4])
 		repl, err := strconv.Unquote(f[7])
