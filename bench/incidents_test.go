@@ -91,6 +91,10 @@ type incident struct {
 	groups []callerGroup
 	phases func(full bool) []incidentPhase
 	rows   func(tb *incidentTable)
+	// partitions is the Kafka topic's partition count (0 means 1): kafka-go's writer
+	// sends one produce request at a time per partition, so a scenario that adds
+	// latency needs enough partitions for the broker to be offered its callers' rate.
+	partitions int
 }
 
 var allCallers = []callerGroup{{name: "callers", callers: incidentCallers, deadline: incidentDeadline}}
@@ -101,7 +105,7 @@ var incidents = []incident{
 	{name: "mixed", groups: []callerGroup{
 		{name: "50 ms callers", callers: incidentCallers / 2, deadline: 50 * time.Millisecond},
 		{name: "2 s callers", callers: incidentCallers / 2, deadline: 2 * time.Second},
-	}, phases: mixedPhases, rows: mixedRows},
+	}, phases: mixedPhases, rows: mixedRows, partitions: mixedPartitions},
 	{name: "harddown", groups: allCallers, phases: hardDownPhases, rows: hardDownRows},
 }
 
@@ -141,6 +145,12 @@ func flappingPhases(full bool) []incidentPhase {
 
 // mixedLatency is the broker's latency in the mixed-deadlines scenario.
 const mixedLatency = 100 * time.Millisecond
+
+// mixedPartitions spreads the mixed scenario's Kafka calls (about 500 a second, one
+// produce request each at a BatchTimeout of 1 ms) over enough partitions that at
+// mixedLatency, one request in flight per partition, the writer has about twice the
+// capacity the callers need: without a breaker the 2 s callers are then served.
+const mixedPartitions = 128
 
 func mixedPhases(full bool) []incidentPhase {
 	d := 15 * time.Second
@@ -188,7 +198,7 @@ func (a brokerCount) minus(b brokerCount) brokerCount {
 type incidentBroker struct {
 	name     string
 	unit     string // what Requests counts
-	open     func(t *testing.T, reg *registry.Registry) incidentTarget
+	open     func(t *testing.T, reg *registry.Registry, inc incident) incidentTarget
 	cannotDo map[string]string
 }
 
@@ -220,7 +230,7 @@ func proxyConditions(p *harness.Proxy, setShare func(float64)) func(conditions) 
 // openIncidentSQS is the SDK's client with its defaults on a fresh SQS test server
 // behind an HTTP fault layer that fails with SQS's 503 ServiceUnavailable, behind a
 // proxy.
-func openIncidentSQS(t *testing.T, reg *registry.Registry) incidentTarget {
+func openIncidentSQS(t *testing.T, reg *registry.Registry, _ incident) incidentTarget {
 	queue := slowName()
 	client, proxy, fault := harness.FaultedSQS(t, queue, sqstest.ServiceUnavailable)
 	pub, err := sqs.NewPublisher(client, reg)
@@ -236,11 +246,12 @@ func openIncidentSQS(t *testing.T, reg *registry.Registry) incidentTarget {
 		}}
 }
 
-// openIncidentKafka is openKafka's kafka-go writer on a fresh kfake whose produce
-// requests fail, a share of them, with incidentKafkaError.
-func openIncidentKafka(t *testing.T, reg *registry.Registry) incidentTarget {
+// openIncidentKafka is openKafka's kafka-go writer on a fresh kfake, with the
+// scenario's partitions, whose produce requests fail, a share of them, with
+// incidentKafkaError.
+func openIncidentKafka(t *testing.T, reg *registry.Registry, inc incident) incidentTarget {
 	topic := slowName()
-	cluster := harness.KFake(t, kfake.SeedTopics(1, topic))
+	cluster := harness.KFake(t, kfake.SeedTopics(int32(max(inc.partitions, 1)), topic))
 	fault := harness.NewProduceFault(cluster, incidentKafkaError(t))
 	tg := kafkaTarget(t, reg, cluster, topic)
 	return incidentTarget{pub: tg.pub, d: tg.d, set: proxyConditions(tg.proxy, fault.SetFailShare),
@@ -273,7 +284,7 @@ func incidentKafkaError(t *testing.T) *kerr.Error {
 
 // openIncidentRabbit is openRabbit's publisher on the machine's RabbitMQ through a
 // proxy; what the broker received is counted in KB sent through the proxy.
-func openIncidentRabbit(t *testing.T, reg *registry.Registry) incidentTarget {
+func openIncidentRabbit(t *testing.T, reg *registry.Registry, _ incident) incidentTarget {
 	tg := openRabbit(t, reg)
 	return incidentTarget{pub: tg.pub, d: tg.d, set: proxyConditions(tg.proxy, nil),
 		count: func() brokerCount {
@@ -402,7 +413,7 @@ func runIncidentChild(t *testing.T, mode, column string) {
 	if err != nil {
 		t.Fatalf("%s: %v", column, err)
 	}
-	tg := b.open(t, reg)
+	tg := b.open(t, reg, *inc)
 	publish := columnWrap(column, tg.pub.Publish)
 	warmUp(t, column, tg)
 	if late := time.Since(start); late > 0 {
@@ -560,6 +571,18 @@ func runIncidentColumns(t *testing.T, mode string, b incidentBroker, inc inciden
 				fmt.Fprintf(&b, " %.0f", r.okRate(s, s+time.Second))
 			}
 			t.Logf("%s: successes per second:%s", run.name, b.String())
+			var at time.Duration
+			for i, p := range inc.phases(mode == "full") {
+				if i > 0 && p.cond == (conditions{}) {
+					var e strings.Builder
+					for s := at - 500*time.Millisecond; s < at+2*time.Second; s += 100 * time.Millisecond {
+						c := run.brokerIn(s, s+100*time.Millisecond)
+						fmt.Fprintf(&e, " %.0f[%d]", r.okRate(s, s+100*time.Millisecond)/10, c.Requests+c.Refused)
+					}
+					t.Logf("%s: edge at %v, successes[broker] per 100 ms from 0.5 s before:%s", run.name, at, e.String())
+				}
+				at += p.dur
+			}
 		}
 	}
 	return runs

@@ -33,7 +33,7 @@ const jetStreamReconnectWait = 500 * time.Millisecond
 // layer and a proxy, to a private nats-server with one stream in memory; every
 // message is published to one subject of it (the callers' keys are not subjects).
 // What the broker received is counted in publishes through the fault layer.
-func openIncidentJetStream(t *testing.T, reg *registry.Registry) incidentTarget {
+func openIncidentJetStream(t *testing.T, reg *registry.Registry, _ incident) incidentTarget {
 	server := harness.NewNATSServer(t)
 	const stream, subject = "INCIDENT", "incident.calls"
 	proxy := harness.NewProxy(t, server.Addr())

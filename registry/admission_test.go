@@ -470,9 +470,6 @@ func TestThrottleForgetsTheOutageWhenTheCircuitCloses(t *testing.T) {
 	}
 	down.Store(false)
 	clock.Advance(610 * time.Millisecond) // past a break (550ms ±10 %), within the window
-	if s := throttleOf(t, r); s.RejectProbability == 0 {
-		t.Fatalf("throttle before the probe %+v: want it refusing, or the test shows nothing", s)
-	}
 	if err := pub.Publish(t.Context(), orders, transport.Message{}); err != nil {
 		t.Fatalf("the probe after the return: %v", err)
 	}
@@ -481,6 +478,63 @@ func TestThrottleForgetsTheOutageWhenTheCircuitCloses(t *testing.T) {
 	}
 	if s := throttleOf(t, r); s.RejectProbability != 0 || s.Sent > 1 {
 		t.Fatalf("throttle after the return %+v, want the outage forgotten", s)
+	}
+}
+
+// Once a probe's success closes the circuit, nothing ramps: the first second after
+// the return admits calls at the healthy rate and concurrency, refused neither by
+// the circuit (DefaultPolicy sets no RampDuration) nor by the limit (which the
+// outage's error answers did not contract) nor by the throttle (see
+// TestThrottleForgetsTheOutageWhenTheCircuitCloses). A slow first second after an
+// up-edge is the client's wait or the probe's, not the policy's.
+func TestFullRateRightAfterTheReturn(t *testing.T) {
+	down := atomic.Bool{}
+	r, clock, _ := throttled(t, func(int64) bool { return false })
+	// wave holds n calls in flight at once, then ends them with the destination's
+	// verdict, and returns how many were refused.
+	wave := func(n int) (refused int) {
+		var held []registry.Permit
+		for range n {
+			p, err := r.Acquire(t.Context(), orders)
+			if err != nil {
+				refused++
+				continue
+			}
+			held = append(held, p)
+		}
+		for _, p := range held {
+			if down.Load() {
+				r.CompleteWith(orders, p, breaker.Failure, errBroker)
+			} else {
+				r.CompleteWith(orders, p, breaker.Success, nil)
+			}
+		}
+		return refused
+	}
+	for range 16 { // two healthy seconds, 20 calls in flight every 62.5ms
+		if n := wave(20); n != 0 {
+			t.Fatalf("healthy: %d of 20 refused", n)
+		}
+		clock.Advance(62500 * time.Microsecond)
+	}
+	down.Store(true)
+	for step := 0; r.Snapshots()[orders].State != breaker.Open; step++ {
+		if step == 32 {
+			t.Fatal("two seconds hard down and the circuit is not open")
+		}
+		wave(20)
+		clock.Advance(62500 * time.Microsecond)
+	}
+	down.Store(false)
+	clock.Advance(610 * time.Millisecond) // past the break, the outage's failures still in the window
+	if n := wave(1); n != 0 || r.Snapshots()[orders].State != breaker.Closed {
+		t.Fatalf("the probe after the return: refused %d, circuit %v; want it admitted and the circuit closed", n, r.Snapshots()[orders].State)
+	}
+	for step := range 16 {
+		if n := wave(20); n != 0 {
+			t.Fatalf("%v after the circuit closed: %d of 20 refused, want none", time.Duration(step)*62500*time.Microsecond, n)
+		}
+		clock.Advance(62500 * time.Microsecond)
 	}
 }
 
