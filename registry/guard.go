@@ -135,7 +135,7 @@ func (r *Registry) CallHeld(ctx context.Context, d transport.Destination, n int,
 	}
 	o := Outcome(ctx, start, err, n, classify)
 	completed = true
-	o = e.settle(ctx, permit, o, start, err)
+	o = e.settle(ctx, permit, o, start, err, n)
 	e.note(o, err, r)
 	return err
 }
@@ -225,8 +225,9 @@ func endedBy(ctx context.Context, err error) error {
 //   - it is busy with this process's own bulk work (admission.Limiter.Busy: bulk
 //     messages in flight or just finished, and a success within the last second);
 //   - the call belongs to the first wave of a cold process (admitted before any call
-//     to the destination had completed: connections being opened, a client warming
-//     up). A broker hung from the start opens its circuit one wave later.
+//     to the destination had completed, with another call in flight beside it:
+//     connections being opened, a client warming up). A broker hung from the start
+//     opens its circuit one wave later; a call alone is judged at once.
 //
 // A call that ended before its messages were sent (transport.ErrNotSent: a channel
 // or connection still being set up) while the destination answered another call

@@ -26,13 +26,13 @@ func (r *Registry) Finish(ctx context.Context, d transport.Destination, p Permit
 		p.end(o, res, res, err, false)
 		return o
 	}
-	return e.settle(ctx, p, Outcome(ctx, s, err, n, classify), s, err)
+	return e.settle(ctx, p, Outcome(ctx, s, err, n, classify), s, err, n)
 }
 
-// settle completes p with o, the Outcome of a call that returned err, applying the
-// deadline rule: what a deadline or a timeout that ended the call says to the circuit
-// and to admission control.
-func (e *entry) settle(ctx context.Context, p Permit, o breaker.Outcome, s Start, err error) breaker.Outcome {
+// settle completes p with o, the Outcome of a call of n messages that returned err,
+// applying the deadline rule: what a deadline or a timeout that ended the call says to
+// the circuit and to admission control.
+func (e *entry) settle(ctx context.Context, p Permit, o breaker.Outcome, s Start, err error, n int) breaker.Outcome {
 	if err == nil || !errors.Is(endedBy(ctx, err), context.DeadlineExceeded) {
 		if o == breaker.Failure && noAnswer(err) {
 			// The client's own clock gave up on the broker (a read deadline, a
@@ -62,9 +62,9 @@ func (e *entry) settle(ctx context.Context, p Permit, o breaker.Outcome, s Start
 	}
 	// Otherwise a drop for admission control whatever the circuit makes of it, and no
 	// evidence against a destination that is merely busy with this process's bulk
-	// work, or that answers a good share of its calls in time (slow or overloaded:
-	// the limit contracts).
-	if lim != nil && o == breaker.Failure && (lim.Busy() || s.cold || lim.Answering()) {
+	// work, that answers a good share of its calls in time (slow or overloaded: the
+	// limit contracts), or whose first wave of calls is still opening connections.
+	if lim != nil && o == breaker.Failure && (lim.Busy() || lim.Answering() || s.cold && startUpWave(lim, p, n)) {
 		o = breaker.Neutral
 	}
 	// The throttle takes the miss as the destination's only when the circuit would:
@@ -78,6 +78,21 @@ func (e *entry) settle(ctx context.Context, p Permit, o breaker.Outcome, s Start
 	// probes for the recovery back to back (breaker.Permit.CompleteMissed).
 	e.end(p, o, admission.Dropped, thr, err, o == breaker.Failure)
 	return o
+}
+
+// startUpWave reports whether a call of n messages that started while lim was cold
+// (no call had ended with a verdict) belongs to a start-up wave: another call is in
+// flight beside it, or one has ended since it started (it warmed lim; only a call
+// that overlapped this one can have). A cold start's first wave of slow connects is
+// no verdict; a call that was alone is judged like any other, so that a destination
+// called once every few minutes opens within its threshold. Cold is read again after
+// the in-flight count: a call ending meanwhile leaves the count before it warms lim.
+func startUpWave(lim *admission.Limiter, p Permit, n int) bool {
+	own := max(n, 1) // the call's weight in the limit; a probe or a bypass takes no slot
+	if p.bypass || p.circuit.Probe() || p.circuit.Bypass() {
+		own = 0
+	}
+	return !lim.Cold() || lim.Stats().InFlight > own || !lim.Cold()
 }
 
 // judged is what the circuit is told of a call that ended with o, an answer (not a
@@ -103,10 +118,9 @@ func (e *entry) judged(p Permit, o breaker.Outcome) breaker.Outcome {
 // evictable reports whether idle eviction may drop e: its circuit is closed, with no
 // override, nothing in flight, and no failure evidence (a circuit counting failures
 // of rare traffic must keep them, or it could never open); its last call that ended
-// with a verdict succeeded (a failure the registry excused, such as a cold
-// destination's first missed deadline, is evidence too: a fresh entry would be cold
-// again and excuse the next one); nothing holds its admission control; and no
-// partition of it is isolated.
+// with a verdict succeeded (a failure the registry excused, such as a missed deadline
+// of a cold start's first wave, is evidence too); nothing holds its admission
+// control; and no partition of it is isolated.
 func (e *entry) evictable() bool {
 	if e.failing.Load() {
 		return false

@@ -87,8 +87,8 @@ func TestEveryJudgeGetsTheDeadlineRule(t *testing.T) {
 			<-ctx.Done()
 			return fmt.Errorf("produce: %w", ctx.Err())
 		}, want{breaker.Neutral, admission.Ignored, admission.Ignored, false}},
-		{"fair deadline, cold first wave", "cold", fair, false, waitDone,
-			want{breaker.Neutral, admission.Dropped, admission.Ignored, false}},
+		{"fair deadline, cold destination, call alone", "cold", fair, false, waitDone,
+			want{breaker.Failure, admission.Dropped, admission.Dropped, true}},
 		{"fair deadline, destination answering", "answering", fair, false, waitDone,
 			want{breaker.Neutral, admission.Dropped, admission.Ignored, false}},
 		{"fair deadline in set-up, destination answered", "answering", fair, false, func(ctx context.Context, _ context.CancelFunc) error {

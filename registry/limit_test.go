@@ -199,15 +199,23 @@ func TestIdleEvictionKeepsFailureEvidence(t *testing.T) {
 	}
 }
 
+// hungFromTheStart returns a fresh registry whose orders circuit (threshold 5, the
+// default admission control) has seen no call, and a publisher guarded by it whose
+// online calls hang until their deadlines.
+func hungFromTheStart(t *testing.T) (*registry.Registry, transport.Publisher) {
+	t.Helper()
+	r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute}, Admission: admission.DefaultPolicy()}))
+	broker := &busyBroker{release: make(chan struct{})}
+	broker.hang(true)
+	return r, r.Guard(broker, classify)
+}
+
 // A cold process's first wave of calls (admitted before any call to the destination
 // had completed) that miss their deadlines is no verdict; the next wave is judged,
 // so a broker hung from the start opens one wave later.
 func TestColdStartFirstWaveIsNoVerdict(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRegistry(t, registry.WithOverride("kafka:orders", registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: time.Minute}, Admission: admission.DefaultPolicy()}))
-		broker := &busyBroker{release: make(chan struct{})}
-		broker.hang(true)
-		pub := r.Guard(broker, classify)
+		r, pub := hungFromTheStart(t)
 		var wg sync.WaitGroup
 		for range 200 {
 			wg.Go(func() { onlineDeadline(t, pub) })
@@ -223,6 +231,43 @@ func TestColdStartFirstWaveIsNoVerdict(t *testing.T) {
 			t.Fatalf("a broker hung from the start: %v after the second wave, want open", s.State)
 		}
 	})
+}
+
+// Only a wave is excused at a cold start: a hung call that had another call in flight
+// beside it, whether that one ends before or after it, is no verdict; a call alone,
+// however many messages it carries, is a Failure like any later one.
+func TestColdStartExcusesAWaveNotACallAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		calls        []int // messages of each call, all started at once
+		deadlines    []time.Duration
+		wantFailures int
+	}{
+		{"one call alone", []int{1}, []time.Duration{200 * time.Millisecond}, 1},
+		{"a batch alone", []int{10}, []time.Duration{200 * time.Millisecond}, 1},
+		{"two calls, one ending later", []int{1, 1}, []time.Duration{200 * time.Millisecond, 300 * time.Millisecond}, 0},
+		{"a batch and a call, the call ending later", []int{10, 1}, []time.Duration{200 * time.Millisecond, 300 * time.Millisecond}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, pub := hungFromTheStart(t)
+				var wg sync.WaitGroup
+				for i, n := range tc.calls {
+					wg.Go(func() {
+						ctx, cancel := context.WithTimeout(t.Context(), tc.deadlines[i])
+						defer cancel()
+						if err := pub.Publish(ctx, orders, make([]transport.Message, n)...); !errors.Is(err, context.DeadlineExceeded) {
+							t.Errorf("call of %d messages: %v, want its deadline", n, err)
+						}
+					})
+				}
+				wg.Wait()
+				if s := r.Snapshots()[orders]; s.Failures != tc.wantFailures {
+					t.Fatalf("cold start, calls %v: %d failures, want %d", tc.calls, s.Failures, tc.wantFailures)
+				}
+			})
+		})
+	}
 }
 
 // setUpMiss makes one online call through r that, like a publish still waiting for

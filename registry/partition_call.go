@@ -172,7 +172,7 @@ func (r *Registry) CallPartitioned(ctx context.Context, d transport.Destination,
 		o = breaker.Neutral
 	}
 	completed = true
-	o = e.settle(ctx, permit, o, start, sendErr)
+	o = e.settle(ctx, permit, o, start, sendErr, c.N)
 	e.note(o, sendErr, r)
 	switch {
 	case errs == nil:
