@@ -71,8 +71,8 @@ func (p Page) Size() int {
 // every dead row at once is too easy to do by mistake.
 var ErrEmptyFilter = errors.New("outbox: requeue: the filter sets no IDs, Destination or Reason")
 
-// DeadLetters is a Store whose dead rows can be looked at and sent again; MemoryStore
-// and the PostgreSQL store are DeadLetters. An admin API or CLI builds on it.
+// DeadLetters is a Store whose dead rows can be looked at and sent again; the memory
+// store (outbox/memory) and the PostgreSQL store are DeadLetters. An admin API or CLI builds on it.
 type DeadLetters interface {
 	// DeadRows returns one page of the dead rows f matches, by ascending id.
 	DeadRows(ctx context.Context, f DeadFilter, p Page) ([]Record, error)
@@ -108,8 +108,8 @@ type DeadSummary struct {
 }
 
 // DeadSummaries is an optional capability of DeadLetters (found by type assertion):
-// listing dead rows without reading their payloads. MemoryStore and the PostgreSQL
-// store have it; the admin handler and the CLI use it when a store does.
+// listing dead rows without reading their payloads. The memory and PostgreSQL
+// stores have it; the admin handler and the CLI use it when a store does.
 type DeadSummaries interface {
 	// DeadSummaries returns one page of the dead rows f matches, as DeadRows does,
 	// without their payloads.

@@ -72,8 +72,8 @@ func (r Retention) Cutoffs(now time.Time) (published, dead time.Time) {
 	return published, dead
 }
 
-// Purger is a Store that can delete settled rows; MemoryStore and the PostgreSQL
-// store are Purgers.
+// Purger is a Store that can delete settled rows; the memory and PostgreSQL
+// stores are Purgers.
 type Purger interface {
 	// DeleteSettled deletes up to limit published rows settled before
 	// publishedBefore and up to limit dead rows settled before deadBefore, and

@@ -9,6 +9,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -29,7 +30,7 @@ func TestParseStatus(t *testing.T) {
 }
 
 func TestMemoryEnqueueRejectsInvalidDestinations(t *testing.T) {
-	s := outbox.NewMemoryStore(nil)
+	s := memory.New(nil)
 	_, err := s.Enqueue(context.Background(),
 		outbox.Entry{Destination: orders},
 		outbox.Entry{Destination: transport.Destination{Broker: "Kafka", Name: "x"}})
@@ -45,7 +46,7 @@ func TestMemoryEnqueueRejectsInvalidDestinations(t *testing.T) {
 // another claim's deferral changes nothing.
 func TestMemoryDeferTouchesOnlyTheClaimsListedRows(t *testing.T) {
 	clock := fakeclock.New(t0)
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	ctx := context.Background()
 	ids, _ := s.Enqueue(ctx, outbox.Entry{Destination: orders}, outbox.Entry{Destination: orders})
 	if _, err := s.Claim(ctx, outbox.ClaimRequest{Token: "me", Now: t0, Limit: 10, Lease: time.Minute}); err != nil {
@@ -67,7 +68,7 @@ func TestMemoryDeferTouchesOnlyTheClaimsListedRows(t *testing.T) {
 
 func TestMemoryBacklog(t *testing.T) {
 	clock := fakeclock.New(t0)
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	ctx := context.Background()
 	if n, age, err := s.Backlog(ctx); n != 0 || age != 0 || err != nil {
 		t.Fatalf("empty Backlog = %d, %v, %v", n, age, err)
@@ -90,7 +91,7 @@ func TestMemoryBacklog(t *testing.T) {
 // while an earlier row of its key does.
 func TestMemoryClaimKeepsKeyOrder(t *testing.T) {
 	clock := fakeclock.New(t0)
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	ctx := context.Background()
 	k := func(key string) outbox.Entry {
 		return outbox.Entry{Destination: orders, Message: transport.Message{Key: []byte(key)}}

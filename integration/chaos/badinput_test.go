@@ -18,6 +18,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker/filestate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/sqs"
@@ -128,7 +129,7 @@ func TestBadInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		store := outbox.NewMemoryStore(clock)
+		store := memory.New(clock)
 		d := transport.Destination{Broker: "sqs", Name: "invoices"}
 		// Over SQS's 256 KiB, the message is refused by Enqueue, in the caller's
 		// transaction, rather than stored to be refused by SQS at every attempt.

@@ -10,14 +10,15 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
 // outboxOn is a memory outbox on e's clock whose Processor has no WithClassifier:
 // it takes kafka.Classify from the publisher.
-func outboxOn(t *testing.T, e *env) (*outbox.MemoryStore, *outbox.Processor) {
+func outboxOn(t *testing.T, e *env) (*memory.Store, *outbox.Processor) {
 	t.Helper()
-	store := outbox.NewMemoryStore(e.clock)
+	store := memory.New(e.clock)
 	proc, err := outbox.NewProcessor(store, e.reg, e.pub, outbox.WithClock(e.clock), outbox.WithMaxAttempts(3),
 		outbox.WithDeferralJitter(0))
 	if err != nil {
@@ -26,7 +27,7 @@ func outboxOn(t *testing.T, e *env) (*outbox.MemoryStore, *outbox.Processor) {
 	return store, proc
 }
 
-func enqueueN(t *testing.T, store *outbox.MemoryStore, d transport.Destination, n int, value func(i int) []byte) []int64 {
+func enqueueN(t *testing.T, store *memory.Store, d transport.Destination, n int, value func(i int) []byte) []int64 {
 	t.Helper()
 	entries := make([]outbox.Entry, n)
 	for i := range entries {
@@ -129,7 +130,7 @@ func TestOutboxHoldsAnUnknownTopicUntilItIsCreated(t *testing.T) {
 	}
 }
 
-func allPublished(store *outbox.MemoryStore, ids []int64) bool {
+func allPublished(store *memory.Store, ids []int64) bool {
 	for _, id := range ids {
 		if r, _ := store.Get(id); r.Status != outbox.StatusPublished {
 			return false

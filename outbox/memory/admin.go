@@ -1,40 +1,41 @@
-package outbox
+package memory
 
 import (
 	"cmp"
 	"context"
+	"github.com/brokerguard/brokerguard/outbox"
 	"slices"
 	"time"
 
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// DeleteSettled implements Purger: the oldest settled rows first (ties by id), as the
+// DeleteSettled implements outbox.Purger: the oldest settled rows first (ties by id), as the
 // PostgreSQL store does.
-func (s *MemoryStore) DeleteSettled(ctx context.Context, publishedBefore, deadBefore time.Time, limit int) (int, error) {
+func (s *Store) DeleteSettled(ctx context.Context, publishedBefore, deadBefore time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := CheckDeleteLimit(limit); err != nil {
+	if err := outbox.CheckDeleteLimit(limit); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	deleted := 0
 	for _, st := range []struct {
-		status Status
+		status outbox.Status
 		before time.Time
-	}{{StatusPublished, publishedBefore}, {StatusDead, deadBefore}} {
+	}{{outbox.StatusPublished, publishedBefore}, {outbox.StatusDead, deadBefore}} {
 		if st.before.IsZero() {
 			continue
 		}
-		var old []*Record
+		var old []*outbox.Record
 		for _, r := range s.rows {
 			if r != nil && r.Status == st.status && r.SettledAt.Before(st.before) {
 				old = append(old, r)
 			}
 		}
-		slices.SortFunc(old, func(a, b *Record) int {
+		slices.SortFunc(old, func(a, b *outbox.Record) int {
 			return cmp.Or(a.SettledAt.Compare(b.SettledAt), cmp.Compare(a.ID, b.ID))
 		})
 		for _, r := range old[:min(limit, len(old))] {
@@ -46,35 +47,35 @@ func (s *MemoryStore) DeleteSettled(ctx context.Context, publishedBefore, deadBe
 }
 
 // matchDead reports whether r is a dead row f picks.
-func matchDead(r *Record, f DeadFilter) bool {
-	return r != nil && r.Status == StatusDead &&
+func matchDead(r *outbox.Record, f outbox.DeadFilter) bool {
+	return r != nil && r.Status == outbox.StatusDead &&
 		(len(f.IDs) == 0 || slices.Contains(f.IDs, r.ID)) &&
 		(f.Destination == (transport.Destination{}) || r.Destination == f.Destination) &&
 		f.MatchesReason(r.LastError)
 }
 
-// DeadRows implements DeadLetters.
-func (s *MemoryStore) DeadRows(ctx context.Context, f DeadFilter, p Page) ([]Record, error) {
-	var out []Record
-	err := s.eachDead(ctx, f, p, func(r *Record) { out = append(out, copyRecord(r)) })
+// DeadRows implements outbox.DeadLetters.
+func (s *Store) DeadRows(ctx context.Context, f outbox.DeadFilter, p outbox.Page) ([]outbox.Record, error) {
+	var out []outbox.Record
+	err := s.eachDead(ctx, f, p, func(r *outbox.Record) { out = append(out, copyRecord(r)) })
 	return out, err
 }
 
 // DeadSummaries implements DeadSummaries: the page DeadRows returns, without copying
 // the payloads.
-func (s *MemoryStore) DeadSummaries(ctx context.Context, f DeadFilter, p Page) ([]DeadSummary, error) {
-	var out []DeadSummary
-	err := s.eachDead(ctx, f, p, func(r *Record) {
+func (s *Store) DeadSummaries(ctx context.Context, f outbox.DeadFilter, p outbox.Page) ([]outbox.DeadSummary, error) {
+	var out []outbox.DeadSummary
+	err := s.eachDead(ctx, f, p, func(r *outbox.Record) {
 		bare := *r
 		bare.Message.Value = nil
-		out = append(out, DeadSummary{Record: copyRecord(&bare), ValueBytes: len(r.Message.Value)})
+		out = append(out, outbox.DeadSummary{Record: copyRecord(&bare), ValueBytes: len(r.Message.Value)})
 	})
 	return out, err
 }
 
 // eachDead checks f and p, then calls yield, under the lock, with each dead row of the
 // page p that f matches, by id.
-func (s *MemoryStore) eachDead(ctx context.Context, f DeadFilter, p Page, yield func(*Record)) error {
+func (s *Store) eachDead(ctx context.Context, f outbox.DeadFilter, p outbox.Page, yield func(*outbox.Record)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -99,12 +100,12 @@ func (s *MemoryStore) eachDead(ctx context.Context, f DeadFilter, p Page, yield 
 	return nil
 }
 
-// Requeue implements DeadLetters.
-func (s *MemoryStore) Requeue(ctx context.Context, f DeadFilter, now time.Time) (int, error) {
+// Requeue implements outbox.DeadLetters.
+func (s *Store) Requeue(ctx context.Context, f outbox.DeadFilter, now time.Time) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := CheckRequeue(f); err != nil {
+	if err := outbox.CheckRequeue(f); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -114,7 +115,7 @@ func (s *MemoryStore) Requeue(ctx context.Context, f DeadFilter, now time.Time) 
 		if !matchDead(r, f) {
 			continue
 		}
-		r.Status, r.VisibleAfter, r.SettledAt = StatusPending, now, time.Time{}
+		r.Status, r.VisibleAfter, r.SettledAt = outbox.StatusPending, now, time.Time{}
 		r.Attempts, r.Deferrals, r.FirstDeferredAt = 0, 0, time.Time{}
 		s.release(r)
 		s.settled = min(s.settled, i)
