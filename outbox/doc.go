@@ -23,9 +23,10 @@
 //
 // A store implements [Store] (claims with [ClaimRequest], write-backs with [Report],
 // [Failure], [Deferral] and [Hold], each fenced by its claim's token, and [Record],
-// [Status] and [ParseStatus] for rows), and optionally [DeadLetters], [OnCall],
-// [Purger] and [Waker]; [CheckRequeue], [CheckDeleteLimit] and [DeadReason] keep its
-// validation and reasons the same as the others'. The memory and PostgreSQL stores
+// [Status] for rows), and optionally [DeadLetters], [OnCall], [Purger] and [Waker];
+// package outbox/storekit (ParseStatus, CheckRequeue, CheckDeadPage,
+// CheckDeleteLimit, DeadReason) keeps its validation and reasons the same as the
+// others'. The memory and PostgreSQL stores
 // pass the same tests (integration/outbox).
 //
 // # Holding a destination, not its rows

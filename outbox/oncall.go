@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/brokerguard/brokerguard/transport"
@@ -21,7 +20,8 @@ type HoldInfo struct {
 	Unusable string
 }
 
-// DeadCount is how many dead rows have one reason (DeadReason of their LastError).
+// DeadCount is how many dead rows have one reason (outbox/storekit's DeadReason of
+// their LastError).
 type DeadCount struct {
 	Reason string
 	Rows   int64
@@ -35,12 +35,4 @@ type OnCall interface {
 	Holds(ctx context.Context) ([]HoldInfo, error)
 	// DeadCounts returns the dead rows counted by reason, by reason.
 	DeadCounts(ctx context.Context) ([]DeadCount, error)
-}
-
-// DeadReason returns the reason of a dead row's LastError: the text before its first
-// ": " (see the Reason constants), all of it when there is none. A DeadFilter with
-// that Reason picks the row (DeadFilter.MatchesReason).
-func DeadReason(lastError string) string {
-	reason, _, _ := strings.Cut(lastError, ": ")
-	return reason
 }

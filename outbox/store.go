@@ -44,34 +44,6 @@ const (
 	ReasonUndecodable = "undecodable"
 )
 
-// ErrUnknownStatus is matched (errors.Is) by the *UnknownStatusError a store returns
-// when it reads a row whose status this version does not know.
-var ErrUnknownStatus = errors.New("outbox: unknown row status")
-
-// UnknownStatusError names a row whose status is none of the Status constants. A
-// store returns it rather than skip the row.
-type UnknownStatusError struct {
-	ID     int64
-	Status string
-}
-
-// Error names the row and the status.
-func (e *UnknownStatusError) Error() string {
-	return "outbox: row " + strconv.FormatInt(e.ID, 10) + " has unknown status " + strconv.Quote(e.Status)
-}
-
-// Is reports whether target is ErrUnknownStatus.
-func (e *UnknownStatusError) Is(target error) bool { return target == ErrUnknownStatus }
-
-// ParseStatus returns the status s names, or an *UnknownStatusError naming row id.
-func ParseStatus(id int64, s string) (Status, error) {
-	switch st := Status(s); st {
-	case StatusPending, StatusPublished, StatusDead:
-		return st, nil
-	}
-	return "", &UnknownStatusError{ID: id, Status: s}
-}
-
 // Entry is a message to enqueue for a destination.
 type Entry struct {
 	Destination transport.Destination

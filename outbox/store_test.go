@@ -13,22 +13,6 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-func TestParseStatus(t *testing.T) {
-	for _, s := range []outbox.Status{outbox.StatusPending, outbox.StatusPublished, outbox.StatusDead} {
-		if got, err := outbox.ParseStatus(1, string(s)); got != s || err != nil {
-			t.Errorf("ParseStatus(%q) = %q, %v", s, got, err)
-		}
-	}
-	_, err := outbox.ParseStatus(42, "archived")
-	var use *outbox.UnknownStatusError
-	if !errors.Is(err, outbox.ErrUnknownStatus) || !errors.As(err, &use) || use.ID != 42 || use.Status != "archived" {
-		t.Fatalf("ParseStatus(42, archived) = %v; want an UnknownStatusError naming the row", err)
-	}
-	if want := `outbox: row 42 has unknown status "archived"`; err.Error() != want {
-		t.Errorf("Error() = %q, want %q", err, want)
-	}
-}
-
 func TestMemoryEnqueueRejectsInvalidDestinations(t *testing.T) {
 	s := memory.New(nil)
 	_, err := s.Enqueue(context.Background(),

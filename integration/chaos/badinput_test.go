@@ -20,6 +20,7 @@ import (
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/sqs"
 	"github.com/brokerguard/brokerguard/sqs/sqstest"
@@ -103,7 +104,7 @@ func TestBadInput(t *testing.T) {
 			VALUES ('kafka:orders', 'x', now(), now(), 'sideways') RETURNING id`).Scan(&oddID); err != nil {
 			t.Fatal(err)
 		}
-		var unknown *outbox.UnknownStatusError
+		var unknown *storekit.UnknownStatusError
 		if _, err := store.Get(ctx, oddID); !errors.As(err, &unknown) || unknown.ID != oddID || unknown.Status != "sideways" {
 			t.Fatalf("reading a row with an unknown status: %v", err)
 		}

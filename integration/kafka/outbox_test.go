@@ -11,6 +11,7 @@ import (
 	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/outbox/memory"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -68,7 +69,7 @@ func TestOutboxWithoutClassifierKillsOnlyTheOversizedMessage(t *testing.T) {
 		if r.Status != want {
 			t.Errorf("row %d: %s (%q), want %s", i, r.Status, r.LastError, want)
 		}
-		if i == 5 && outbox.DeadReason(r.LastError) != outbox.ReasonAttemptsExhausted {
+		if i == 5 && storekit.DeadReason(r.LastError) != outbox.ReasonAttemptsExhausted {
 			t.Errorf("oversized row died of %q", r.LastError)
 		}
 	}

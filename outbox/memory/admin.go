@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"slices"
 	"time"
 
@@ -16,7 +17,7 @@ func (s *Store) DeleteSettled(ctx context.Context, publishedBefore, deadBefore t
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := outbox.CheckDeleteLimit(limit); err != nil {
+	if err := storekit.CheckDeleteLimit(limit); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -51,7 +52,7 @@ func matchDead(r *outbox.Record, f outbox.DeadFilter) bool {
 	return r != nil && r.Status == outbox.StatusDead &&
 		(len(f.IDs) == 0 || slices.Contains(f.IDs, r.ID)) &&
 		(f.Destination == (transport.Destination{}) || r.Destination == f.Destination) &&
-		f.MatchesReason(r.LastError)
+		storekit.MatchesReason(f, r.LastError)
 }
 
 // DeadRows implements outbox.DeadLetters.
@@ -79,10 +80,7 @@ func (s *Store) eachDead(ctx context.Context, f outbox.DeadFilter, p outbox.Page
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := f.Validate(); err != nil {
-		return err
-	}
-	if err := p.Validate(); err != nil {
+	if err := storekit.CheckDeadPage(f, p); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -105,7 +103,7 @@ func (s *Store) Requeue(ctx context.Context, f outbox.DeadFilter, now time.Time)
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := outbox.CheckRequeue(f); err != nil {
+	if err := storekit.CheckRequeue(f); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()

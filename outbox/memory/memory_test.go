@@ -10,6 +10,7 @@ import (
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/outbox/memory"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -283,7 +284,7 @@ func TestDeadSummariesLeaveOutThePayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, got := range map[string][]outbox.DeadSummary{"DeadSummaries": fromStore, "Summarize": outbox.Summarize(rows)} {
+	for name, got := range map[string][]outbox.DeadSummary{"DeadSummaries": fromStore, "Summarize": storekit.Summarize(rows)} {
 		if len(got) != 1 {
 			t.Errorf("%s = %d summaries, want 1", name, len(got))
 			continue

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"slices"
 	"strings"
 	"time"
@@ -67,7 +68,7 @@ func (s *Store) DeadCounts(ctx context.Context) ([]outbox.DeadCount, error) {
 	counts := map[string]int64{}
 	for _, r := range s.rows {
 		if r != nil && r.Status == outbox.StatusDead {
-			counts[outbox.DeadReason(r.LastError)]++
+			counts[storekit.DeadReason(r.LastError)]++
 		}
 	}
 	out := make([]outbox.DeadCount, 0, len(counts))

@@ -41,6 +41,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -384,7 +385,7 @@ func scanRecord(row pgx.CollectableRow, extra ...any) (outbox.Record, error) {
 	// than the claim fail.
 	broker, name, _ := strings.Cut(dest, ":")
 	r.Destination = transport.Destination{Broker: broker, Name: name}
-	st, err := outbox.ParseStatus(r.ID, status)
+	st, err := storekit.ParseStatus(r.ID, status)
 	if err != nil {
 		return r, err
 	}
@@ -421,7 +422,7 @@ func scanRecord(row pgx.CollectableRow, extra ...any) (outbox.Record, error) {
 }
 
 // Get reads row id. A status this version does not know is an
-// *outbox.UnknownStatusError naming the row.
+// *storekit.UnknownStatusError naming the row.
 func (s *Store) Get(ctx context.Context, id int64) (outbox.Record, error) {
 	rows, err := s.db.Query(ctx, s.sql(`SELECT `+columns+` FROM `+Table+` WHERE id = $1`), id)
 	if err != nil {
