@@ -205,10 +205,10 @@ func NewSummaryPage(rows []outbox.DeadSummary, limit int) DeadPage {
 func ReadDeadPage(ctx context.Context, dl outbox.DeadLetters, f outbox.DeadFilter, p outbox.Page) (DeadPage, error) {
 	if ds, ok := dl.(outbox.DeadSummaries); ok {
 		rows, err := ds.DeadSummaries(ctx, f, p)
-		return NewSummaryPage(rows, p.Size()), err
+		return NewSummaryPage(rows, storekit.PageSize(p)), err
 	}
 	recs, err := dl.DeadRows(ctx, f, p)
-	return NewDeadPage(recs, p.Size()), err
+	return NewDeadPage(recs, storekit.PageSize(p)), err
 }
 
 // deadLetters returns the handler's outbox as outbox.DeadLetters, or a 501.

@@ -39,14 +39,6 @@ type Page struct {
 	Limit int
 }
 
-// Size returns the page's limit, DefaultPageLimit when it is 0.
-func (p Page) Size() int {
-	if p.Limit == 0 {
-		return DefaultPageLimit
-	}
-	return p.Limit
-}
-
 // ErrEmptyFilter is returned by Requeue for a filter that sets nothing: requeueing
 // every dead row at once is too easy to do by mistake.
 var ErrEmptyFilter = errors.New("outbox: requeue: the filter sets no IDs, Destination or Reason")

@@ -87,7 +87,7 @@ func (s *Store) eachDead(ctx context.Context, f outbox.DeadFilter, p outbox.Page
 	defer s.mu.Unlock()
 	n := 0
 	for _, r := range s.rows[min(max(p.After, 0), int64(len(s.rows))):] {
-		if n == p.Size() {
+		if n == storekit.PageSize(p) {
 			return nil
 		}
 		if matchDead(r, f) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"slices"
 	"strings"
 	"sync"
@@ -74,13 +75,13 @@ func (s *Store) Writes() (rows, holds int64) {
 }
 
 // Enqueue adds pending rows, visible at once, and returns their ids. Every entry
-// must be valid (outbox.Entry.Validate); otherwise nothing is added.
+// must be valid (storekit.ValidateEntry); otherwise nothing is added.
 func (s *Store) Enqueue(ctx context.Context, entries ...outbox.Entry) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	for i, e := range entries {
-		if err := e.Validate(); err != nil {
+		if err := storekit.ValidateEntry(e, 0); err != nil {
 			return nil, fmt.Errorf("outbox: enqueue entry %d: %w", i, err)
 		}
 	}
@@ -310,7 +311,7 @@ func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Reco
 	if r.MaxBytes > 0 { // a prefix of them, by id, within the bytes (at least one row)
 		total := 0
 		for i, row := range rows {
-			if total += (outbox.Entry{Message: row.Message}).Size(); total > r.MaxBytes && i > 0 {
+			if total += storekit.MessageSize(row.Message); total > r.MaxBytes && i > 0 {
 				rows = rows[:i]
 				break
 			}

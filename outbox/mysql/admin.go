@@ -85,7 +85,7 @@ func indexedReason(lastError string) string {
 // deadPage returns the SQL and arguments of one page of dead rows, columns cols.
 func deadPage(cols string, f outbox.DeadFilter, p outbox.Page) (string, []any) {
 	where, args := deadWhere(f)
-	return `SELECT ` + cols + ` FROM ` + Table + ` WHERE ` + where + ` AND id > ? ORDER BY id LIMIT ?`, append(args, p.After, p.Size())
+	return `SELECT ` + cols + ` FROM ` + Table + ` WHERE ` + where + ` AND id > ? ORDER BY id LIMIT ?`, append(args, p.After, storekit.PageSize(p))
 }
 
 // DeadRows implements outbox.DeadLetters.

@@ -196,7 +196,7 @@ const enqueueSQL = `INSERT INTO ` + Table + ` (destination, msg_key, key_hash, p
 // commits; commit with Commit, or call Wake after the commit, so that the relays of
 // this process claim them at once. On a *sql.DB, whose statements commit as they
 // run, Enqueue wakes them itself. Every entry must be valid
-// (outbox.Entry.Validate); otherwise nothing is inserted.
+// (storekit.ValidateEntry); otherwise nothing is inserted.
 //
 // The ids are read from the auto-increment counter: the first of each INSERT, then
 // one @@auto_increment_increment apart (InnoDB gives the rows of one multi-row
@@ -208,7 +208,7 @@ func (s *Store) Enqueue(ctx context.Context, ex Executor, entries ...outbox.Entr
 	}
 	args := make([]any, 0, 7*min(len(entries), enqueueChunk))
 	for i, e := range entries {
-		if err := e.Validate(); err != nil {
+		if err := storekit.ValidateEntry(e, 0); err != nil {
 			return nil, fmt.Errorf("mysql: enqueue entry %d: %w", i, err)
 		}
 	}

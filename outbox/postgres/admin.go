@@ -139,7 +139,7 @@ func (s *Store) DeadRows(ctx context.Context, f outbox.DeadFilter, p outbox.Page
 	if err := storekit.CheckDeadPage(f, p); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.Query(ctx, s.sql(deadPageSQL(columns, access(f))), append(filterArgs(f), p.After, p.Size())...)
+	rows, err := s.db.Query(ctx, s.sql(deadPageSQL(columns, access(f))), append(filterArgs(f), p.After, storekit.PageSize(p))...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: dead rows: %w", err)
 	}
@@ -156,7 +156,7 @@ func (s *Store) DeadSummaries(ctx context.Context, f outbox.DeadFilter, p outbox
 	if err := storekit.CheckDeadPage(f, p); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.Query(ctx, s.sql(deadPageSQL(summaryColumns, access(f))), append(filterArgs(f), p.After, p.Size())...)
+	rows, err := s.db.Query(ctx, s.sql(deadPageSQL(summaryColumns, access(f))), append(filterArgs(f), p.After, storekit.PageSize(p))...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: dead rows: %w", err)
 	}

@@ -179,7 +179,7 @@ func WithoutNotify() Option { return func(s *Store) { s.quiet = true } }
 
 // WithMaxEntryBytes makes Enqueue refuse (outbox.ErrTooLarge) an entry whose key,
 // value and headers pass n bytes, instead of its broker's default limit
-// (outbox.DefaultMaxEntryBytes): for a broker configured to take larger messages.
+// (storekit.DefaultMaxEntryBytes): for a broker configured to take larger messages.
 func WithMaxEntryBytes(n int) Option { return func(s *Store) { s.maxEntry = n } }
 
 // Store is an outbox.Store on a PostgreSQL table. It is safe for concurrent use.
@@ -189,7 +189,7 @@ type Store struct {
 	clock        breaker.Clock
 	table        TableName
 	quiet        bool // no NOTIFY on Enqueue, no CommitWaker
-	maxEntry     int  // WithMaxEntryBytes; 0: outbox.DefaultMaxEntryBytes
+	maxEntry     int  // WithMaxEntryBytes; 0: storekit.DefaultMaxEntryBytes
 	timeout      time.Duration
 	timeoutSet   bool
 	stmts        *statements
@@ -314,7 +314,7 @@ type header struct {
 
 // Enqueue inserts pending rows, visible at once, in tx and returns their ids in entry
 // order. The rows exist only if tx commits; then, unless WithoutNotify, the table's
-// Listeners are woken. Every entry must be valid (outbox.Entry.Validate, with the
+// Listeners are woken. Every entry must be valid (storekit.ValidateEntry, with the
 // size limit of WithMaxEntryBytes if given); otherwise nothing is inserted.
 func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]int64, error) {
 	if len(entries) == 0 {
@@ -325,7 +325,7 @@ func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]
 	payloads := make([][]byte, len(entries))
 	headers := make([]*string, len(entries))
 	for i, e := range entries {
-		if err := e.ValidateMax(s.maxEntry); err != nil {
+		if err := storekit.ValidateEntry(e, s.maxEntry); err != nil {
 			return nil, fmt.Errorf("postgres: enqueue entry %d: %w", i, err)
 		}
 		dests[i], keys[i], payloads[i] = e.Destination.String(), e.Message.Key, e.Message.Value

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/transport"
@@ -107,4 +108,66 @@ func Summarize(recs []outbox.Record) []outbox.DeadSummary {
 		out[i].Message.Value = nil
 	}
 	return out
+}
+
+// ValidateEntry reports what keeps e from being stored and read back byte for byte,
+// or from being published: an invalid destination, a header key that is not valid
+// UTF-8 or holds a NUL (keys are stored as text), or a message larger than max bytes
+// (max <= 0: its broker's default limit, DefaultMaxEntryBytes). Every store's Enqueue
+// calls it. A larger message is an *outbox.TooLargeError: better refused in the
+// caller's transaction than stored, claimed and refused by the broker at every
+// attempt until it is dead.
+func ValidateEntry(e outbox.Entry, max int) error {
+	if err := e.Destination.Validate(); err != nil {
+		return err
+	}
+	for i, h := range e.Message.Headers {
+		if !utf8.ValidString(h.Key) || strings.IndexByte(h.Key, 0) >= 0 {
+			return fmt.Errorf("outbox: header %d key %q is not valid UTF-8 text without NUL", i, h.Key)
+		}
+	}
+	if max <= 0 {
+		max = DefaultMaxEntryBytes(e.Destination.Broker)
+	}
+	if n := MessageSize(e.Message); n > max {
+		return &outbox.TooLargeError{Destination: e.Destination, Bytes: n, Max: max}
+	}
+	return nil
+}
+
+// MessageSize is the bytes m carries: its key, its value, and its headers' keys and
+// values; what ValidateEntry and a claim's MaxBytes count.
+func MessageSize(m transport.Message) int {
+	n := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// DefaultMaxEntryBytes is the largest message Enqueue accepts for a broker (by
+// Destination.Broker) unless the store was given a limit: the broker's own default
+// limit, so that what is enqueued can be published with the broker's defaults.
+//
+//	kafka  1 MiB    (the broker's message.max.bytes, the producer's max.request.size)
+//	sqs    256 KiB  (the largest SQS message)
+//	amqp   16 MiB   (RabbitMQ 4's max_message_size; 3.x allowed 128 MiB)
+//	nats   1 MiB    (nats-server's max_payload)
+//	other  1 MiB
+func DefaultMaxEntryBytes(broker string) int {
+	switch broker {
+	case "sqs":
+		return 256 << 10
+	case "amqp":
+		return 16 << 20
+	}
+	return 1 << 20
+}
+
+// PageSize returns p's limit, outbox.DefaultPageLimit when it is 0.
+func PageSize(p outbox.Page) int {
+	if p.Limit == 0 {
+		return outbox.DefaultPageLimit
+	}
+	return p.Limit
 }
