@@ -3,7 +3,6 @@ package outbox_test
 import (
 	"context"
 	"errors"
-	"math"
 	"testing"
 	"time"
 
@@ -93,44 +92,5 @@ func TestMemoryClaimKeepsKeyOrder(t *testing.T) {
 	got, _ = s.Claim(ctx, outbox.ClaimRequest{Token: "me3", Now: t0.Add(time.Second), Limit: 10, Lease: time.Minute})
 	if len(got) != 2 || got[0].ID != ids[0] || got[1].ID != ids[1] {
 		t.Fatalf("claimed %+v; want rows %d and %d in order", got, ids[0], ids[1])
-	}
-}
-
-func TestBackoffDelay(t *testing.T) {
-	b := outbox.Backoff{Initial: time.Second, Max: 10 * time.Second, Multiplier: 2, Jitter: 0.5}
-	for _, tc := range []struct {
-		attempt int
-		r       float64
-		want    time.Duration
-	}{
-		{1, 0, time.Second},
-		{2, 0, 2 * time.Second},
-		{4, 0, 8 * time.Second},
-		{5, 0, 10 * time.Second}, // capped
-		{1000, 0, 10 * time.Second},
-		{3, 0.5, 3 * time.Second}, // 4s less a quarter
-		{5, 0.999, 5005 * time.Millisecond},
-		{0, 0, time.Second},
-	} {
-		if got := b.Delay(tc.attempt, tc.r); got != tc.want {
-			t.Errorf("Delay(%d, %v) = %v, want %v", tc.attempt, tc.r, got, tc.want)
-		}
-	}
-	// A cap at the largest Duration: the float delay rounds up to 2^63, which does not
-	// convert back to a Duration; the delay must stay the cap, not wrap negative.
-	huge := outbox.Backoff{Initial: time.Second, Max: math.MaxInt64, Multiplier: 2}
-	if got := huge.Delay(40, 0); got != math.MaxInt64 {
-		t.Errorf("Delay(40, 0) with Max MaxInt64 = %v, want the cap", got)
-	}
-	for _, bad := range []outbox.Backoff{
-		{}, {Initial: time.Second, Max: time.Second, Multiplier: 0.5},
-		{Initial: time.Second, Max: time.Second, Multiplier: 1, Jitter: 2},
-	} {
-		if bad.Validate() == nil {
-			t.Errorf("Validate(%+v) = nil", bad)
-		}
-	}
-	if err := outbox.DefaultBackoff.Validate(); err != nil {
-		t.Errorf("DefaultBackoff: %v", err)
 	}
 }
