@@ -16,7 +16,7 @@ import (
 	"github.com/brokerguard/brokerguard/registry"
 )
 
-// Outbox is what the handler reads from an outbox; outbox.MemoryStore and the
+// Outbox is what the handler reads from an outbox; outbox/memory's Store and the
 // PostgreSQL store satisfy it. As with database/sql/driver, the handler finds more by
 // asking the value for optional interfaces: per-destination backlog
 // (BacklogByDestination, as both stores have), holds and dead rows by reason

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/outbox"
+
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -58,7 +60,7 @@ type HeldDestination struct {
 	Unusable string `json:"unusable,omitempty"`
 }
 
-// DeadCount is how many dead rows have one reason (outbox.DeadReason).
+// DeadCount is how many dead rows have one reason (storekit.DeadReason).
 type DeadCount struct {
 	Reason string `json:"reason"`
 	Rows   int64  `json:"rows"`
@@ -169,7 +171,7 @@ type DeadPage struct {
 
 // DeadRowView is the JSON view of r.
 func DeadRowView(r outbox.Record) DeadRow {
-	return DeadSummaryView(outbox.Summarize([]outbox.Record{r})[0])
+	return DeadSummaryView(storekit.Summarize([]outbox.Record{r})[0])
 }
 
 // DeadSummaryView is the JSON view of the dead row d.
@@ -177,13 +179,13 @@ func DeadSummaryView(d outbox.DeadSummary) DeadRow {
 	r := d.Record
 	return DeadRow{ID: r.ID, Destination: r.Destination.String(), Key: string(r.Message.Key),
 		ValueBytes: d.ValueBytes, Attempts: r.Attempts, Deferrals: r.Deferrals,
-		Reason: outbox.DeadReason(r.LastError), LastError: r.LastError,
+		Reason: storekit.DeadReason(r.LastError), LastError: r.LastError,
 		CreatedAt: r.CreatedAt, SettledAt: timePtr(r.SettledAt)}
 }
 
 // NewDeadPage is the page of recs read with page size limit.
 func NewDeadPage(recs []outbox.Record, limit int) DeadPage {
-	return NewSummaryPage(outbox.Summarize(recs), limit)
+	return NewSummaryPage(storekit.Summarize(recs), limit)
 }
 
 // NewSummaryPage is the page of the dead rows rows, read with page size limit.
@@ -203,10 +205,10 @@ func NewSummaryPage(rows []outbox.DeadSummary, limit int) DeadPage {
 func ReadDeadPage(ctx context.Context, dl outbox.DeadLetters, f outbox.DeadFilter, p outbox.Page) (DeadPage, error) {
 	if ds, ok := dl.(outbox.DeadSummaries); ok {
 		rows, err := ds.DeadSummaries(ctx, f, p)
-		return NewSummaryPage(rows, p.Size()), err
+		return NewSummaryPage(rows, storekit.PageSize(p)), err
 	}
 	recs, err := dl.DeadRows(ctx, f, p)
-	return NewDeadPage(recs, p.Size()), err
+	return NewDeadPage(recs, storekit.PageSize(p)), err
 }
 
 // deadLetters returns the handler's outbox as outbox.DeadLetters, or a 501.

@@ -13,6 +13,7 @@ import (
 	"github.com/brokerguard/brokerguard/admin"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -21,10 +22,10 @@ var emails = transport.Destination{Broker: "kafka", Name: "emails"}
 // deadStore returns a memory store on clock with rows of orders and emails: ids 1-3
 // dead (two attempts_exhausted of orders, one circuit_deferral_exhausted of emails),
 // 4 pending on emails, and emails held for 45s.
-func deadStore(t *testing.T, clock *fakeclock.Clock) *outbox.MemoryStore {
+func deadStore(t *testing.T, clock *fakeclock.Clock) *memory.Store {
 	t.Helper()
 	ctx := context.Background()
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	var entries []outbox.Entry
 	for i, d := range []transport.Destination{orders, orders, emails, emails} {
 		entries = append(entries, outbox.Entry{Destination: d, Message: transport.Message{Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")}})
@@ -96,7 +97,7 @@ func TestDeadRowsArePaged(t *testing.T) {
 }
 
 // failingStore is an outbox whose every query fails.
-type failingStore struct{ *outbox.MemoryStore }
+type failingStore struct{ *memory.Store }
 
 var errDown = errors.New("database down")
 
@@ -128,15 +129,15 @@ func TestDeadRowErrors(t *testing.T) {
 		{name: "no outbox", path: "/api/outbox/dead", opts: func(*fakeclock.Clock) []admin.Option { return nil }, code: 501},
 		{name: "backlog only", path: "/api/outbox/dead", opts: func(*fakeclock.Clock) []admin.Option { return []admin.Option{admin.WithOutbox(backlog{})} }, code: 501},
 		{name: "store fails", path: "/api/outbox/dead", opts: func(c *fakeclock.Clock) []admin.Option {
-			return []admin.Option{admin.WithOutbox(failingStore{outbox.NewMemoryStore(c)})}
+			return []admin.Option{admin.WithOutbox(failingStore{memory.New(c)})}
 		}, code: 503},
 		{name: "stats fail", path: "/api/outbox", opts: func(c *fakeclock.Clock) []admin.Option {
-			return []admin.Option{admin.WithOutbox(failingStore{outbox.NewMemoryStore(c)})}
+			return []admin.Option{admin.WithOutbox(failingStore{memory.New(c)})}
 		}, code: 503},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(t0)
-			opts := []admin.Option{admin.WithOutbox(outbox.NewMemoryStore(clock))}
+			opts := []admin.Option{admin.WithOutbox(memory.New(clock))}
 			if tc.opts != nil {
 				opts = tc.opts(clock)
 			}
@@ -177,13 +178,13 @@ func TestRequeueRefusals(t *testing.T) {
 	ok := `{"ids":[1]}`
 	for _, tc := range []struct {
 		name   string
-		opts   func(*fakeclock.Clock, *outbox.MemoryStore) []admin.Option
+		opts   func(*fakeclock.Clock, *memory.Store) []admin.Option
 		body   string
 		header map[string]string
 		code   int
 		field  string
 	}{
-		{name: "disabled", opts: func(_ *fakeclock.Clock, s *outbox.MemoryStore) []admin.Option {
+		{name: "disabled", opts: func(_ *fakeclock.Clock, s *memory.Store) []admin.Option {
 			return []admin.Option{admin.WithOutbox(s)}
 		},
 			body: ok, header: authJSON(), code: 403},
@@ -203,11 +204,11 @@ func TestRequeueRefusals(t *testing.T) {
 		{name: "no body", header: authJSON(), code: 400, field: "body"},
 		{name: "two objects", body: ok + ok, header: authJSON(), code: 400, field: "body"},
 		{name: "huge body", body: `{"reason":"` + strings.Repeat("x", 40<<10) + `"}`, header: authJSON(), code: 413, field: "body"},
-		{name: "no dead letters", opts: func(*fakeclock.Clock, *outbox.MemoryStore) []admin.Option {
+		{name: "no dead letters", opts: func(*fakeclock.Clock, *memory.Store) []admin.Option {
 			return []admin.Option{admin.WithOutbox(backlog{}), admin.WithMutations(token)}
 		}, body: ok, header: authJSON(), code: 501},
-		{name: "store fails", opts: func(c *fakeclock.Clock, _ *outbox.MemoryStore) []admin.Option {
-			return []admin.Option{admin.WithOutbox(failingStore{outbox.NewMemoryStore(c)}), admin.WithMutations(token)}
+		{name: "store fails", opts: func(c *fakeclock.Clock, _ *memory.Store) []admin.Option {
+			return []admin.Option{admin.WithOutbox(failingStore{memory.New(c)}), admin.WithMutations(token)}
 		}, body: ok, header: authJSON(), code: 502},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -17,7 +18,7 @@ import (
 // says why and since when, in the list and alone; the outbox's hold of it says why
 // and is counted. A publish that goes through clears it.
 func TestUnusableDestinationIsShown(t *testing.T) {
-	store := outbox.NewMemoryStore(fakeclock.New(t0))
+	store := memory.New(fakeclock.New(t0))
 	f := newFixture(t, admin.WithOutbox(store))
 	clock := f.clock
 	forbidden := errors.New("403 ACCESS_REFUSED")

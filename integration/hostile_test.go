@@ -22,6 +22,7 @@ import (
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/observe"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/outbox/mysql"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/sqs"
@@ -51,7 +52,7 @@ func TestHostileCallsAreRefusedByName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := outbox.NewMemoryStore(nil)
+	store := memory.New(nil)
 	writer := kafka.NewWriter("127.0.0.1:1")
 	db, err := sql.Open("mysql", "root@tcp(127.0.0.1:1)/test")
 	if err != nil {

@@ -35,9 +35,9 @@ func (b Backoff) Validate() error {
 	return nil
 }
 
-// Delay returns the wait after the attempt-th failure (attempt >= 1) given a random
+// delay returns the wait after the attempt-th failure (attempt >= 1) given a random
 // number r in [0, 1).
-func (b Backoff) Delay(attempt int, r float64) time.Duration {
+func (b Backoff) delay(attempt int, r float64) time.Duration {
 	if attempt < 1 {
 		attempt = 1
 	}

@@ -3,8 +3,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/brokerguard/brokerguard/transport"
@@ -28,16 +26,6 @@ func (f DeadFilter) IsZero() bool {
 	return len(f.IDs) == 0 && f.Destination == (transport.Destination{}) && f.Reason == ""
 }
 
-// Validate reports a destination that is set but invalid.
-func (f DeadFilter) Validate() error {
-	if f.Destination != (transport.Destination{}) {
-		if err := f.Destination.Validate(); err != nil {
-			return fmt.Errorf("outbox: dead-row filter: %w", err)
-		}
-	}
-	return nil
-}
-
 // DefaultPageLimit is the page size of a Page whose Limit is 0.
 const DefaultPageLimit = 100
 
@@ -51,28 +39,12 @@ type Page struct {
 	Limit int
 }
 
-// Validate reports a limit out of range.
-func (p Page) Validate() error {
-	if p.Limit < 0 || p.Limit > MaxPageLimit {
-		return fmt.Errorf("outbox: page limit %d is outside [0, %d]", p.Limit, MaxPageLimit)
-	}
-	return nil
-}
-
-// Size returns the page's limit, DefaultPageLimit when it is 0.
-func (p Page) Size() int {
-	if p.Limit == 0 {
-		return DefaultPageLimit
-	}
-	return p.Limit
-}
-
 // ErrEmptyFilter is returned by Requeue for a filter that sets nothing: requeueing
 // every dead row at once is too easy to do by mistake.
 var ErrEmptyFilter = errors.New("outbox: requeue: the filter sets no IDs, Destination or Reason")
 
-// DeadLetters is a Store whose dead rows can be looked at and sent again; MemoryStore
-// and the PostgreSQL store are DeadLetters. An admin API or CLI builds on it.
+// DeadLetters is a Store whose dead rows can be looked at and sent again; the memory
+// store (outbox/memory) and the PostgreSQL store are DeadLetters. An admin API or CLI builds on it.
 type DeadLetters interface {
 	// DeadRows returns one page of the dead rows f matches, by ascending id.
 	DeadRows(ctx context.Context, f DeadFilter, p Page) ([]Record, error)
@@ -81,21 +53,6 @@ type DeadLetters interface {
 	// as a record of what happened), and returns how many rows it changed. A store
 	// may change them in several bounded batches. An empty filter is ErrEmptyFilter.
 	Requeue(ctx context.Context, f DeadFilter, now time.Time) (int, error)
-}
-
-// MatchesReason reports whether lastError is f.Reason, or f.Reason followed by ": "
-// and a detail; an empty Reason matches everything.
-func (f DeadFilter) MatchesReason(lastError string) bool {
-	return f.Reason == "" || lastError == f.Reason || strings.HasPrefix(lastError, f.Reason+": ")
-}
-
-// CheckRequeue is what every store checks first in Requeue: a filter that sets
-// something and names a valid destination, if any.
-func CheckRequeue(f DeadFilter) error {
-	if f.IsZero() {
-		return ErrEmptyFilter
-	}
-	return f.Validate()
 }
 
 // DeadSummary is a dead row as an on-call listing shows it: the record without its
@@ -108,21 +65,10 @@ type DeadSummary struct {
 }
 
 // DeadSummaries is an optional capability of DeadLetters (found by type assertion):
-// listing dead rows without reading their payloads. MemoryStore and the PostgreSQL
-// store have it; the admin handler and the CLI use it when a store does.
+// listing dead rows without reading their payloads. The memory and PostgreSQL
+// stores have it; the admin handler and the CLI use it when a store does.
 type DeadSummaries interface {
 	// DeadSummaries returns one page of the dead rows f matches, as DeadRows does,
 	// without their payloads.
 	DeadSummaries(ctx context.Context, f DeadFilter, p Page) ([]DeadSummary, error)
-}
-
-// Summarize returns the summaries of recs, read with their payloads (for a store
-// without DeadSummaries).
-func Summarize(recs []Record) []DeadSummary {
-	out := make([]DeadSummary, len(recs))
-	for i, r := range recs {
-		out[i] = DeadSummary{Record: r, ValueBytes: len(r.Message.Value)}
-		out[i].Message.Value = nil
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -14,7 +15,7 @@ import (
 // another destination's rows, however old, nor rows already published.
 func TestDeferralExhaustionTakesOnlyTheHeldDestinationsPendingRows(t *testing.T) {
 	clock := fakeclock.New(t0)
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	var entries []outbox.Entry
 	for _, d := range []transport.Destination{emails, orders, orders} { // the second row is published
 		entries = append(entries, outbox.Entry{Destination: d, Message: transport.Message{Value: []byte(d.Name)}})

@@ -14,8 +14,8 @@
 // adapter's publisher) and call [Processor.Run]. The options that matter first:
 // [WithClassifier] (the adapter's Classify, so that message errors spend attempts and
 // outages do not), [WithMaxAttempts], [WithMaxCircuitDeferral], [WithRetention],
-// [WithWaker] and [WithHooks] (telemetry). [MemoryStore] is the store for tests and
-// demos. On call: dead rows are paged and requeued with [DeadFilter] and [Page]
+// [WithWaker] and [WithHooks] (telemetry). The store of outbox/memory is the store for
+// tests and demos. On call: dead rows are paged and requeued with [DeadFilter] and [Page]
 // through the store ([DeadLetters]), [Purge] deletes old rows from a cron job, and
 // [OnCall] reports holds and dead counts.
 //
@@ -23,9 +23,10 @@
 //
 // A store implements [Store] (claims with [ClaimRequest], write-backs with [Report],
 // [Failure], [Deferral] and [Hold], each fenced by its claim's token, and [Record],
-// [Status] and [ParseStatus] for rows), and optionally [DeadLetters], [OnCall],
-// [Purger] and [Waker]; [CheckRequeue], [CheckDeleteLimit] and [DeadReason] keep its
-// validation and reasons the same as the others'. The memory and PostgreSQL stores
+// [Status] for rows), and optionally [DeadLetters], [OnCall], [Purger] and [Waker];
+// package outbox/storekit (ParseStatus, CheckRequeue, CheckDeadPage,
+// CheckDeleteLimit, DeadReason) keeps its validation and reasons the same as the
+// others'. The memory and PostgreSQL stores
 // pass the same tests (integration/outbox).
 //
 // # Holding a destination, not its rows
@@ -116,6 +117,6 @@
 // StoreErrorHooks for a metric), backs off (WithErrorBackoff) and claims again, until
 // its context ends.
 //
-// Store is the storage contract; MemoryStore keeps rows in memory for tests and demos,
+// Store is the storage contract; outbox/memory keeps rows in memory for tests and demos,
 // and outbox/postgres keeps them in PostgreSQL.
 package outbox

@@ -8,6 +8,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -16,7 +17,7 @@ import (
 func ExamplePurge() {
 	ctx := context.Background()
 	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := outbox.NewMemoryStore(clock)
+	store := memory.New(clock)
 	orders := transport.Destination{Broker: "kafka", Name: "orders"}
 	_, _ = store.Enqueue(ctx,
 		outbox.Entry{Destination: orders, Message: transport.Message{Value: []byte("order 1")}},
@@ -38,7 +39,7 @@ func ExamplePurge() {
 // again.
 func ExampleDeadLetters() {
 	ctx := context.Background()
-	store := outbox.NewMemoryStore(nil)
+	store := memory.New(nil)
 	emails := transport.Destination{Broker: "kafka", Name: "emails"}
 	_, _ = store.Enqueue(ctx, outbox.Entry{Destination: emails, Message: transport.Message{Value: []byte("welcome")}})
 	tooLarge := func(error) breaker.Outcome { return breaker.Neutral } // the message's own fault
@@ -61,7 +62,7 @@ func ExampleDeadLetters() {
 // for a destination.
 func ExampleOnCall() {
 	ctx := context.Background()
-	store := outbox.NewMemoryStore(nil)
+	store := memory.New(nil)
 	emails := transport.Destination{Broker: "kafka", Name: "emails"}
 	_, _ = store.Enqueue(ctx,
 		outbox.Entry{Destination: emails, Message: transport.Message{Value: []byte("welcome")}},

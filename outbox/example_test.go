@@ -8,6 +8,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -26,7 +27,7 @@ func (printer) Publish(_ context.Context, d transport.Destination, msgs ...trans
 // publisher and marks them published.
 func ExampleProcessor() {
 	ctx := context.Background()
-	store := outbox.NewMemoryStore(nil)
+	store := memory.New(nil)
 	reg, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}})
 	proc, _ := outbox.NewProcessor(store, reg, reg.Guard(printer{}, nil))
 
@@ -49,7 +50,7 @@ func ExampleProcessor() {
 func ExampleProcessor_openCircuit() {
 	ctx := context.Background()
 	clock := fakeclock.New(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC))
-	store := outbox.NewMemoryStore(clock)
+	store := memory.New(clock)
 	reg, _ := registry.New(registry.Policy{Circuit: breaker.Policy{FailureThreshold: 5, BreakDuration: 30 * time.Second}}, registry.WithClock(clock))
 	proc, _ := outbox.NewProcessor(store, reg, reg.Guard(printer{}, nil),
 		outbox.WithClock(clock), outbox.WithDeferralJitter(0))

@@ -10,6 +10,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -79,7 +80,7 @@ func (h *recordingHooks) RecordDispatch(d transport.Destination, published, defe
 // fixture is a memory store, a registry and a processor sharing one fake clock.
 type fixture struct {
 	clock *fakeclock.Clock
-	store *outbox.MemoryStore
+	store *memory.Store
 	reg   *registry.Registry
 	inner *fakePublisher
 	proc  *outbox.Processor
@@ -93,7 +94,7 @@ var policy = registry.Policy{Circuit: breaker.Policy{FailureThreshold: 3, BreakD
 func newFixture(t *testing.T, p registry.Policy, opts ...outbox.ProcessorOption) *fixture {
 	t.Helper()
 	f := &fixture{clock: fakeclock.New(t0), inner: &fakePublisher{}}
-	f.store = outbox.NewMemoryStore(f.clock)
+	f.store = memory.New(f.clock)
 	reg, err := registry.New(p, registry.WithClock(f.clock))
 	if err != nil {
 		t.Fatal(err)

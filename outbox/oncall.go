@@ -1,10 +1,7 @@
 package outbox
 
 import (
-	"cmp"
 	"context"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/brokerguard/brokerguard/transport"
@@ -23,62 +20,19 @@ type HoldInfo struct {
 	Unusable string
 }
 
-// DeadCount is how many dead rows have one reason (DeadReason of their LastError).
+// DeadCount is how many dead rows have one reason (outbox/storekit's DeadReason of
+// their LastError).
 type DeadCount struct {
 	Reason string
 	Rows   int64
 }
 
 // OnCall is what an admin API or CLI reads beyond DeadLetters: the holds and the dead
-// rows by reason. MemoryStore and the PostgreSQL store are OnCall, with the same
+// rows by reason. The memory and PostgreSQL stores are OnCall, with the same
 // answers.
 type OnCall interface {
 	// Holds returns every recorded hold, by destination.
 	Holds(ctx context.Context) ([]HoldInfo, error)
 	// DeadCounts returns the dead rows counted by reason, by reason.
 	DeadCounts(ctx context.Context) ([]DeadCount, error)
-}
-
-// DeadReason returns the reason of a dead row's LastError: the text before its first
-// ": " (see the Reason constants), all of it when there is none. A DeadFilter with
-// that Reason picks the row (DeadFilter.MatchesReason).
-func DeadReason(lastError string) string {
-	reason, _, _ := strings.Cut(lastError, ": ")
-	return reason
-}
-
-// Holds implements OnCall.
-func (s *MemoryStore) Holds(ctx context.Context) ([]HoldInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]HoldInfo, 0, len(s.holds))
-	for d, h := range s.holds {
-		out = append(out, HoldInfo{Destination: d, Until: h.until, Since: h.since, Unusable: h.reason})
-	}
-	slices.SortFunc(out, func(a, b HoldInfo) int { return strings.Compare(a.Destination.String(), b.Destination.String()) })
-	return out, nil
-}
-
-// DeadCounts implements OnCall.
-func (s *MemoryStore) DeadCounts(ctx context.Context) ([]DeadCount, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	counts := map[string]int64{}
-	for _, r := range s.rows {
-		if r != nil && r.Status == StatusDead {
-			counts[DeadReason(r.LastError)]++
-		}
-	}
-	out := make([]DeadCount, 0, len(counts))
-	for reason, n := range counts {
-		out = append(out, DeadCount{Reason: reason, Rows: n})
-	}
-	slices.SortFunc(out, func(a, b DeadCount) int { return cmp.Compare(a.Reason, b.Reason) })
-	return out, nil
 }

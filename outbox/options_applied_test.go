@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/brokerguard/brokerguard/outbox"
+
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -146,12 +148,12 @@ func TestLongErrorIsCutBetweenRunes(t *testing.T) {
 // obRewriteStore is a memory store whose claims hand the Processor rows as edit
 // changes them (a store that could not decode a row, a destination written by hand).
 type obRewriteStore struct {
-	*outbox.MemoryStore
+	*memory.Store
 	edit func(*outbox.Record)
 }
 
 func (s obRewriteStore) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Record, error) {
-	recs, err := s.MemoryStore.Claim(ctx, r)
+	recs, err := s.Store.Claim(ctx, r)
 	for i := range recs {
 		s.edit(&recs[i])
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -32,7 +33,7 @@ func TestPausedClaimWaitsForTheShortestPause(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			store := outbox.NewMemoryStore(clock)
+			store := memory.New(clock)
 			pub := &fakePublisher{fn: func(_ context.Context, d transport.Destination, _ []transport.Message) error {
 				if d == invoices {
 					return errors.New("message too large")

@@ -10,6 +10,7 @@ import (
 	"github.com/brokerguard/brokerguard/admission"
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -167,7 +168,7 @@ func TestPacedRunWakesWhenBulkHeadroomReturns(t *testing.T) {
 			t.Fatal(err)
 		}
 		pub := &fakePublisher{}
-		store := outbox.NewMemoryStore(nil)
+		store := memory.New(nil)
 		proc, err := outbox.NewProcessor(store, reg, reg.Guard(pub, nil), outbox.WithClassifier(outageOnError),
 			outbox.WithPollInterval(time.Hour), outbox.WithRejectedDelay(time.Hour))
 		if err != nil {

@@ -4,12 +4,14 @@ import (
 	"testing"
 
 	"github.com/brokerguard/brokerguard/outbox"
+
+	"github.com/brokerguard/brokerguard/outbox/memory"
 )
 
 // NewProcessor refuses a nil store and a nil publisher each on its own, whatever
 // else it is given.
 func TestNewProcessorNeedsAStoreAndAPublisher(t *testing.T) {
-	store := outbox.NewMemoryStore(nil)
+	store := memory.New(nil)
 	if _, err := outbox.NewProcessor(store, nil, nil, outbox.WithClassifier(outageOnError)); err == nil {
 		t.Error("NewProcessor accepted a nil publisher")
 	}

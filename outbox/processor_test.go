@@ -11,6 +11,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -473,7 +474,7 @@ func TestCrashedDispatchersRowsComeBackAfterTheLease(t *testing.T) {
 }
 
 func TestInvalidProcessorOptions(t *testing.T) {
-	store := outbox.NewMemoryStore(nil)
+	store := memory.New(nil)
 	pub := &fakePublisher{}
 	for name, opt := range map[string]outbox.ProcessorOption{
 		"batch":    outbox.WithBatchSize(0),
@@ -563,7 +564,7 @@ func TestCancelledPartialPublishRecordsWhatWentOut(t *testing.T) {
 }
 
 // markFailingStore loses its connection on MarkPublished.
-type markFailingStore struct{ *outbox.MemoryStore }
+type markFailingStore struct{ *memory.Store }
 
 func (markFailingStore) MarkPublished(context.Context, string, time.Time, []int64) (int, error) {
 	return 0, errStore

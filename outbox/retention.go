@@ -72,23 +72,14 @@ func (r Retention) Cutoffs(now time.Time) (published, dead time.Time) {
 	return published, dead
 }
 
-// Purger is a Store that can delete settled rows; MemoryStore and the PostgreSQL
-// store are Purgers.
+// Purger is a Store that can delete settled rows; the memory and PostgreSQL
+// stores are Purgers.
 type Purger interface {
 	// DeleteSettled deletes up to limit published rows settled before
 	// publishedBefore and up to limit dead rows settled before deadBefore, and
 	// returns how many rows it deleted. A zero time deletes no row of that status.
-	// Pending rows are never deleted. A negative limit is an error (CheckDeleteLimit).
+	// Pending rows are never deleted. A negative limit is an error (storekit.CheckDeleteLimit).
 	DeleteSettled(ctx context.Context, publishedBefore, deadBefore time.Time, limit int) (int, error)
-}
-
-// CheckDeleteLimit is what every Purger checks first in DeleteSettled: a limit that
-// is not negative.
-func CheckDeleteLimit(limit int) error {
-	if limit < 0 {
-		return fmt.Errorf("outbox: delete settled rows: limit %d is negative", limit)
-	}
-	return nil
 }
 
 // Purge deletes every row that r no longer keeps at now, one bounded batch after

@@ -8,17 +8,19 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/outbox"
+
+	"github.com/brokerguard/brokerguard/outbox/memory"
 )
 
 // obPurgeCountStore counts the delete batches Run asks of a memory store.
 type obPurgeCountStore struct {
-	*outbox.MemoryStore
+	*memory.Store
 	batches atomic.Int64
 }
 
 func (s *obPurgeCountStore) DeleteSettled(ctx context.Context, p, d time.Time, limit int) (int, error) {
 	s.batches.Add(1)
-	return s.MemoryStore.DeleteSettled(ctx, p, d, limit)
+	return s.Store.DeleteSettled(ctx, p, d, limit)
 }
 
 // Run deletes settled rows once per Retention.Interval when a batch leaves nothing
@@ -34,7 +36,7 @@ func TestRunPurgesOncePerRetentionInterval(t *testing.T) {
 		{0, 10*outbox.DefaultRetentionInterval + time.Second, 11},
 	} {
 		synctest.Test(t, func(t *testing.T) {
-			store := &obPurgeCountStore{MemoryStore: outbox.NewMemoryStore(nil)}
+			store := &obPurgeCountStore{Store: memory.New(nil)}
 			proc, err := outbox.NewProcessor(store, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 				outbox.WithPollInterval(time.Second), outbox.WithRetention(outbox.Retention{Published: time.Hour, Interval: c.interval}))
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -90,13 +91,13 @@ func TestRetentionValidation(t *testing.T) {
 		if err := r.Validate(); err == nil {
 			t.Errorf("%+v accepted", r)
 		}
-		if _, err := outbox.NewProcessor(outbox.NewMemoryStore(nil), nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithRetention(r)); err == nil {
+		if _, err := outbox.NewProcessor(memory.New(nil), nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithRetention(r)); err == nil {
 			t.Errorf("WithRetention(%+v) accepted", r)
 		}
 	}
 	_, err := outbox.NewProcessor(failingStore{}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithRetention(outbox.Retention{Dead: time.Hour}))
 	if err != nil {
-		t.Errorf("a MemoryStore embedded in another store is a Purger: %v", err)
+		t.Errorf("a memory.Store embedded in another store is a Purger: %v", err)
 	}
 	_, err = outbox.NewProcessor(claimOnly{}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithRetention(outbox.Retention{Dead: time.Hour}))
 	if err == nil {

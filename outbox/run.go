@@ -69,7 +69,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		var paced <-chan struct{} // ends a pacing pause early (pace.go)
 		if err != nil {
 			failures++
-			wait = p.errorBackoff.Delay(failures, p.random())
+			wait = p.errorBackoff.delay(failures, p.random())
 		} else if failures = 0; rep.Claimed > 0 || more {
 			if rep.Pause == 0 {
 				continue

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/outbox"
+
+	"github.com/brokerguard/brokerguard/outbox/memory"
 )
 
 // obWriteFailStore is a memory store whose write-backs and releases fail while
@@ -17,7 +19,7 @@ import (
 // A claim made while cancelOnClaim is set cancels the Run it came from, after it
 // took its rows.
 type obWriteFailStore struct {
-	*outbox.MemoryStore
+	*memory.Store
 	failing       atomic.Bool
 	cancelOnClaim atomic.Bool
 	cancel        context.CancelFunc
@@ -25,7 +27,7 @@ type obWriteFailStore struct {
 }
 
 func (s *obWriteFailStore) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Record, error) {
-	recs, err := s.MemoryStore.Claim(ctx, r)
+	recs, err := s.Store.Claim(ctx, r)
 	if s.cancelOnClaim.Load() {
 		s.cancel()
 	}
@@ -36,7 +38,7 @@ func (s *obWriteFailStore) MarkPublished(ctx context.Context, token string, now 
 	if s.failing.Load() {
 		return 0, errStore
 	}
-	return s.MemoryStore.MarkPublished(ctx, token, now, ids)
+	return s.Store.MarkPublished(ctx, token, now, ids)
 }
 
 func (s *obWriteFailStore) Release(ctx context.Context, token string) error {
@@ -44,7 +46,7 @@ func (s *obWriteFailStore) Release(ctx context.Context, token string) error {
 		s.releases.Add(1)
 		return errStore
 	}
-	return s.MemoryStore.Release(ctx, token)
+	return s.Store.Release(ctx, token)
 }
 
 // obRunWriteFail starts a Run (one row a batch, an hour's lease) on a store whose
@@ -53,9 +55,9 @@ func obRunWriteFail(t *testing.T, rows int, onError func(s *obWriteFailStore, n 
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s := &obWriteFailStore{MemoryStore: outbox.NewMemoryStore(nil), cancel: cancel}
+	s := &obWriteFailStore{Store: memory.New(nil), cancel: cancel}
 	s.failing.Store(true)
-	enqueueN(t, s.MemoryStore, rows)
+	enqueueN(t, s.Store, rows)
 	n := 0
 	proc, err := outbox.NewProcessor(s, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 		outbox.WithBatchSize(1), outbox.WithLease(time.Hour), outbox.WithPollInterval(time.Second),
@@ -144,7 +146,7 @@ func TestRunStoppingWhileTheStoreIsDownSaysSo(t *testing.T) {
 }
 
 // obPurgeFailStore is a memory store whose deletes fail.
-type obPurgeFailStore struct{ *outbox.MemoryStore }
+type obPurgeFailStore struct{ *memory.Store }
 
 func (obPurgeFailStore) DeleteSettled(context.Context, time.Time, time.Time, int) (int, error) {
 	return 0, errStore
@@ -156,8 +158,8 @@ func TestRunReportsAFailedRetentionDelete(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		s := obPurgeFailStore{outbox.NewMemoryStore(nil)}
-		enqueueN(t, s.MemoryStore, 2)
+		s := obPurgeFailStore{memory.New(nil)}
+		enqueueN(t, s.Store, 2)
 		var seen []error
 		proc, err := outbox.NewProcessor(s, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 			outbox.WithRetention(outbox.Retention{Published: time.Hour, Interval: time.Minute}),
@@ -172,7 +174,7 @@ func TestRunReportsAFailedRetentionDelete(t *testing.T) {
 		if len(seen) != 1 || !errors.As(seen[0], &se) || se.Op != outbox.OpDeleteSettled || !errors.Is(seen[0], errStore) {
 			t.Errorf("handler saw %v, want the delete's StoreError", seen)
 		}
-		if n := published(s.MemoryStore); n != 2 {
+		if n := published(s.Store); n != 2 {
 			t.Errorf("%d of 2 rows published", n)
 		}
 	})
@@ -180,7 +182,7 @@ func TestRunReportsAFailedRetentionDelete(t *testing.T) {
 
 // obSilentStore answers no claim until the call's context ends, then with an error
 // of its own (a driver's "connection closed").
-type obSilentStore struct{ *outbox.MemoryStore }
+type obSilentStore struct{ *memory.Store }
 
 var errObConnClosed = errors.New("conn closed")
 
@@ -195,7 +197,7 @@ func TestStoreTimeoutKeepsTheStoresError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var seen error
-		proc, err := outbox.NewProcessor(obSilentStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
+		proc, err := outbox.NewProcessor(obSilentStore{memory.New(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 			outbox.WithStoreTimeout(time.Second), outbox.WithErrorHandler(func(err error) { seen = err; cancel() }))
 		if err != nil {
 			t.Fatal(err)

@@ -12,15 +12,16 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
 // runFixture builds a processor on the bubble's clock (time.Now is virtual inside
 // synctest.Test).
-func runFixture(t *testing.T, pub *fakePublisher, opts ...outbox.ProcessorOption) (*outbox.MemoryStore, *outbox.Processor) {
+func runFixture(t *testing.T, pub *fakePublisher, opts ...outbox.ProcessorOption) (*memory.Store, *outbox.Processor) {
 	t.Helper()
-	store := outbox.NewMemoryStore(nil)
+	store := memory.New(nil)
 	reg, err := registry.New(registry.Policy{Circuit: breaker.DisabledPolicy()})
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +33,7 @@ func runFixture(t *testing.T, pub *fakePublisher, opts ...outbox.ProcessorOption
 	return store, proc
 }
 
-func enqueueN(t *testing.T, s *outbox.MemoryStore, n int) {
+func enqueueN(t *testing.T, s *memory.Store, n int) {
 	t.Helper()
 	entries := make([]outbox.Entry, n)
 	for i := range entries {
@@ -43,7 +44,7 @@ func enqueueN(t *testing.T, s *outbox.MemoryStore, n int) {
 	}
 }
 
-func published(s *outbox.MemoryStore) (n int) {
+func published(s *memory.Store) (n int) {
 	for _, r := range s.Records() {
 		if r.Status == outbox.StatusPublished {
 			n++
@@ -123,7 +124,7 @@ func TestRunStopsCleanlyLeavingNoRowLeased(t *testing.T) {
 }
 
 // failingStore fails every claim.
-type failingStore struct{ *outbox.MemoryStore }
+type failingStore struct{ *memory.Store }
 
 var errStore = errors.New("store down")
 
@@ -139,7 +140,7 @@ func TestRunErrors(t *testing.T) {
 			old := slog.Default()
 			slog.SetDefault(slog.New(logs))
 			defer slog.SetDefault(old)
-			proc, err := outbox.NewProcessor(failingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
+			proc, err := outbox.NewProcessor(failingStore{memory.New(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 				outbox.WithRandom(func() float64 { return 0 }))
 			if err != nil {
 				t.Fatal(err)
@@ -162,7 +163,7 @@ func TestRunErrors(t *testing.T) {
 			var seen []error
 			ctx, cancel := context.WithCancel(context.Background())
 			hooks := &storeErrorHooks{}
-			proc, err := outbox.NewProcessor(failingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
+			proc, err := outbox.NewProcessor(failingStore{memory.New(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 				outbox.WithRandom(func() float64 { return 0 }), outbox.WithHooks(hooks),
 				outbox.WithErrorBackoff(outbox.Backoff{Initial: time.Second, Max: 4 * time.Second, Multiplier: 2}),
 				outbox.WithErrorHandler(func(err error) {
@@ -196,7 +197,7 @@ func TestRunErrors(t *testing.T) {
 			var seen []error
 			var at []time.Duration
 			start := time.Now()
-			proc, err := outbox.NewProcessor(hangingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
+			proc, err := outbox.NewProcessor(hangingStore{memory.New(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 				outbox.WithLease(30*time.Second), outbox.WithRandom(func() float64 { return 0 }),
 				outbox.WithErrorHandler(func(err error) {
 					seen, at = append(seen, err), append(at, time.Since(start))
@@ -224,7 +225,7 @@ func TestRunErrors(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			start := time.Now()
 			var at time.Duration
-			proc, err := outbox.NewProcessor(hangingStore{outbox.NewMemoryStore(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
+			proc, err := outbox.NewProcessor(hangingStore{memory.New(nil)}, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 				outbox.WithStoreTimeout(2*time.Second),
 				outbox.WithErrorHandler(func(error) { at = time.Since(start); cancel() }))
 			if err != nil {
@@ -244,7 +245,7 @@ func TestRunErrors(t *testing.T) {
 			"WithStoreTimeout(0)":    outbox.WithStoreTimeout(0),
 			"WithErrorBackoff(zero)": outbox.WithErrorBackoff(outbox.Backoff{}),
 		} {
-			if _, err := outbox.NewProcessor(outbox.NewMemoryStore(nil), nil, &fakePublisher{}, o, outbox.WithClassifier(outageOnError)); err == nil {
+			if _, err := outbox.NewProcessor(memory.New(nil), nil, &fakePublisher{}, o, outbox.WithClassifier(outageOnError)); err == nil {
 				t.Errorf("%s accepted", name)
 			}
 		}
@@ -252,7 +253,7 @@ func TestRunErrors(t *testing.T) {
 }
 
 // hangingStore never answers a claim until the call's context ends.
-type hangingStore struct{ *outbox.MemoryStore }
+type hangingStore struct{ *memory.Store }
 
 func (hangingStore) Claim(ctx context.Context, _ outbox.ClaimRequest) ([]outbox.Record, error) {
 	<-ctx.Done()

@@ -12,9 +12,9 @@ import (
 var DefaultErrorBackoff = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2, Jitter: 0.5}
 
 // WithErrorBackoff sets how long Run waits after failed batches (default
-// DefaultErrorBackoff): the n-th failure in a row waits b.Delay(n). Keep b.Max short
-// beside the store timeout: it is how long a healed database may wait for its
-// dispatchers.
+// DefaultErrorBackoff): the n-th failure in a row waits b's n-th retry wait. Keep
+// b.Max short beside the store timeout: it is how long a healed database may wait
+// for its dispatchers.
 func WithErrorBackoff(b Backoff) ProcessorOption {
 	return func(p *Processor) error {
 		if err := b.Validate(); err != nil {

@@ -2,14 +2,13 @@ package outbox
 
 import (
 	"context"
-	"strings"
 )
 
 // Sessions is an optional interface of a Store that knows at once when a dispatcher
 // is gone, so that the rows its claims lease go back to the others in the time of a
 // claim rather than of a lease. The PostgreSQL store ties a session to a connection of
 // its own that holds an advisory lock: the database drops the lock when the
-// dispatcher's process dies or its connection breaks. MemoryStore has sessions too.
+// dispatcher's process dies or its connection breaks. The memory store has sessions too.
 //
 // Run opens a session before its first claim, for the tokens of its claims (the
 // Processor's owner and a random part), and ends it when it returns. A claim made
@@ -43,6 +42,3 @@ func (p *Processor) openSession(ctx context.Context) (end func()) {
 	}
 	return end
 }
-
-// hasPrefix reports whether a claim token starts with a session's prefix.
-func hasPrefix(token, prefix string) bool { return prefix != "" && strings.HasPrefix(token, prefix) }

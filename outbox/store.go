@@ -3,11 +3,8 @@ package outbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -44,96 +41,10 @@ const (
 	ReasonUndecodable = "undecodable"
 )
 
-// ErrUnknownStatus is matched (errors.Is) by the *UnknownStatusError a store returns
-// when it reads a row whose status this version does not know.
-var ErrUnknownStatus = errors.New("outbox: unknown row status")
-
-// UnknownStatusError names a row whose status is none of the Status constants. A
-// store returns it rather than skip the row.
-type UnknownStatusError struct {
-	ID     int64
-	Status string
-}
-
-// Error names the row and the status.
-func (e *UnknownStatusError) Error() string {
-	return "outbox: row " + strconv.FormatInt(e.ID, 10) + " has unknown status " + strconv.Quote(e.Status)
-}
-
-// Is reports whether target is ErrUnknownStatus.
-func (e *UnknownStatusError) Is(target error) bool { return target == ErrUnknownStatus }
-
-// ParseStatus returns the status s names, or an *UnknownStatusError naming row id.
-func ParseStatus(id int64, s string) (Status, error) {
-	switch st := Status(s); st {
-	case StatusPending, StatusPublished, StatusDead:
-		return st, nil
-	}
-	return "", &UnknownStatusError{ID: id, Status: s}
-}
-
 // Entry is a message to enqueue for a destination.
 type Entry struct {
 	Destination transport.Destination
 	Message     transport.Message
-}
-
-// Validate reports what keeps e from being stored and read back byte for byte, or
-// from being published: an invalid destination, a header key that is not valid UTF-8
-// or holds a NUL (keys are stored as text), or a message larger than its broker's
-// default limit (DefaultMaxEntryBytes). Every store's Enqueue calls it (or
-// ValidateMax, when the store was given a limit of its own).
-func (e Entry) Validate() error { return e.ValidateMax(0) }
-
-// ValidateMax is Validate with max bytes as the size limit instead of the broker's
-// default (max <= 0: the default). A larger message is a *TooLargeError: better
-// refused in the caller's transaction than stored, claimed and refused by the broker
-// at every attempt until it is dead.
-func (e Entry) ValidateMax(max int) error {
-	if err := e.Destination.Validate(); err != nil {
-		return err
-	}
-	for i, h := range e.Message.Headers {
-		if !utf8.ValidString(h.Key) || strings.IndexByte(h.Key, 0) >= 0 {
-			return fmt.Errorf("outbox: header %d key %q is not valid UTF-8 text without NUL", i, h.Key)
-		}
-	}
-	if max <= 0 {
-		max = DefaultMaxEntryBytes(e.Destination.Broker)
-	}
-	if n := e.Size(); n > max {
-		return &TooLargeError{Destination: e.Destination, Bytes: n, Max: max}
-	}
-	return nil
-}
-
-// Size is the bytes e's message carries: its key, its value, and its headers' keys
-// and values.
-func (e Entry) Size() int {
-	n := len(e.Message.Key) + len(e.Message.Value)
-	for _, h := range e.Message.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return n
-}
-
-// DefaultMaxEntryBytes is the largest message Enqueue accepts for a broker (by
-// Destination.Broker) unless the store was given a limit: the broker's own default
-// limit, so that what is enqueued can be published with the broker's defaults.
-//
-//	kafka  1 MiB    (the broker's message.max.bytes, the producer's max.request.size)
-//	sqs    256 KiB  (the largest SQS message)
-//	amqp   16 MiB   (RabbitMQ 4's max_message_size; 3.x allowed 128 MiB)
-//	nats   1 MiB    (nats-server's max_payload)
-//	other  1 MiB
-func DefaultMaxEntryBytes(broker string) int {
-	switch broker {
-	case "sqs":
-		return 256 << 10
-	case "amqp":
-		return 16 << 20
-	}
-	return 1 << 20
 }
 
 // ErrTooLarge is matched (errors.Is) by the *TooLargeError of an entry over its size
@@ -149,7 +60,7 @@ type TooLargeError struct {
 // Error names the destination, the size and the limit.
 func (e *TooLargeError) Error() string {
 	return "outbox: a message of " + strconv.Itoa(e.Bytes) + " bytes for " + e.Destination.String() +
-		" is over the limit of " + strconv.Itoa(e.Max) + " bytes (outbox.DefaultMaxEntryBytes, or the store's own limit)"
+		" is over the limit of " + strconv.Itoa(e.Max) + " bytes (storekit.DefaultMaxEntryBytes, or the store's own limit)"
 }
 
 // Is reports whether target is ErrTooLarge.

@@ -3,33 +3,17 @@ package outbox_test
 import (
 	"context"
 	"errors"
-	"math"
 	"testing"
 	"time"
 
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-func TestParseStatus(t *testing.T) {
-	for _, s := range []outbox.Status{outbox.StatusPending, outbox.StatusPublished, outbox.StatusDead} {
-		if got, err := outbox.ParseStatus(1, string(s)); got != s || err != nil {
-			t.Errorf("ParseStatus(%q) = %q, %v", s, got, err)
-		}
-	}
-	_, err := outbox.ParseStatus(42, "archived")
-	var use *outbox.UnknownStatusError
-	if !errors.Is(err, outbox.ErrUnknownStatus) || !errors.As(err, &use) || use.ID != 42 || use.Status != "archived" {
-		t.Fatalf("ParseStatus(42, archived) = %v; want an UnknownStatusError naming the row", err)
-	}
-	if want := `outbox: row 42 has unknown status "archived"`; err.Error() != want {
-		t.Errorf("Error() = %q, want %q", err, want)
-	}
-}
-
 func TestMemoryEnqueueRejectsInvalidDestinations(t *testing.T) {
-	s := outbox.NewMemoryStore(nil)
+	s := memory.New(nil)
 	_, err := s.Enqueue(context.Background(),
 		outbox.Entry{Destination: orders},
 		outbox.Entry{Destination: transport.Destination{Broker: "Kafka", Name: "x"}})
@@ -45,7 +29,7 @@ func TestMemoryEnqueueRejectsInvalidDestinations(t *testing.T) {
 // another claim's deferral changes nothing.
 func TestMemoryDeferTouchesOnlyTheClaimsListedRows(t *testing.T) {
 	clock := fakeclock.New(t0)
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	ctx := context.Background()
 	ids, _ := s.Enqueue(ctx, outbox.Entry{Destination: orders}, outbox.Entry{Destination: orders})
 	if _, err := s.Claim(ctx, outbox.ClaimRequest{Token: "me", Now: t0, Limit: 10, Lease: time.Minute}); err != nil {
@@ -67,7 +51,7 @@ func TestMemoryDeferTouchesOnlyTheClaimsListedRows(t *testing.T) {
 
 func TestMemoryBacklog(t *testing.T) {
 	clock := fakeclock.New(t0)
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	ctx := context.Background()
 	if n, age, err := s.Backlog(ctx); n != 0 || age != 0 || err != nil {
 		t.Fatalf("empty Backlog = %d, %v, %v", n, age, err)
@@ -90,7 +74,7 @@ func TestMemoryBacklog(t *testing.T) {
 // while an earlier row of its key does.
 func TestMemoryClaimKeepsKeyOrder(t *testing.T) {
 	clock := fakeclock.New(t0)
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	ctx := context.Background()
 	k := func(key string) outbox.Entry {
 		return outbox.Entry{Destination: orders, Message: transport.Message{Key: []byte(key)}}
@@ -108,44 +92,5 @@ func TestMemoryClaimKeepsKeyOrder(t *testing.T) {
 	got, _ = s.Claim(ctx, outbox.ClaimRequest{Token: "me3", Now: t0.Add(time.Second), Limit: 10, Lease: time.Minute})
 	if len(got) != 2 || got[0].ID != ids[0] || got[1].ID != ids[1] {
 		t.Fatalf("claimed %+v; want rows %d and %d in order", got, ids[0], ids[1])
-	}
-}
-
-func TestBackoffDelay(t *testing.T) {
-	b := outbox.Backoff{Initial: time.Second, Max: 10 * time.Second, Multiplier: 2, Jitter: 0.5}
-	for _, tc := range []struct {
-		attempt int
-		r       float64
-		want    time.Duration
-	}{
-		{1, 0, time.Second},
-		{2, 0, 2 * time.Second},
-		{4, 0, 8 * time.Second},
-		{5, 0, 10 * time.Second}, // capped
-		{1000, 0, 10 * time.Second},
-		{3, 0.5, 3 * time.Second}, // 4s less a quarter
-		{5, 0.999, 5005 * time.Millisecond},
-		{0, 0, time.Second},
-	} {
-		if got := b.Delay(tc.attempt, tc.r); got != tc.want {
-			t.Errorf("Delay(%d, %v) = %v, want %v", tc.attempt, tc.r, got, tc.want)
-		}
-	}
-	// A cap at the largest Duration: the float delay rounds up to 2^63, which does not
-	// convert back to a Duration; the delay must stay the cap, not wrap negative.
-	huge := outbox.Backoff{Initial: time.Second, Max: math.MaxInt64, Multiplier: 2}
-	if got := huge.Delay(40, 0); got != math.MaxInt64 {
-		t.Errorf("Delay(40, 0) with Max MaxInt64 = %v, want the cap", got)
-	}
-	for _, bad := range []outbox.Backoff{
-		{}, {Initial: time.Second, Max: time.Second, Multiplier: 0.5},
-		{Initial: time.Second, Max: time.Second, Multiplier: 1, Jitter: 2},
-	} {
-		if bad.Validate() == nil {
-			t.Errorf("Validate(%+v) = nil", bad)
-		}
-	}
-	if err := outbox.DefaultBackoff.Validate(); err != nil {
-		t.Errorf("DefaultBackoff: %v", err)
 	}
 }

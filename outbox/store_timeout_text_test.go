@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/outbox"
+
+	"github.com/brokerguard/brokerguard/outbox/memory"
 )
 
 // obClaimStore answers Claim with claim's result.
 type obClaimStore struct {
-	*outbox.MemoryStore
+	*memory.Store
 	claim func(ctx context.Context) error
 }
 
@@ -37,7 +39,7 @@ func TestStoreErrorSaysWhetherTheStoreDidNotAnswer(t *testing.T) {
 		{"returned its own error in time", func(context.Context) error { return errStore }, false},
 	} {
 		synctest.Test(t, func(t *testing.T) {
-			store := obClaimStore{outbox.NewMemoryStore(nil), c.claim}
+			store := obClaimStore{memory.New(nil), c.claim}
 			proc, err := outbox.NewProcessor(store, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError),
 				outbox.WithStoreTimeout(time.Second))
 			if err != nil {

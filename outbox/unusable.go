@@ -24,8 +24,8 @@ var ErrNoClassifier = errors.New("outbox: NewProcessor has no classifier: give W
 
 // WithUnusableBackoff sets how long a destination whose publishes say it is unusable
 // (the classifier's breaker.Unusable: missing, forbidden, misconfigured) is held
-// before the next probe: the n-th such hold in a row lasts b.Delay(n) (default
-// DefaultUnusableBackoff). Its rows spend no attempts; the hold counts against
+// before the next probe: the n-th such hold in a row lasts as long as b's n-th retry
+// wait (default DefaultUnusableBackoff). Its rows spend no attempts; the hold counts against
 // MaxCircuitDeferral like an outage.
 func WithUnusableBackoff(b Backoff) ProcessorOption {
 	return func(p *Processor) error {
@@ -118,7 +118,7 @@ func (u *unusableHolds) clear(d transport.Destination) {
 // error: until the unusable backoff of its holds in a row, with err as the hold's
 // reason. The rows spend no attempt.
 func (p *Processor) holdUnusable(ctx context.Context, token string, d transport.Destination, recs []Record, now time.Time, err error) (time.Time, Counts, error) {
-	until := now.Add(p.unusableBackoff.Delay(p.unusable.next(d), p.random()))
+	until := now.Add(p.unusableBackoff.delay(p.unusable.next(d), p.random()))
 	reason := truncate(err.Error())
 	if reason == "" {
 		reason = "unusable"

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/outbox"
+
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -42,7 +44,7 @@ func (w *chanWaker) Listen(ctx context.Context, wake func()) error {
 // countingStore counts claims; while gate is open (not nil, not closed) each claim
 // waits for it to close.
 type countingStore struct {
-	*outbox.MemoryStore
+	*memory.Store
 	claims atomic.Int64
 	gate   atomic.Pointer[chan struct{}]
 }
@@ -52,7 +54,7 @@ func (s *countingStore) Claim(ctx context.Context, r outbox.ClaimRequest) ([]out
 	if g := s.gate.Load(); g != nil {
 		<-*g
 	}
-	return s.MemoryStore.Claim(ctx, r)
+	return s.Store.Claim(ctx, r)
 }
 
 // runInBubble starts proc.Run and returns a stop that cancels it and checks it
@@ -72,7 +74,7 @@ func runInBubble(t *testing.T, proc *outbox.Processor) (stop func()) {
 
 func TestRunClaimsOnceForABurstOfSignals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &countingStore{MemoryStore: outbox.NewMemoryStore(nil)}
+		store := &countingStore{Store: memory.New(nil)}
 		w := &chanWaker{bursts: make(chan int), sent: make(chan struct{})}
 		pub := &fakePublisher{}
 		proc, err := outbox.NewProcessor(store, nil, pub, outbox.WithClassifier(outageOnError), outbox.WithPollInterval(time.Hour), outbox.WithWaker(w))
@@ -87,7 +89,7 @@ func TestRunClaimsOnceForABurstOfSignals(t *testing.T) {
 		}
 
 		start := time.Now()
-		enqueueN(t, store.MemoryStore, 3)
+		enqueueN(t, store.Store, 3)
 		// A thousand commits' notifications, arriving while the claim the first one
 		// started is still running (it waits for the gate).
 		gate := make(chan struct{})
@@ -97,7 +99,7 @@ func TestRunClaimsOnceForABurstOfSignals(t *testing.T) {
 		store.gate.Store(nil)
 		close(gate)
 		synctest.Wait()
-		if n := published(store.MemoryStore); n != 3 {
+		if n := published(store.Store); n != 3 {
 			t.Fatalf("%d of 3 rows published after the signal", n)
 		}
 		if time.Since(start) != 0 {
@@ -113,7 +115,7 @@ func TestRunClaimsOnceForABurstOfSignals(t *testing.T) {
 
 func TestRunClaimsAgainAtOnceAfterABatchThatWasNotFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var store *outbox.MemoryStore
+		var store *memory.Store
 		pub := &fakePublisher{}
 		pub.fn = func(context.Context, transport.Destination, []transport.Message) error {
 			if len(pub.calls) == 1 { // a row committed while the first batch is out
@@ -139,7 +141,7 @@ func TestRunClaimsAgainAtOnceAfterABatchThatWasNotFull(t *testing.T) {
 func TestRunReportsAWakerThatCannotListenAndKeepsPolling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		errListen := errors.New("cannot listen")
-		store := outbox.NewMemoryStore(nil)
+		store := memory.New(nil)
 		var seen []error
 		proc, err := outbox.NewProcessor(store, nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithPollInterval(time.Second),
 			outbox.WithWaker(&chanWaker{err: errListen}), outbox.WithErrorHandler(func(err error) { seen = append(seen, err) }))
@@ -162,7 +164,7 @@ func TestRunReportsAWakerThatCannotListenAndKeepsPolling(t *testing.T) {
 }
 
 func TestWithWakerNil(t *testing.T) {
-	if _, err := outbox.NewProcessor(outbox.NewMemoryStore(nil), nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithWaker(nil)); err == nil {
+	if _, err := outbox.NewProcessor(memory.New(nil), nil, &fakePublisher{}, outbox.WithClassifier(outageOnError), outbox.WithWaker(nil)); err == nil {
 		t.Fatal("WithWaker(nil) accepted")
 	}
 }
@@ -170,15 +172,15 @@ func TestWithWakerNil(t *testing.T) {
 // The memory store wakes the Processor on Enqueue, given as its Waker or, without
 // WithWaker, offered by the store as its CommitWaker.
 func TestMemoryStoreWakesTheProcessorOnEnqueue(t *testing.T) {
-	for name, setup := range map[string]func(*outbox.MemoryStore) (outbox.Store, []outbox.ProcessorOption){
-		"WithWaker": func(m *outbox.MemoryStore) (outbox.Store, []outbox.ProcessorOption) {
+	for name, setup := range map[string]func(*memory.Store) (outbox.Store, []outbox.ProcessorOption){
+		"WithWaker": func(m *memory.Store) (outbox.Store, []outbox.ProcessorOption) {
 			return m, []outbox.ProcessorOption{outbox.WithWaker(m)}
 		},
-		"CommitWaker": func(m *outbox.MemoryStore) (outbox.Store, []outbox.ProcessorOption) { return obWakingStore{m}, nil },
+		"CommitWaker": func(m *memory.Store) (outbox.Store, []outbox.ProcessorOption) { return obWakingStore{m}, nil },
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				store := outbox.NewMemoryStore(nil)
+				store := memory.New(nil)
 				s, opts := setup(store)
 				proc, err := outbox.NewProcessor(s, nil, &fakePublisher{}, append(opts, outbox.WithClassifier(outageOnError), outbox.WithPollInterval(time.Hour))...)
 				if err != nil {
@@ -199,6 +201,6 @@ func TestMemoryStoreWakesTheProcessorOnEnqueue(t *testing.T) {
 }
 
 // obWakingStore is a memory store that offers itself as its CommitWaker.
-type obWakingStore struct{ *outbox.MemoryStore }
+type obWakingStore struct{ *memory.Store }
 
-func (s obWakingStore) CommitWaker() outbox.Waker { return s.MemoryStore }
+func (s obWakingStore) CommitWaker() outbox.Waker { return s.Store }

@@ -66,7 +66,7 @@ func (p *Processor) failEach(ctx context.Context, token string, recs []Record, n
 		if r.Attempts+1 >= p.maxAttempts {
 			f.Dead, f.RetryAt, f.Err = true, now, truncate(ReasonAttemptsExhausted+": "+e)
 		} else {
-			f.RetryAt = now.Add(p.backoff.Delay(r.Attempts+1, p.random()))
+			f.RetryAt = now.Add(p.backoff.delay(r.Attempts+1, p.random()))
 		}
 		fs[i] = f
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -289,10 +290,10 @@ func fail(t *testing.T, reg *registry.Registry, d transport.Destination, n int) 
 // outboxStore returns a memory store on clock with three rows of held, two of them
 // dead (attempts_exhausted), and one pending row of each destination; held is held
 // for 55s.
-func outboxStore(t *testing.T, clock *fakeclock.Clock, d, held transport.Destination) *outbox.MemoryStore {
+func outboxStore(t *testing.T, clock *fakeclock.Clock, d, held transport.Destination) *memory.Store {
 	t.Helper()
 	ctx := context.Background()
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	entry := func(d transport.Destination) outbox.Entry {
 		return outbox.Entry{Destination: d, Message: transport.Message{Value: []byte("v")}}
 	}

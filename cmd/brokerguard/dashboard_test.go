@@ -14,6 +14,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/admin"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -147,7 +148,7 @@ func TestDemoDashboard(t *testing.T) {
 func TestSummaryReportsHeldRows(t *testing.T) {
 	ctx := context.Background()
 	orders := transport.Destination{Broker: "kafka", Name: "orders"}
-	st := memoryStore{outbox.NewMemoryStore(nil)}
+	st := memoryStore{memory.New(nil)}
 	ids, err := st.enqueue(ctx, []outbox.Entry{{Destination: orders, Message: transport.Message{Value: []byte("a")}},
 		{Destination: orders, Message: transport.Message{Value: []byte("b")}}})
 	if err != nil {

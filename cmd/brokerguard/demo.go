@@ -37,6 +37,7 @@ import (
 	"github.com/brokerguard/brokerguard/internal/kfakeproduce"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/sqs"
@@ -112,7 +113,7 @@ type store interface {
 	status(ctx context.Context, id int64) (outbox.Status, error)
 }
 
-type memoryStore struct{ *outbox.MemoryStore }
+type memoryStore struct{ *memory.Store }
 
 func (m memoryStore) enqueue(ctx context.Context, entries []outbox.Entry) ([]int64, error) {
 	return m.Enqueue(ctx, entries...)
@@ -303,7 +304,7 @@ func (r *demoRun) connectPublishers(ctx context.Context) error {
 
 // openStore opens the outbox: in memory, or PostgreSQL at --database-url.
 func (r *demoRun) openStore(ctx context.Context) error {
-	r.st = memoryStore{outbox.NewMemoryStore(nil)}
+	r.st = memoryStore{memory.New(nil)}
 	if r.c.databaseURL == "" {
 		return nil
 	}

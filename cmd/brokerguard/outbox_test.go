@@ -17,6 +17,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
@@ -187,7 +188,7 @@ func TestOutboxCommandsOnPostgres(t *testing.T) {
 
 func TestOutboxCommandsThroughTheAdminHandler(t *testing.T) {
 	clearOutboxEnv(t)
-	mem := outbox.NewMemoryStore(nil)
+	mem := memory.New(nil)
 	fillOutbox(t, mem, func(entries ...outbox.Entry) ([]int64, error) { return mem.Enqueue(context.Background(), entries...) })
 	reg, err := registry.New(registry.Policy{Circuit: breaker.DisabledPolicy()})
 	if err != nil {

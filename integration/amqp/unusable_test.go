@@ -23,6 +23,7 @@ import (
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -48,7 +49,7 @@ func unusableOutage(t *testing.T, tenant harness.RabbitTenant, exchange, queue s
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := outbox.NewMemoryStore(clock)
+	store := memory.New(clock)
 	// No WithClassifier: the Processor takes amqp.Classify from the publisher.
 	proc, err := outbox.NewProcessor(store, reg, pub, outbox.WithClock(clock), outbox.WithMaxAttempts(4),
 		outbox.WithDeferralJitter(0))

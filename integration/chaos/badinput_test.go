@@ -18,7 +18,9 @@ import (
 	"github.com/brokerguard/brokerguard/breaker/filestate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/sqs"
 	"github.com/brokerguard/brokerguard/sqs/sqstest"
@@ -102,7 +104,7 @@ func TestBadInput(t *testing.T) {
 			VALUES ('kafka:orders', 'x', now(), now(), 'sideways') RETURNING id`).Scan(&oddID); err != nil {
 			t.Fatal(err)
 		}
-		var unknown *outbox.UnknownStatusError
+		var unknown *storekit.UnknownStatusError
 		if _, err := store.Get(ctx, oddID); !errors.As(err, &unknown) || unknown.ID != oddID || unknown.Status != "sideways" {
 			t.Fatalf("reading a row with an unknown status: %v", err)
 		}
@@ -128,7 +130,7 @@ func TestBadInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		store := outbox.NewMemoryStore(clock)
+		store := memory.New(clock)
 		d := transport.Destination{Broker: "sqs", Name: "invoices"}
 		// Over SQS's 256 KiB, the message is refused by Enqueue, in the caller's
 		// transaction, rather than stored to be refused by SQS at every attempt.

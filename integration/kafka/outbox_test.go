@@ -10,14 +10,16 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
 // outboxOn is a memory outbox on e's clock whose Processor has no WithClassifier:
 // it takes kafka.Classify from the publisher.
-func outboxOn(t *testing.T, e *env) (*outbox.MemoryStore, *outbox.Processor) {
+func outboxOn(t *testing.T, e *env) (*memory.Store, *outbox.Processor) {
 	t.Helper()
-	store := outbox.NewMemoryStore(e.clock)
+	store := memory.New(e.clock)
 	proc, err := outbox.NewProcessor(store, e.reg, e.pub, outbox.WithClock(e.clock), outbox.WithMaxAttempts(3),
 		outbox.WithDeferralJitter(0))
 	if err != nil {
@@ -26,7 +28,7 @@ func outboxOn(t *testing.T, e *env) (*outbox.MemoryStore, *outbox.Processor) {
 	return store, proc
 }
 
-func enqueueN(t *testing.T, store *outbox.MemoryStore, d transport.Destination, n int, value func(i int) []byte) []int64 {
+func enqueueN(t *testing.T, store *memory.Store, d transport.Destination, n int, value func(i int) []byte) []int64 {
 	t.Helper()
 	entries := make([]outbox.Entry, n)
 	for i := range entries {
@@ -67,7 +69,7 @@ func TestOutboxWithoutClassifierKillsOnlyTheOversizedMessage(t *testing.T) {
 		if r.Status != want {
 			t.Errorf("row %d: %s (%q), want %s", i, r.Status, r.LastError, want)
 		}
-		if i == 5 && outbox.DeadReason(r.LastError) != outbox.ReasonAttemptsExhausted {
+		if i == 5 && storekit.DeadReason(r.LastError) != outbox.ReasonAttemptsExhausted {
 			t.Errorf("oversized row died of %q", r.LastError)
 		}
 	}
@@ -129,7 +131,7 @@ func TestOutboxHoldsAnUnknownTopicUntilItIsCreated(t *testing.T) {
 	}
 }
 
-func allPublished(store *outbox.MemoryStore, ids []int64) bool {
+func allPublished(store *memory.Store, ids []int64) bool {
 	for _, id := range ids {
 		if r, _ := store.Get(id); r.Status != outbox.StatusPublished {
 			return false

@@ -13,6 +13,7 @@ import (
 	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/kafka"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -142,7 +143,7 @@ func TestOutboxOneDeadBroker(t *testing.T) {
 		t.Fatal(err) // the writer learns the partitions
 	}
 
-	store := outbox.NewMemoryStore(nil)
+	store := memory.New(nil)
 	keys := harness.Keys(120)
 	hash := &kafkago.Hash{}
 	all := []int{0, 1, 2, 3, 4, 5}

@@ -20,6 +20,7 @@ import (
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/internal/harness"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	bgmysql "github.com/brokerguard/brokerguard/outbox/mysql"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/telemetry"
@@ -128,7 +129,7 @@ func surfaces(t *testing.T, s surfaceStore, clock *fakeclock.Clock) string {
 func TestAdminAndTelemetryReadTheMySQLStoreAsTheMemoryStore(t *testing.T) {
 	start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	memClock := fakeclock.New(start)
-	mem := outbox.NewMemoryStore(memClock)
+	mem := memory.New(memClock)
 	fill(t, mem, memClock, func(es ...outbox.Entry) ([]int64, error) { return mem.Enqueue(context.Background(), es...) })
 	want := surfaces(t, mem, memClock)
 

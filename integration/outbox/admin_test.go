@@ -12,6 +12,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
 	"github.com/brokerguard/brokerguard/transport"
 )
@@ -196,7 +197,7 @@ func TestRetentionDeletesSettledRowsInBatches(t *testing.T) {
 // rowsOf returns every row of the store, by id.
 func rowsOf(t *testing.T, sc storeCase) []outbox.Record {
 	t.Helper()
-	if m, ok := sc.store.(*outbox.MemoryStore); ok {
+	if m, ok := sc.store.(*memory.Store); ok {
 		return m.Records()
 	}
 	rows, err := sc.env.pool.Query(context.Background(), "SELECT id FROM "+postgres.Table+" ORDER BY id")

@@ -28,7 +28,7 @@ func TestDeadRowsPageReadsNoPayload(t *testing.T) {
 		const rows, size = 8, 4 << 20
 		entries := make([]outbox.Entry, rows)
 		for i := range entries {
-			// AMQP: RabbitMQ takes messages of 4 MiB (outbox.DefaultMaxEntryBytes).
+			// AMQP: RabbitMQ takes messages of 4 MiB (storekit.DefaultMaxEntryBytes).
 			entries[i] = outbox.Entry{Destination: transport.Destination{Broker: "amqp", Name: "orders"},
 				Message: transport.Message{Key: []byte{'k', byte('0' + i)}, Value: make([]byte, size)}}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -85,7 +86,7 @@ func TestOnCallReadingsMatchOnBothStores(t *testing.T) {
 func TestBacklogByDestination(t *testing.T) {
 	clock := fakeclock.New(start())
 	e := newEnv(t, clock)
-	mem := outbox.NewMemoryStore(clock)
+	mem := memory.New(clock)
 	ctx := context.Background()
 	enqueue := func(d transport.Destination, n int) []int64 {
 		entries := make([]outbox.Entry, n)

@@ -16,6 +16,7 @@ import (
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -286,7 +287,7 @@ func TestUnknownStatusIsAnErrorNamingTheRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.store.Get(ctx, id)
-	var use *outbox.UnknownStatusError
+	var use *storekit.UnknownStatusError
 	if !errors.As(err, &use) || use.ID != id || use.Status != "archived" {
 		t.Fatalf("Get = %v; want an UnknownStatusError naming row %d", err, id)
 	}

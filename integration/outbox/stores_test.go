@@ -12,6 +12,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
 	"github.com/brokerguard/brokerguard/registry"
 	"github.com/brokerguard/brokerguard/transport"
@@ -36,7 +37,7 @@ func onBothStores(t *testing.T, test func(t *testing.T, clock *fakeclock.Clock, 
 	t.Run("memory", func(t *testing.T) {
 		clock := fakeclock.New(start())
 		e := newEnv(t, clock)
-		mem := outbox.NewMemoryStore(clock)
+		mem := memory.New(clock)
 		test(t, clock, storeCase{
 			store: mem, env: e,
 			tryEnqueue: func(entries ...outbox.Entry) ([]int64, error) { return mem.Enqueue(context.Background(), entries...) },
@@ -83,7 +84,7 @@ func onBothStores(t *testing.T, test func(t *testing.T, clock *fakeclock.Clock, 
 func TestMemoryStoreMatchesPostgres(t *testing.T) {
 	clock := fakeclock.New(start())
 	e := newEnv(t, clock)
-	mem := outbox.NewMemoryStore(clock)
+	mem := memory.New(clock)
 	entries := []outbox.Entry{
 		{Destination: orders, Message: transport.Message{Key: []byte("k1"), Value: []byte("o1")}},
 		{Destination: orders, Message: transport.Message{Key: []byte("k1"), Value: []byte("o2")}},

@@ -12,14 +12,15 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
 // outboxFor is a memory outbox on g's clock whose Processor takes sqs.Classify from
 // the publisher (no WithClassifier).
-func outboxFor(t *testing.T, g *guard) (*outbox.MemoryStore, *outbox.Processor) {
+func outboxFor(t *testing.T, g *guard) (*memory.Store, *outbox.Processor) {
 	t.Helper()
-	store := outbox.NewMemoryStore(g.clock)
+	store := memory.New(g.clock)
 	proc, err := outbox.NewProcessor(store, g.reg, g.pub, outbox.WithClock(g.clock), outbox.WithMaxAttempts(3),
 		outbox.WithDeferralJitter(0))
 	if err != nil {

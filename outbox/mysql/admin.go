@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/outbox"
+
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
 // DeleteSettled implements outbox.Purger with two short DELETE statements (published
 // rows, then dead ones), oldest first along the settled index, at READ COMMITTED.
 func (s *Store) DeleteSettled(ctx context.Context, publishedBefore, deadBefore time.Time, limit int) (int, error) {
-	if err := outbox.CheckDeleteLimit(limit); err != nil {
+	if err := storekit.CheckDeleteLimit(limit); err != nil {
 		return 0, err
 	}
 	total := 0
@@ -48,7 +50,7 @@ func (s *Store) DeleteSettled(ctx context.Context, publishedBefore, deadBefore t
 
 // deadWhere is the WHERE clause of a DeadFilter and its arguments. With a reason it
 // reads the dead-reason index: a row whose last_error matches the reason
-// (outbox.DeadFilter.MatchesReason) has the reason's first part as its dead_reason,
+// (storekit.MatchesReason) has the reason's first part as its dead_reason,
 // so the index narrows the rows to those of one reason before the exact test, and a
 // reason that matches nothing reads nothing, however many dead rows there are.
 func deadWhere(f outbox.DeadFilter) (string, []any) {
@@ -74,16 +76,16 @@ func deadWhere(f outbox.DeadFilter) (string, []any) {
 }
 
 // indexedReason is the dead_reason of a row whose last_error is lastError, as the
-// generated column computes it: outbox.DeadReason, cut to 255 bytes.
+// generated column computes it: storekit.DeadReason, cut to 255 bytes.
 func indexedReason(lastError string) string {
-	r := outbox.DeadReason(lastError)
+	r := storekit.DeadReason(lastError)
 	return r[:min(len(r), 255)]
 }
 
 // deadPage returns the SQL and arguments of one page of dead rows, columns cols.
 func deadPage(cols string, f outbox.DeadFilter, p outbox.Page) (string, []any) {
 	where, args := deadWhere(f)
-	return `SELECT ` + cols + ` FROM ` + Table + ` WHERE ` + where + ` AND id > ? ORDER BY id LIMIT ?`, append(args, p.After, p.Size())
+	return `SELECT ` + cols + ` FROM ` + Table + ` WHERE ` + where + ` AND id > ? ORDER BY id LIMIT ?`, append(args, p.After, storekit.PageSize(p))
 }
 
 // DeadRows implements outbox.DeadLetters.
@@ -116,10 +118,7 @@ func (s *Store) DeadSummaries(ctx context.Context, f outbox.DeadFilter, p outbox
 
 // readDead runs one page's query and hands each row to scan.
 func (s *Store) readDead(ctx context.Context, cols string, f outbox.DeadFilter, p outbox.Page, scan func(*sql.Rows) error) error {
-	if err := f.Validate(); err != nil {
-		return err
-	}
-	if err := p.Validate(); err != nil {
+	if err := storekit.CheckDeadPage(f, p); err != nil {
 		return err
 	}
 	ctx, cancel := s.bound(ctx)
@@ -150,7 +149,7 @@ const requeueBatch = 1000
 // holds rather than skip them, so that none is missed. Rows requeued before an error
 // stay requeued; the count says how many.
 func (s *Store) Requeue(ctx context.Context, f outbox.DeadFilter, now time.Time) (int, error) {
-	if err := outbox.CheckRequeue(f); err != nil {
+	if err := storekit.CheckRequeue(f); err != nil {
 		return 0, err
 	}
 	where, args := deadWhere(f)

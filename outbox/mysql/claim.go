@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/brokerguard/brokerguard/outbox"
+
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 )
 
 // claimLockSQL takes the claims' lock: an exclusive lock on the one row of the lock
@@ -152,7 +154,7 @@ func (s *Store) claim(ctx context.Context, q querier, r outbox.ClaimRequest) ([]
 }
 
 // withinBytes keeps, of the rows locked, the probes and the longest prefix by id of
-// the others whose sizes (outbox.Entry.Size) total at most maxBytes, at least one;
+// the others whose sizes (storekit.MessageSize) total at most maxBytes, at least one;
 // the rows dropped stay unleased and their locks end with the claim's transaction.
 func withinBytes(recs []outbox.Record, probing map[int64]string, maxBytes int) []outbox.Record {
 	if maxBytes <= 0 {
@@ -163,7 +165,7 @@ func withinBytes(recs []outbox.Record, probing map[int64]string, maxBytes int) [
 		if _, probe := probing[rec.ID]; probe {
 			return false
 		}
-		total += (outbox.Entry{Message: rec.Message}).Size()
+		total += storekit.MessageSize(rec.Message)
 		taken++
 		return total > maxBytes && taken > 1
 	})

@@ -45,6 +45,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/option"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -195,7 +196,7 @@ const enqueueSQL = `INSERT INTO ` + Table + ` (destination, msg_key, key_hash, p
 // commits; commit with Commit, or call Wake after the commit, so that the relays of
 // this process claim them at once. On a *sql.DB, whose statements commit as they
 // run, Enqueue wakes them itself. Every entry must be valid
-// (outbox.Entry.Validate); otherwise nothing is inserted.
+// (storekit.ValidateEntry); otherwise nothing is inserted.
 //
 // The ids are read from the auto-increment counter: the first of each INSERT, then
 // one @@auto_increment_increment apart (InnoDB gives the rows of one multi-row
@@ -207,7 +208,7 @@ func (s *Store) Enqueue(ctx context.Context, ex Executor, entries ...outbox.Entr
 	}
 	args := make([]any, 0, 7*min(len(entries), enqueueChunk))
 	for i, e := range entries {
-		if err := e.Validate(); err != nil {
+		if err := storekit.ValidateEntry(e, 0); err != nil {
 			return nil, fmt.Errorf("mysql: enqueue entry %d: %w", i, err)
 		}
 	}
@@ -341,7 +342,7 @@ func scanRecord(row scanner, extra ...any) (outbox.Record, error) {
 	// than the claim fail.
 	broker, name, _ := strings.Cut(dest, ":")
 	r.Destination = transport.Destination{Broker: broker, Name: name}
-	st, err := outbox.ParseStatus(r.ID, status)
+	st, err := storekit.ParseStatus(r.ID, status)
 	if err != nil {
 		return r, err
 	}
@@ -366,7 +367,7 @@ func scanRecord(row scanner, extra ...any) (outbox.Record, error) {
 }
 
 // Get reads row id. A status this version does not know is an
-// *outbox.UnknownStatusError naming the row.
+// *storekit.UnknownStatusError naming the row.
 func (s *Store) Get(ctx context.Context, id int64) (outbox.Record, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/brokerguard/brokerguard/outbox"
+
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -27,7 +29,7 @@ DELETE FROM ` + Table + ` WHERE id IN (SELECT id FROM published UNION ALL SELECT
 
 // DeleteSettled implements outbox.Purger with one short statement.
 func (s *Store) DeleteSettled(ctx context.Context, publishedBefore, deadBefore time.Time, limit int) (int, error) {
-	if err := outbox.CheckDeleteLimit(limit); err != nil {
+	if err := storekit.CheckDeleteLimit(limit); err != nil {
 		return 0, err
 	}
 	tag, err := s.db.Exec(ctx, s.sql(deleteSettledSQL), nullTime(publishedBefore), nullTime(deadBefore), limit)
@@ -46,7 +48,7 @@ func nullTime(t time.Time) *time.Time {
 
 // deadFilter is the WHERE clause of a DeadFilter: $1 ids (NULL: any), $2 destination
 // and $3 reason (NULL: any), which matches the bare reason or the reason and a detail
-// (outbox.DeadFilter.MatchesReason).
+// (storekit.MatchesReason).
 const deadFilter = `status = 'dead' AND ($1::bigint[] IS NULL OR id = ANY($1))
 	AND ($2::text IS NULL OR destination = $2) AND ($3::text IS NULL OR last_error = $3 OR starts_with(last_error, $3 || ': '))`
 
@@ -66,7 +68,7 @@ func filterArgs(f outbox.DeadFilter) []any {
 	return []any{ids, dest, reason}
 }
 
-// reasonExpr is outbox.DeadReason in SQL: the text of last_error before its first
+// reasonExpr is storekit.DeadReason in SQL: the text of last_error before its first
 // ': '. The dead-row indexes are on it.
 const reasonExpr = `split_part(coalesce(last_error, ''), ': ', 1)`
 
@@ -134,13 +136,10 @@ var summaryColumns = strings.Replace(columns, "payload", "NULL::bytea", 1) + `, 
 
 // DeadRows implements outbox.DeadLetters.
 func (s *Store) DeadRows(ctx context.Context, f outbox.DeadFilter, p outbox.Page) ([]outbox.Record, error) {
-	if err := f.Validate(); err != nil {
+	if err := storekit.CheckDeadPage(f, p); err != nil {
 		return nil, err
 	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	rows, err := s.db.Query(ctx, s.sql(deadPageSQL(columns, access(f))), append(filterArgs(f), p.After, p.Size())...)
+	rows, err := s.db.Query(ctx, s.sql(deadPageSQL(columns, access(f))), append(filterArgs(f), p.After, storekit.PageSize(p))...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: dead rows: %w", err)
 	}
@@ -154,13 +153,10 @@ func (s *Store) DeadRows(ctx context.Context, f outbox.DeadFilter, p outbox.Page
 // DeadSummaries implements outbox.DeadSummaries: the page DeadRows returns, without
 // reading the payloads.
 func (s *Store) DeadSummaries(ctx context.Context, f outbox.DeadFilter, p outbox.Page) ([]outbox.DeadSummary, error) {
-	if err := f.Validate(); err != nil {
+	if err := storekit.CheckDeadPage(f, p); err != nil {
 		return nil, err
 	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	rows, err := s.db.Query(ctx, s.sql(deadPageSQL(summaryColumns, access(f))), append(filterArgs(f), p.After, p.Size())...)
+	rows, err := s.db.Query(ctx, s.sql(deadPageSQL(summaryColumns, access(f))), append(filterArgs(f), p.After, storekit.PageSize(p))...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: dead rows: %w", err)
 	}
@@ -199,7 +195,7 @@ FROM picked WHERE o.id = picked.id AND o.status = 'dead'`
 // Requeue implements outbox.DeadLetters, in statements of at most 1,000 rows each.
 // Rows requeued before an error stay requeued; the count says how many.
 func (s *Store) Requeue(ctx context.Context, f outbox.DeadFilter, now time.Time) (int, error) {
-	if err := outbox.CheckRequeue(f); err != nil {
+	if err := storekit.CheckRequeue(f); err != nil {
 		return 0, err
 	}
 	args := append(filterArgs(f), now, requeueBatch)

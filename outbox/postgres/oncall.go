@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/brokerguard/brokerguard/outbox"
+
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -43,7 +44,7 @@ func (s *Store) Holds(ctx context.Context) ([]outbox.HoldInfo, error) {
 }
 
 // deadCountsSQL groups the dead rows by the text of last_error before its first ': '
-// (outbox.DeadReason), along the settled index's status prefix.
+// (storekit.DeadReason), along the settled index's status prefix.
 const deadCountsSQL = `SELECT split_part(coalesce(last_error, ''), ': ', 1) COLLATE "C" AS reason, count(*)
 	FROM ` + Table + ` WHERE status = 'dead' GROUP BY reason ORDER BY reason`
 

@@ -41,6 +41,7 @@ import (
 
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -178,7 +179,7 @@ func WithoutNotify() Option { return func(s *Store) { s.quiet = true } }
 
 // WithMaxEntryBytes makes Enqueue refuse (outbox.ErrTooLarge) an entry whose key,
 // value and headers pass n bytes, instead of its broker's default limit
-// (outbox.DefaultMaxEntryBytes): for a broker configured to take larger messages.
+// (storekit.DefaultMaxEntryBytes): for a broker configured to take larger messages.
 func WithMaxEntryBytes(n int) Option { return func(s *Store) { s.maxEntry = n } }
 
 // Store is an outbox.Store on a PostgreSQL table. It is safe for concurrent use.
@@ -188,7 +189,7 @@ type Store struct {
 	clock        breaker.Clock
 	table        TableName
 	quiet        bool // no NOTIFY on Enqueue, no CommitWaker
-	maxEntry     int  // WithMaxEntryBytes; 0: outbox.DefaultMaxEntryBytes
+	maxEntry     int  // WithMaxEntryBytes; 0: storekit.DefaultMaxEntryBytes
 	timeout      time.Duration
 	timeoutSet   bool
 	stmts        *statements
@@ -313,7 +314,7 @@ type header struct {
 
 // Enqueue inserts pending rows, visible at once, in tx and returns their ids in entry
 // order. The rows exist only if tx commits; then, unless WithoutNotify, the table's
-// Listeners are woken. Every entry must be valid (outbox.Entry.Validate, with the
+// Listeners are woken. Every entry must be valid (storekit.ValidateEntry, with the
 // size limit of WithMaxEntryBytes if given); otherwise nothing is inserted.
 func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]int64, error) {
 	if len(entries) == 0 {
@@ -324,7 +325,7 @@ func (s *Store) Enqueue(ctx context.Context, tx Tx, entries ...outbox.Entry) ([]
 	payloads := make([][]byte, len(entries))
 	headers := make([]*string, len(entries))
 	for i, e := range entries {
-		if err := e.ValidateMax(s.maxEntry); err != nil {
+		if err := storekit.ValidateEntry(e, s.maxEntry); err != nil {
 			return nil, fmt.Errorf("postgres: enqueue entry %d: %w", i, err)
 		}
 		dests[i], keys[i], payloads[i] = e.Destination.String(), e.Message.Key, e.Message.Value
@@ -384,7 +385,7 @@ func scanRecord(row pgx.CollectableRow, extra ...any) (outbox.Record, error) {
 	// than the claim fail.
 	broker, name, _ := strings.Cut(dest, ":")
 	r.Destination = transport.Destination{Broker: broker, Name: name}
-	st, err := outbox.ParseStatus(r.ID, status)
+	st, err := storekit.ParseStatus(r.ID, status)
 	if err != nil {
 		return r, err
 	}
@@ -421,7 +422,7 @@ func scanRecord(row pgx.CollectableRow, extra ...any) (outbox.Record, error) {
 }
 
 // Get reads row id. A status this version does not know is an
-// *outbox.UnknownStatusError naming the row.
+// *storekit.UnknownStatusError naming the row.
 func (s *Store) Get(ctx context.Context, id int64) (outbox.Record, error) {
 	rows, err := s.db.Query(ctx, s.sql(`SELECT `+columns+` FROM `+Table+` WHERE id = $1`), id)
 	if err != nil {

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokerguard/brokerguard/outbox"
 	"github.com/brokerguard/brokerguard/outbox/postgres"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 )
 
 // A read that fails part-way (Get of a row whose status this version does not know,
-// written by a later version) returns an *outbox.UnknownStatusError naming the row
+// written by a later version) returns a *storekit.UnknownStatusError naming the row
 // and gives its connection back to the pool.
 func TestAReadThatFailsPartWayGivesItsConnectionBack(t *testing.T) {
 	s, pool := pgTestStore(t)
@@ -24,9 +24,9 @@ func TestAReadThatFailsPartWayGivesItsConnectionBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.Get(ctx, id)
-	var unknown *outbox.UnknownStatusError
+	var unknown *storekit.UnknownStatusError
 	if !errors.As(err, &unknown) {
-		t.Fatalf("Get of a row with status 'archived': %v, want an *outbox.UnknownStatusError", err)
+		t.Fatalf("Get of a row with status 'archived': %v, want a *storekit.UnknownStatusError", err)
 	}
 	if n := pool.Stat().AcquiredConns(); n != 0 {
 		t.Fatalf("%d connections still acquired after the read failed, want 0", n)

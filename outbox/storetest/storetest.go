@@ -30,6 +30,7 @@ import (
 	"github.com/brokerguard/brokerguard/breaker"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/transport"
 )
 
@@ -611,11 +612,11 @@ func invalidEntriesRefused(x *suite) {
 		x.t.Fatal("Enqueue without a destination succeeded")
 	}
 	// One byte over the broker's default limit, counting key, value and headers.
-	limit := outbox.DefaultMaxEntryBytes(orders.Broker)
+	limit := storekit.DefaultMaxEntryBytes(orders.Broker)
 	large := outbox.Entry{Destination: orders, Message: transport.Message{Key: []byte("k"), Value: make([]byte, limit-5),
 		Headers: []transport.Header{{Key: "h", Value: []byte("1234")}}}}
 	if _, err := x.s.Enqueue(x.ctx, good, large); !errors.Is(err, outbox.ErrTooLarge) {
-		x.t.Fatalf("Enqueue of %d bytes for %s (limit %d) = %v; want outbox.ErrTooLarge", large.Size(), orders, limit, err)
+		x.t.Fatalf("Enqueue of %d bytes for %s (limit %d) = %v; want outbox.ErrTooLarge", storekit.MessageSize(large.Message), orders, limit, err)
 	}
 	if n, _, err := x.s.Backlog(x.ctx); n != 0 || err != nil {
 		x.t.Fatalf("Backlog after refused enqueues = %d, %v; want 0: nothing of a refused call is stored", n, err)
@@ -881,7 +882,7 @@ func claimStopsAtItsBytes(x *suite) {
 // and headers together) is stored and read back whole.
 func entryAtTheLimitIsStored(x *suite) {
 	for _, d := range []transport.Destination{orders, {Broker: "sqs", Name: "orders"}} {
-		limit := outbox.DefaultMaxEntryBytes(d.Broker)
+		limit := storekit.DefaultMaxEntryBytes(d.Broker)
 		e := outbox.Entry{Destination: d, Message: transport.Message{Key: []byte("k"), Value: make([]byte, limit-5),
 			Headers: []transport.Header{{Key: "h", Value: []byte("123")}}}}
 		id := x.enqueue(e)

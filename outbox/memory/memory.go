@@ -1,10 +1,16 @@
-package outbox
+// Package memory is an outbox store that keeps its rows in this process, for tests
+// and demos: the same rules as the PostgreSQL store (it passes outbox/storetest), with
+// retention, dead rows, the on-call reads, wake-ups and sessions.
+package memory
 
 import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,15 +18,15 @@ import (
 	"github.com/brokerguard/brokerguard/transport"
 )
 
-// MemoryStore is a Store that keeps rows in this process, for tests and demos. It
+// Store is an outbox.Store that keeps rows in this process, for tests and demos. It
 // follows the same rules as the PostgreSQL store. Its zero value is not usable; call
-// NewMemoryStore.
-type MemoryStore struct {
+// New.
+type Store struct {
 	clock breaker.Clock
 
-	mu         sync.Mutex // guards the fields below
-	rows       []*Record  // by id - 1
-	settled    int        // rows[:settled] are all published or dead: claims scan from there
+	mu         sync.Mutex       // guards the fields below
+	rows       []*outbox.Record // by id - 1
+	settled    int              // rows[:settled] are all published or dead: claims scan from there
 	holds      map[transport.Destination]*memoryHold
 	rowWrites  int64          // row changes made by claims and write-backs (not by Enqueue)
 	holdWrites int64          // holds created, changed or dropped
@@ -31,25 +37,25 @@ type MemoryStore struct {
 type memoryHold struct {
 	until, since time.Time
 	probeToken   string
-	reason       string // Hold.Reason of the last Hold
+	reason       string // outbox.Hold.Reason of the last Hold
 }
 
 var (
-	_ Store       = (*MemoryStore)(nil)
-	_ Purger      = (*MemoryStore)(nil)
-	_ DeadLetters = (*MemoryStore)(nil)
-	_ Waker       = (*MemoryStore)(nil)
-	_ Sessions    = (*MemoryStore)(nil)
+	_ outbox.Store       = (*Store)(nil)
+	_ outbox.Purger      = (*Store)(nil)
+	_ outbox.DeadLetters = (*Store)(nil)
+	_ outbox.Waker       = (*Store)(nil)
+	_ outbox.Sessions    = (*Store)(nil)
 )
 
-// NewMemoryStore returns an empty store whose Enqueue stamps rows with clock's time
+// New returns an empty store whose Enqueue stamps rows with clock's time
 // (nil means time.Now).
-func NewMemoryStore(clock breaker.Clock) *MemoryStore {
-	return &MemoryStore{clock: clock, holds: map[transport.Destination]*memoryHold{}}
+func New(clock breaker.Clock) *Store {
+	return &Store{clock: clock, holds: map[transport.Destination]*memoryHold{}}
 }
 
 // HeldUntil returns when the hold of d ends, and whether d is held at all.
-func (s *MemoryStore) HeldUntil(d transport.Destination) (time.Time, bool) {
+func (s *Store) HeldUntil(d transport.Destination) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h := s.holds[d]; h != nil {
@@ -62,20 +68,20 @@ func (s *MemoryStore) HeldUntil(d transport.Destination) (time.Time, bool) {
 // published, deferred, failed, made dead or released; Enqueue's inserts are not
 // counted) and how many writes holds took (created, changed or dropped): the figures
 // a PostgreSQL store would write as row updates.
-func (s *MemoryStore) Writes() (rows, holds int64) {
+func (s *Store) Writes() (rows, holds int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rowWrites, s.holdWrites
 }
 
 // Enqueue adds pending rows, visible at once, and returns their ids. Every entry
-// must be valid (Entry.Validate); otherwise nothing is added.
-func (s *MemoryStore) Enqueue(ctx context.Context, entries ...Entry) ([]int64, error) {
+// must be valid (storekit.ValidateEntry); otherwise nothing is added.
+func (s *Store) Enqueue(ctx context.Context, entries ...outbox.Entry) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	for i, e := range entries {
-		if err := e.Validate(); err != nil {
+		if err := storekit.ValidateEntry(e, 0); err != nil {
 			return nil, fmt.Errorf("outbox: enqueue entry %d: %w", i, err)
 		}
 	}
@@ -85,9 +91,9 @@ func (s *MemoryStore) Enqueue(ctx context.Context, entries ...Entry) ([]int64, e
 	out := make([]int64, len(entries))
 	for i, e := range entries {
 		id := int64(len(s.rows) + 1)
-		s.rows = append(s.rows, &Record{
+		s.rows = append(s.rows, &outbox.Record{
 			ID: id, Destination: e.Destination, Message: cloneMessage(e.Message),
-			CreatedAt: now, VisibleAfter: now, Status: StatusPending,
+			CreatedAt: now, VisibleAfter: now, Status: outbox.StatusPending,
 		})
 		out[i] = id
 	}
@@ -98,9 +104,9 @@ func (s *MemoryStore) Enqueue(ctx context.Context, entries ...Entry) ([]int64, e
 	return out, nil
 }
 
-// Listen implements Waker, as the PostgreSQL Listener does for its table: it calls
+// Listen implements outbox.Waker, as the PostgreSQL Listener does for its table: it calls
 // wake once when it starts and after every Enqueue, until ctx ends.
-func (s *MemoryStore) Listen(ctx context.Context, wake func()) error {
+func (s *Store) Listen(ctx context.Context, wake func()) error {
 	for {
 		s.mu.Lock()
 		if s.enqueued == nil {
@@ -123,7 +129,7 @@ func (s *MemoryStore) Listen(ctx context.Context, wake func()) error {
 // takes instead the rows of its share of the keys, the first ceil(keys / relays) by
 // their first row among the first limit*relays rows, and every unkeyed row, so that
 // the other relays' claims find the rest of the keys free.
-func shareKeys(rows []*Record, limit, relays int) []*Record {
+func shareKeys(rows []*outbox.Record, limit, relays int) []*outbox.Record {
 	if relays <= 1 || limit <= 0 {
 		return rows
 	}
@@ -131,7 +137,7 @@ func shareKeys(rows []*Record, limit, relays int) []*Record {
 		d   transport.Destination
 		key string
 	}
-	keyOf := func(r *Record) destKey { return destKey{r.Destination, string(r.Message.Key)} }
+	keyOf := func(r *outbox.Record) destKey { return destKey{r.Destination, string(r.Message.Key)} }
 	seen := map[destKey]bool{}
 	repeats := false
 	for _, r := range rows[:min(len(rows), limit)] {
@@ -153,7 +159,7 @@ func shareKeys(rows []*Record, limit, relays int) []*Record {
 		}
 	}
 	share := (len(order) + relays - 1) / relays
-	var out []*Record
+	var out []*outbox.Record
 	for _, r := range wide {
 		if r.Message.Key == nil || rank[keyOf(r)] <= share {
 			out = append(out, r)
@@ -162,10 +168,10 @@ func shareKeys(rows []*Record, limit, relays int) []*Record {
 	return out
 }
 
-// Session implements Sessions: when the session ends (end called or ctx ended), the
+// Session implements outbox.Sessions: when the session ends (end called or ctx ended), the
 // rows the claims of prefix still lease are given back at once, as the PostgreSQL
 // store gives them back at the next claim once their relay's connection is gone.
-func (s *MemoryStore) Session(ctx context.Context, prefix string) (end func(), err error) {
+func (s *Store) Session(ctx context.Context, prefix string) (end func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -182,7 +188,7 @@ func (s *MemoryStore) Session(ctx context.Context, prefix string) (end func(), e
 }
 
 // endSession gives back the rows prefix's claims lease once its last session ends.
-func (s *MemoryStore) endSession(prefix string) {
+func (s *Store) endSession(prefix string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sessions[prefix]--; s.sessions[prefix] > 0 {
@@ -197,17 +203,17 @@ func (s *MemoryStore) endSession(prefix string) {
 }
 
 // Get returns a copy of row id.
-func (s *MemoryStore) Get(id int64) (Record, bool) {
+func (s *Store) Get(id int64) (outbox.Record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.row(id)
 	if r == nil {
-		return Record{}, false
+		return outbox.Record{}, false
 	}
 	return copyRecord(r), true
 }
 
-func (s *MemoryStore) now() time.Time {
+func (s *Store) now() time.Time {
 	if s.clock != nil {
 		return s.clock.Now()
 	}
@@ -216,7 +222,7 @@ func (s *MemoryStore) now() time.Time {
 
 // row returns row id, nil when there is none (never was, or deleted); it requires
 // s.mu held.
-func (s *MemoryStore) row(id int64) *Record {
+func (s *Store) row(id int64) *outbox.Record {
 	if id < 1 || id > int64(len(s.rows)) {
 		return nil
 	}
@@ -224,13 +230,13 @@ func (s *MemoryStore) row(id int64) *Record {
 }
 
 // isPending reports whether r is a row, not deleted, and pending.
-func isPending(r *Record) bool { return r != nil && r.Status == StatusPending }
+func isPending(r *outbox.Record) bool { return r != nil && r.Status == outbox.StatusPending }
 
 // Records returns a copy of every row, by id.
-func (s *MemoryStore) Records() []Record {
+func (s *Store) Records() []outbox.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Record, 0, len(s.rows))
+	out := make([]outbox.Record, 0, len(s.rows))
 	for _, r := range s.rows {
 		if r != nil {
 			out = append(out, copyRecord(r))
@@ -239,9 +245,9 @@ func (s *MemoryStore) Records() []Record {
 	return out
 }
 
-// Claim implements Store. Claims are serialized by the store's lock, so rows of one
+// Claim implements outbox.Store. Claims are serialized by the store's lock, so rows of one
 // destination and key are always claimed in enqueue order.
-func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, error) {
+func (s *Store) Claim(ctx context.Context, r outbox.ClaimRequest) ([]outbox.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -272,7 +278,7 @@ func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, erro
 	}
 	// Probes first, as many as the limit allows, then the rows of destinations that
 	// are not held, lowest ids first (the PostgreSQL store's two statements).
-	var probeRows, rows []*Record
+	var probeRows, rows []*outbox.Record
 	blocked := map[string]bool{} // destination and key of a pending row not claimable now
 	for _, row := range s.rows[s.settled:] {
 		if !isPending(row) {
@@ -305,15 +311,15 @@ func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, erro
 	if r.MaxBytes > 0 { // a prefix of them, by id, within the bytes (at least one row)
 		total := 0
 		for i, row := range rows {
-			if total += (Entry{Message: row.Message}).Size(); total > r.MaxBytes && i > 0 {
+			if total += storekit.MessageSize(row.Message); total > r.MaxBytes && i > 0 {
 				rows = rows[:i]
 				break
 			}
 		}
 	}
 	due := append(probeRows, rows...)
-	slices.SortFunc(due, func(a, b *Record) int { return cmp.Compare(a.ID, b.ID) })
-	out := make([]Record, len(due))
+	slices.SortFunc(due, func(a, b *outbox.Record) int { return cmp.Compare(a.ID, b.ID) })
+	out := make([]outbox.Record, len(due))
 	for i, row := range due {
 		row.LeaseOwner, row.LeaseUntil = r.Token, r.Now.Add(r.Lease)
 		out[i] = copyRecord(row)
@@ -329,7 +335,7 @@ func (s *MemoryStore) Claim(ctx context.Context, r ClaimRequest) ([]Record, erro
 }
 
 // held returns row id when token leases it and it is pending; it requires s.mu held.
-func (s *MemoryStore) held(token string, id int64) *Record {
+func (s *Store) held(token string, id int64) *outbox.Record {
 	r := s.row(id)
 	if !isPending(r) || r.LeaseOwner != token {
 		return nil
@@ -338,13 +344,13 @@ func (s *MemoryStore) held(token string, id int64) *Record {
 }
 
 // release gives r's lease back and counts the row's write; it requires s.mu held.
-func (s *MemoryStore) release(r *Record) {
+func (s *Store) release(r *outbox.Record) {
 	r.LeaseOwner, r.LeaseUntil = "", time.Time{}
 	s.rowWrites++
 }
 
-// MarkPublished implements Store.
-func (s *MemoryStore) MarkPublished(ctx context.Context, token string, now time.Time, ids []int64) (int, error) {
+// MarkPublished implements outbox.Store.
+func (s *Store) MarkPublished(ctx context.Context, token string, now time.Time, ids []int64) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -353,7 +359,7 @@ func (s *MemoryStore) MarkPublished(ctx context.Context, token string, now time.
 	n := 0
 	for _, id := range ids {
 		if r := s.held(token, id); r != nil {
-			r.Status, r.SettledAt = StatusPublished, now
+			r.Status, r.SettledAt = outbox.StatusPublished, now
 			s.release(r)
 			n++
 		}
@@ -361,8 +367,8 @@ func (s *MemoryStore) MarkPublished(ctx context.Context, token string, now time.
 	return n, nil
 }
 
-// Defer implements Store.
-func (s *MemoryStore) Defer(ctx context.Context, d Deferral) (int, error) {
+// Defer implements outbox.Store.
+func (s *Store) Defer(ctx context.Context, d outbox.Deferral) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -384,8 +390,8 @@ func (s *MemoryStore) Defer(ctx context.Context, d Deferral) (int, error) {
 	return n, nil
 }
 
-// Hold implements Store.
-func (s *MemoryStore) Hold(ctx context.Context, h Hold) (int, error) {
+// Hold implements outbox.Store.
+func (s *Store) Hold(ctx context.Context, h outbox.Hold) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -413,7 +419,7 @@ func (s *MemoryStore) Hold(ctx context.Context, h Hold) (int, error) {
 			h.Now.Sub(later(r.CreatedAt, cur.since)) <= h.MaxDeferral {
 			continue
 		}
-		r.Status, r.LastError, r.SettledAt = StatusDead, ReasonDeferralExhausted, h.Now
+		r.Status, r.LastError, r.SettledAt = outbox.StatusDead, outbox.ReasonDeferralExhausted, h.Now
 		s.release(r)
 		dead++
 	}
@@ -427,8 +433,8 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// Unhold implements Store.
-func (s *MemoryStore) Unhold(ctx context.Context, d transport.Destination, token string) error {
+// Unhold implements outbox.Store.
+func (s *Store) Unhold(ctx context.Context, d transport.Destination, token string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -441,8 +447,8 @@ func (s *MemoryStore) Unhold(ctx context.Context, d transport.Destination, token
 	return nil
 }
 
-// Fail implements Store.
-func (s *MemoryStore) Fail(ctx context.Context, token string, failures []Failure) (failed, dead int, err error) {
+// Fail implements outbox.Store.
+func (s *Store) Fail(ctx context.Context, token string, failures []outbox.Failure) (failed, dead int, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
 	}
@@ -457,7 +463,7 @@ func (s *MemoryStore) Fail(ctx context.Context, token string, failures []Failure
 		r.Attempts++
 		r.VisibleAfter, r.LastError = f.RetryAt, f.Err
 		if f.Dead {
-			r.Status, r.SettledAt = StatusDead, now
+			r.Status, r.SettledAt = outbox.StatusDead, now
 			dead++
 		} else {
 			failed++
@@ -467,8 +473,8 @@ func (s *MemoryStore) Fail(ctx context.Context, token string, failures []Failure
 	return failed, dead, nil
 }
 
-// Release implements Store.
-func (s *MemoryStore) Release(ctx context.Context, token string) error {
+// Release implements outbox.Store.
+func (s *Store) Release(ctx context.Context, token string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -482,8 +488,8 @@ func (s *MemoryStore) Release(ctx context.Context, token string) error {
 	return nil
 }
 
-// Backlog implements Store; the age is measured on the store's clock.
-func (s *MemoryStore) Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error) {
+// Backlog implements outbox.Store; the age is measured on the store's clock.
+func (s *Store) Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
 	}
@@ -505,7 +511,7 @@ func (s *MemoryStore) Backlog(ctx context.Context) (pending int64, oldest time.D
 	return pending, oldest, nil
 }
 
-func copyRecord(r *Record) Record {
+func copyRecord(r *outbox.Record) outbox.Record {
 	c := *r
 	c.Message = cloneMessage(r.Message)
 	return c
@@ -520,3 +526,6 @@ func cloneMessage(m transport.Message) transport.Message {
 	}
 	return m
 }
+
+// hasPrefix reports whether a claim token starts with a session's prefix.
+func hasPrefix(token, prefix string) bool { return prefix != "" && strings.HasPrefix(token, prefix) }

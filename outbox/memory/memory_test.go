@@ -1,4 +1,4 @@
-package outbox_test
+package memory_test
 
 import (
 	"context"
@@ -9,17 +9,25 @@ import (
 
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 	"github.com/brokerguard/brokerguard/outbox"
+	"github.com/brokerguard/brokerguard/outbox/memory"
+	"github.com/brokerguard/brokerguard/outbox/storekit"
 	"github.com/brokerguard/brokerguard/transport"
+)
+
+var (
+	t0     = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	orders = transport.Destination{Broker: "kafka", Name: "orders"}
+	emails = transport.Destination{Broker: "kafka", Name: "emails"}
 )
 
 // obWrites tracks a memory store's Writes between steps.
 type obWrites struct {
-	s          *outbox.MemoryStore
+	s          *memory.Store
 	rows, hold int64
 }
 
 // obTrack starts counting s's writes from now.
-func obTrack(s *outbox.MemoryStore) *obWrites {
+func obTrack(s *memory.Store) *obWrites {
 	w := &obWrites{s: s}
 	w.rows, w.hold = s.Writes()
 	return w
@@ -42,7 +50,7 @@ func (w *obWrites) step(t *testing.T, what string, rows, holds int64) {
 func TestMemoryStoreWritesCountEveryChange(t *testing.T) {
 	ctx := context.Background()
 	clock := fakeclock.New(t0)
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	w := obTrack(s)
 	ids, err := s.Enqueue(ctx,
 		outbox.Entry{Destination: orders, Message: transport.Message{Value: []byte("a")}},
@@ -127,7 +135,7 @@ func TestMemoryStoreWritesCountEveryChange(t *testing.T) {
 func TestMemoryStoreHoldMakesRowsDeadAndReleasesThem(t *testing.T) {
 	ctx := context.Background()
 	clock := fakeclock.New(t0)
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	ids, err := s.Enqueue(ctx, outbox.Entry{Destination: orders, Message: transport.Message{Value: []byte("a")}})
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +164,7 @@ func TestMemoryStoreHoldMakesRowsDeadAndReleasesThem(t *testing.T) {
 // one leaves it as it is.
 func TestMemoryStoreHoldByAnotherClaimOnlyLengthens(t *testing.T) {
 	ctx := context.Background()
-	s := outbox.NewMemoryStore(fakeclock.New(t0))
+	s := memory.New(fakeclock.New(t0))
 	hold := func(token string, until time.Duration) {
 		t.Helper()
 		if _, err := s.Hold(ctx, outbox.Hold{Destination: orders, Token: token, Now: t0, Until: t0.Add(until), MaxDeferral: time.Hour}); err != nil {
@@ -175,7 +183,7 @@ func TestMemoryStoreHoldByAnotherClaimOnlyLengthens(t *testing.T) {
 }
 
 func TestMemoryStoreGetOfAMissingRow(t *testing.T) {
-	s := outbox.NewMemoryStore(nil)
+	s := memory.New(nil)
 	if _, err := s.Enqueue(context.Background(), outbox.Entry{Destination: orders}); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +203,7 @@ func TestMemoryStoreGetOfAMissingRow(t *testing.T) {
 func TestMemoryStoreBacklogByDestination(t *testing.T) {
 	ctx := context.Background()
 	clock := fakeclock.New(t0)
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	add := func(d transport.Destination) int64 {
 		t.Helper()
 		ids, err := s.Enqueue(ctx, outbox.Entry{Destination: d, Message: transport.Message{Value: []byte("v")}})
@@ -239,7 +247,7 @@ func TestMemoryStoreBacklogByDestination(t *testing.T) {
 
 // A store without a clock measures ages on the system clock.
 func TestMemoryStoreBacklogByDestinationWithoutAClock(t *testing.T) {
-	s := outbox.NewMemoryStore(nil)
+	s := memory.New(nil)
 	before := time.Now()
 	if _, err := s.Enqueue(context.Background(), outbox.Entry{Destination: orders}); err != nil {
 		t.Fatal(err)
@@ -257,7 +265,7 @@ func TestMemoryStoreBacklogByDestinationWithoutAClock(t *testing.T) {
 func TestDeadSummariesLeaveOutThePayload(t *testing.T) {
 	ctx := context.Background()
 	clock := fakeclock.New(t0)
-	s := outbox.NewMemoryStore(clock)
+	s := memory.New(clock)
 	ids, err := s.Enqueue(ctx, outbox.Entry{Destination: orders, Message: transport.Message{Key: []byte("k"), Value: []byte("12345")}})
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +284,7 @@ func TestDeadSummariesLeaveOutThePayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, got := range map[string][]outbox.DeadSummary{"DeadSummaries": fromStore, "Summarize": outbox.Summarize(rows)} {
+	for name, got := range map[string][]outbox.DeadSummary{"DeadSummaries": fromStore, "Summarize": storekit.Summarize(rows)} {
 		if len(got) != 1 {
 			t.Errorf("%s = %d summaries, want 1", name, len(got))
 			continue
