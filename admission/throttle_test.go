@@ -552,7 +552,7 @@ func (m throttleModel) run(t *testing.T, p ThrottlePolicy, dest throttleDestinat
 	heap.Init(&q)
 	sec := 0
 	for q.Len() > 0 {
-		e := heap.Pop(&q).(throttleEvent)
+		e := q[0] // each caller has one event queued: its next one replaces it
 		if e.at >= m.length {
 			break
 		}
@@ -568,7 +568,8 @@ func (m throttleModel) run(t *testing.T, p ThrottlePolicy, dest throttleDestinat
 				row.accepted++
 			}
 			th.Record(e.accepted)
-			heap.Push(&q, throttleEvent{at: at + m.think, caller: e.caller})
+			q[0] = throttleEvent{at: at + m.think, caller: e.caller}
+			heap.Fix(&q, 0)
 			continue
 		}
 		if err := th.Admit(); err != nil {
@@ -577,7 +578,8 @@ func (m throttleModel) run(t *testing.T, p ThrottlePolicy, dest throttleDestinat
 			if m.countRefused {
 				th.Record(false)
 			}
-			heap.Push(&q, throttleEvent{at: at + m.think, caller: e.caller})
+			q[0] = throttleEvent{at: at + m.think, caller: e.caller}
+			heap.Fix(&q, 0)
 			continue
 		}
 		row.sent++
@@ -586,7 +588,8 @@ func (m throttleModel) run(t *testing.T, p ThrottlePolicy, dest throttleDestinat
 		if ok {
 			latency = m.okLatency
 		}
-		heap.Push(&q, throttleEvent{at: at + latency, caller: e.caller, done: true, accepted: ok})
+		q[0] = throttleEvent{at: at + latency, caller: e.caller, done: true, accepted: ok}
+		heap.Fix(&q, 0)
 	}
 	if th != nil {
 		for ; sec < len(run.rows); sec++ {
