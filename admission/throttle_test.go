@@ -552,7 +552,7 @@ func (m throttleModel) run(t *testing.T, p ThrottlePolicy, dest throttleDestinat
 	heap.Init(&q)
 	sec := 0
 	for q.Len() > 0 {
-		e := heap.Pop(&q).(throttleEvent)
+		e := q[0] // each caller has one event queued: its next one replaces it
 		if e.at >= m.length {
 			break
 		}
@@ -568,7 +568,8 @@ func (m throttleModel) run(t *testing.T, p ThrottlePolicy, dest throttleDestinat
 				row.accepted++
 			}
 			th.Record(e.accepted)
-			heap.Push(&q, throttleEvent{at: at + m.think, caller: e.caller})
+			q[0] = throttleEvent{at: at + m.think, caller: e.caller}
+			heap.Fix(&q, 0)
 			continue
 		}
 		if err := th.Admit(); err != nil {
@@ -577,7 +578,8 @@ func (m throttleModel) run(t *testing.T, p ThrottlePolicy, dest throttleDestinat
 			if m.countRefused {
 				th.Record(false)
 			}
-			heap.Push(&q, throttleEvent{at: at + m.think, caller: e.caller})
+			q[0] = throttleEvent{at: at + m.think, caller: e.caller}
+			heap.Fix(&q, 0)
 			continue
 		}
 		row.sent++
@@ -586,7 +588,8 @@ func (m throttleModel) run(t *testing.T, p ThrottlePolicy, dest throttleDestinat
 		if ok {
 			latency = m.okLatency
 		}
-		heap.Push(&q, throttleEvent{at: at + latency, caller: e.caller, done: true, accepted: ok})
+		q[0] = throttleEvent{at: at + latency, caller: e.caller, done: true, accepted: ok}
+		heap.Fix(&q, 0)
 	}
 	if th != nil {
 		for ; sec < len(run.rows); sec++ {
@@ -629,12 +632,20 @@ func logSchedule(t *testing.T, title string, none, with throttleRun, phase func(
 }
 
 // throttleStandardModel: 200 callers thinking 10ms, a destination answering in 20ms
-// when it accepts and 5ms when it fails (a brownout's failures are fast).
-var throttleStandardModel = throttleModel{
-	callers:     200,
-	think:       10 * time.Millisecond,
-	okLatency:   20 * time.Millisecond,
-	failLatency: 5 * time.Millisecond,
+// when it accepts and 5ms when it fails (a brownout's failures are fast). Under
+// -short it has 50 callers: a window still holds over a thousand calls, and a run
+// plays a quarter of the events.
+func throttleStandardModel() throttleModel {
+	callers := 200
+	if testing.Short() {
+		callers = 50
+	}
+	return throttleModel{
+		callers:     callers,
+		think:       10 * time.Millisecond,
+		okLatency:   20 * time.Millisecond,
+		failLatency: 5 * time.Millisecond,
+	}
 }
 
 // requireNeverRefusesEverything fails when, in a second in which the destination
@@ -649,7 +660,7 @@ func requireNeverRefusesEverything(t *testing.T, none, with throttleRun, from, t
 }
 
 func TestThrottleModelBrownout(t *testing.T) {
-	m := throttleStandardModel
+	m := throttleStandardModel()
 	m.length = 12 * time.Second
 	const from, to = 1, 9 // the brownout's seconds; healthy before and after
 	phase := func(share float64) func(int) string {
@@ -738,8 +749,13 @@ func TestThrottleModelChoosingK(t *testing.T) {
 		length  time.Duration
 		shares  []float64
 	}
+	many := throttleStandardModel().callers
+	manyShares := []float64{0.6, 0.65, 0.9, 0.99}
+	if testing.Short() {
+		manyShares = manyShares[:2] // the deeper brownouts are only logged, for comparison
+	}
 	loads := []load{
-		{"200 callers", 200, 7 * time.Second, []float64{0.6, 0.65, 0.9, 0.99}},
+		{fmt.Sprintf("%d callers", many), many, 7 * time.Second, manyShares},
 		{"2 callers", 2, 60 * time.Second, []float64{0.6, 0.65}},
 	}
 	candidates := []float64{2, 2.5, 3, 4}
@@ -749,7 +765,7 @@ func TestThrottleModelChoosingK(t *testing.T) {
 	}
 	var b strings.Builder
 	for _, l := range loads {
-		m := throttleStandardModel
+		m := throttleStandardModel()
 		m.callers, m.length = l.callers, l.length
 		end := int(l.length/time.Second) - 1
 		fmt.Fprintf(&b, "\n%s: goodput x no throttle (load on the destination x) at a failing share of\n   K |", l.name)
@@ -783,18 +799,20 @@ func TestThrottleModelChoosingK(t *testing.T) {
 	}
 }
 
-// TestThrottleModelOverload: a destination that accepts a fixed capacity (1,000 calls
-// a second) and fails the rest, asked for many times that. The throttle keeps the
-// capacity's goodput and takes part of the failing load off the destination.
+// TestThrottleModelOverload: a destination that accepts a fixed capacity (5 calls a
+// second per caller: 1,000 for 200 callers) and fails the rest, asked for many times
+// that. The throttle keeps the capacity's goodput and takes part of the failing load
+// off the destination.
 func TestThrottleModelOverload(t *testing.T) {
-	m := throttleStandardModel
+	m := throttleStandardModel()
 	m.length = 12 * time.Second
 	const from, to = 1, 9
-	none := m.run(t, ThrottlePolicy{}, throttleCapacity(1000, from*time.Second, to*time.Second), 3)
-	with := m.run(t, DefaultThrottlePolicy(), throttleCapacity(1000, from*time.Second, to*time.Second), 3)
+	capacity := 5 * float64(m.callers)
+	none := m.run(t, ThrottlePolicy{}, throttleCapacity(capacity, from*time.Second, to*time.Second), 3)
+	with := m.run(t, DefaultThrottlePolicy(), throttleCapacity(capacity, from*time.Second, to*time.Second), 3)
 	logSchedule(t, "overload", none, with, func(s int) string {
 		if s >= from && s < to {
-			return "1,000/s"
+			return fmt.Sprintf("%.0f/s", capacity)
 		}
 		return "healthy"
 	})
@@ -817,7 +835,7 @@ func TestThrottleModelOverload(t *testing.T) {
 // the circuit's to fail fast; the throttle keeps a trickle of evidence), and admits
 // everything again within about a window of its return.
 func TestThrottleModelHardDown(t *testing.T) {
-	m := throttleStandardModel
+	m := throttleStandardModel()
 	m.length = 12 * time.Second
 	const from, to = 2, 7
 	dest := func() throttleDestination {
@@ -845,7 +863,7 @@ func TestThrottleModelHardDown(t *testing.T) {
 // TestThrottleModelFlapping: down 3 s, up 7 s, three times. Every up window is served
 // at no throttle's rate within about a window of its start.
 func TestThrottleModelFlapping(t *testing.T) {
-	m := throttleStandardModel
+	m := throttleStandardModel()
 	m.length = 30 * time.Second
 	down := func(at time.Duration) bool { return at%(10*time.Second) < 3*time.Second }
 	none := m.run(t, ThrottlePolicy{}, throttleDownDuring(down), 9)
@@ -875,7 +893,7 @@ func TestThrottleModelFlapping(t *testing.T) {
 // quarter of what is sent. Counting sent calls only, p = 1 - K*(1-f) = 0.25, whatever
 // was refused before.
 func TestThrottleModelCountingRefusedCollapses(t *testing.T) {
-	m := throttleStandardModel
+	m := throttleStandardModel()
 	m.length = 20 * time.Second
 	const from, to = 1, 16
 	dest := func() throttleDestination { return throttleRandomFailures(0.75, from*time.Second, to*time.Second) }
@@ -905,7 +923,7 @@ func TestThrottleModelCountingRefusedCollapses(t *testing.T) {
 // falls back over 10 s. The probability follows max(0, 1 - K*(1-f)) for the share the
 // window saw (the share half a window earlier), within 0.1, both ways.
 func TestThrottleModelGradual(t *testing.T) {
-	m := throttleStandardModel
+	m := throttleStandardModel()
 	m.length = 22 * time.Second
 	share := func(at time.Duration) float64 {
 		s := at.Seconds() - 1
@@ -939,7 +957,7 @@ func TestThrottleModelGradual(t *testing.T) {
 // throttle refuses nothing (the circuit is what judges a destination that accepts
 // nothing).
 func TestThrottleModelBlip(t *testing.T) {
-	m := throttleStandardModel
+	m := throttleStandardModel()
 	m.length = 4 * time.Second
 	down := func(at time.Duration) bool { return at >= 2*time.Second && at < 2200*time.Millisecond }
 	none := m.run(t, ThrottlePolicy{}, throttleDownDuring(down), 17)
