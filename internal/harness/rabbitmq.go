@@ -80,22 +80,6 @@ func RabbitCtl(t testing.TB, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// stopRabbitApp used to stop the machine's broker. It now fails the test, naming the
-// replacement: other clients of that broker would see an outage.
-func stopRabbitApp(t testing.TB) {
-	t.Helper()
-	t.Fatal("harness: stopRabbitApp would stop the broker other clients on this machine use: " +
-		"start a node of the test's own with NewRabbitNode and call its StopApp and StartApp")
-}
-
-// blockRabbit used to raise the machine's broker's memory alarm. It now fails the
-// test, naming the replacement: other clients of that broker would be blocked.
-func blockRabbit(t testing.TB) {
-	t.Helper()
-	t.Fatal("harness: blockRabbit would block every publisher of the broker other clients on this machine use: " +
-		"start a node of the test's own with NewRabbitNode and call its Block")
-}
-
 // waitAMQP polls until an AMQP connection to amqpURL opens (the handshake, not only
 // TCP) or d has passed.
 func waitAMQP(amqpURL string, d time.Duration) error {

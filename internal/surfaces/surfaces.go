@@ -101,7 +101,7 @@ func (s *Surfaces) Metric(name, dest string, want ...string) (int64, bool) {
 		}
 		for _, w := range want {
 			k, v, _ := strings.Cut(w, "=")
-			if got, ok := set.Value(attribute.Key(k)); !ok || got.Emit() != v {
+			if got, ok := set.Value(attribute.Key(k)); !ok || got.String() != v {
 				return false
 			}
 		}
