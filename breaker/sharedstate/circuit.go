@@ -427,7 +427,12 @@ func liveLeases(leases []Lease, now int64) []Lease {
 // When the write's answer is lost (the store timed out, or the caller's context
 // ended while the request was out), the lease may be stored with nobody to use it,
 // and every replica would wait for it to expire. So the record is read again: a lease
-// that is there is handed out, or given back when the caller is gone.
+// that is there is handed out, or given back when the caller is gone. A record that
+// has moved past prev without the lease means the write lost to another one, as a
+// conflict does, and can no longer be applied: the call is decided again on the
+// record, not on local evidence, since the store has just answered. (Probing locally
+// there would let every replica whose answer was lost in a recovery herd probe beside
+// the fleet's HalfOpenMaxProbes.)
 func (c *Circuit) takeLease(ctx context.Context, prev, next Record, now int64) (breaker.Permit, error, bool) {
 	if err := c.backoff(); err != nil {
 		return breaker.Permit{}, err, false
@@ -443,7 +448,7 @@ func (c *Circuit) takeLease(ctx context.Context, prev, next Record, now int64) (
 		return breaker.Permit{}, nil, true
 	}
 	if err != nil {
-		held, rerr := c.findLease(next.Generation, id)
+		held, moved, rerr := c.findLease(prev.Version, next.Generation, id)
 		switch {
 		case rerr != nil:
 			err = rerr
@@ -451,6 +456,9 @@ func (c *Circuit) takeLease(ctx context.Context, prev, next Record, now int64) (
 			err = nil // the write took effect: the probe is ours
 		case held:
 			c.giveBack(next.Generation, id)
+		case moved && ctx.Err() == nil:
+			c.release()
+			return breaker.Permit{}, nil, true // lost to another write
 		}
 	}
 	if err != nil {
@@ -465,14 +473,16 @@ func (c *Circuit) takeLease(ctx context.Context, prev, next Record, now int64) (
 }
 
 // findLease reads the record (whatever the caller's context) and reports whether it
-// holds lease id of generation gen.
-func (c *Circuit) findLease(gen, id uint64) (bool, error) {
+// holds lease id of generation gen, and whether its version is no longer expect, the
+// one a write of that lease was conditional on.
+func (c *Circuit) findLease(expect, gen, id uint64) (held, moved bool, err error) {
 	v, err := c.reload()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	return v.rec.State == breaker.HalfOpen && v.rec.Generation == gen &&
-		slices.ContainsFunc(v.rec.Leases, func(l Lease) bool { return l.ID == id }), nil
+	held = v.rec.State == breaker.HalfOpen && v.rec.Generation == gen &&
+		slices.ContainsFunc(v.rec.Leases, func(l Lease) bool { return l.ID == id })
+	return held, v.rec.Version != expect, nil
 }
 
 // giveBack removes lease id of generation gen, so that another caller may probe now.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/brokerguard/brokerguard/breaker"
+	"github.com/brokerguard/brokerguard/breaker/circuittest"
 	"github.com/brokerguard/brokerguard/breaker/sharedstate"
 	"github.com/brokerguard/brokerguard/internal/fakeclock"
 )
@@ -194,7 +195,9 @@ func TestLeaseOfACallerGoneIsGivenBack(t *testing.T) {
 }
 
 // When the lease's write times out and the record read afterwards does not hold it
-// (another replica probes in the same generation), the probe is not the caller's.
+// (another replica probes in the same generation), the probe is not the caller's: the
+// write lost, and the call is decided on the record, even under FailClosed, since the
+// store answered.
 func TestLeaseNotFoundAfterALostAnswerIsNotTheCallers(t *testing.T) {
 	clock := fakeclock.New(rulesT0)
 	d := newHookedDriver()
@@ -210,11 +213,80 @@ func TestLeaseNotFoundAfterALostAnswerIsNotTheCallers(t *testing.T) {
 	})
 	loads := d.count("load")
 	_, err := c.Acquire(context.Background())
-	if !errors.Is(err, breaker.ErrUnavailable) || !errors.Is(err, errTimeout) {
-		t.Fatalf("another replica's lease stored, answer lost: %v; want the write's failure", err)
+	if !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("another replica's lease stored, answer lost: %v; want rejected by its probe", err)
 	}
-	if got := d.count("load") - loads; got != 2 {
-		t.Fatalf("%d reads; want two: the stale snapshot's, and the one that looked for the lease", got)
+	if got := d.count("load") - loads; got != 3 {
+		t.Fatalf("%d reads; want three: the stale snapshot's, the one that looked for the lease, and the retry's", got)
+	}
+}
+
+// A recovery herd on a slow store: replicas that read the record as the break ended
+// write their leases, and the answers are lost while the rest of the fleet takes the
+// HalfOpenMaxProbes probes. The record read afterwards holds the fleet's leases, not
+// theirs, so the store answers and decides: they are rejected, and neither degrade nor
+// probe locally, so the fleet admits exactly HalfOpenMaxProbes probes.
+func TestLostLeaseWritesOfAHerdAdmitNoExtraProbes(t *testing.T) {
+	const maxProbes, lost = 3, 4
+	clock := fakeclock.New(rulesT0)
+	store := &circuittest.MemoryDriver{}
+	fleet := make([]*sharedstate.Circuit, maxProbes+lost)
+	drivers := make([]*duringWriteDriver, len(fleet)) // each replica's connection to store
+	for i := range fleet {
+		drivers[i] = &duringWriteDriver{counting: &counting{MemoryDriver: store, calls: map[string]int{}}, fail: errTimeout}
+		fleet[i] = agedCircuit(t, drivers[i], clock, func(cfg *sharedstate.Config) { cfg.Policy.HalfOpenMaxProbes = maxProbes })
+	}
+	tripCircuit(t, fleet[0])
+	clock.Advance(time.Minute) // the break is over; every snapshot is stale
+
+	type answer struct {
+		p   breaker.Permit
+		err error
+	}
+	answers := make([]answer, len(fleet))
+	acquire := func(i int) {
+		p, err := fleet[i].Acquire(context.Background())
+		answers[i] = answer{p, err}
+	}
+	// Replica maxProbes+k writes its lease while the next one reads and writes; the
+	// last lost write is out while replicas 0..maxProbes-1 take their probes.
+	for k := range lost {
+		i := maxProbes + k
+		drivers[i].during = func() {
+			if k+1 < lost {
+				acquire(i + 1)
+				return
+			}
+			for j := range maxProbes {
+				acquire(j)
+			}
+		}
+	}
+	acquire(maxProbes)
+
+	probes := 0
+	for i, a := range answers {
+		switch {
+		case a.err == nil && a.p.Probe():
+			probes++
+			defer a.p.Complete(breaker.Neutral)
+		case a.err == nil:
+			defer a.p.Complete(breaker.Neutral)
+			t.Errorf("replica %d: admitted a call that is not a probe", i)
+		case i >= maxProbes && !errors.Is(a.err, breaker.ErrOpen):
+			t.Errorf("replica %d, its lease's answer lost: %v; want rejected by the fleet's probes", i, a.err)
+		case i < maxProbes:
+			t.Errorf("replica %d: %v; want a probe", i, a.err)
+		}
+		if s := fleet[i].Snapshot(); !s.DegradedSince.IsZero() {
+			t.Errorf("replica %d degraded (%+v); the store answered the read after the lost write", i, s)
+		}
+	}
+	if probes != maxProbes {
+		t.Fatalf("the fleet admitted %d probes; want HalfOpenMaxProbes = %d", probes, maxProbes)
+	}
+	if r := storedRecord(t, store); r.State != breaker.HalfOpen || len(r.Leases) != maxProbes {
+		t.Fatalf("stored %+v; want half-open with %d leases", r, maxProbes)
 	}
 }
 

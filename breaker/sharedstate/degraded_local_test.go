@@ -535,16 +535,21 @@ func TestLocalOpeningOnLocalEvidenceCarriesTheRecordsGeneration(t *testing.T) {
 // starts meanwhile) must still hold when the store refuses the write. A driver hook
 // runs that other call inside the write, so the interleaving is deterministic.
 
-// duringWriteDriver runs during once inside the next Replace, then refuses that write.
+// duringWriteDriver runs during once inside the next Replace, then fails that write
+// unapplied with fail (errOOM, a refusal, when nil).
 type duringWriteDriver struct {
 	*counting
 	during func()
+	fail   error
 }
 
 func (w *duringWriteDriver) Replace(ctx context.Context, id string, expect uint64, next sharedstate.Record) error {
 	if f := w.during; f != nil {
 		w.during = nil
 		f()
+		if w.fail != nil {
+			return w.fail
+		}
 		return errOOM
 	}
 	return w.counting.Replace(ctx, id, expect, next)

@@ -288,8 +288,11 @@ func TestSharedCircuitHerdAdmitsExactlyMaxProbes(t *testing.T) {
 // once, each making one Acquire, and returns how many probes were admitted. Probes are
 // held, not completed: a second wave of probes would be a herd. Any admission that is
 // not a probe, or an error other than a rejection or an unavailable store, fails t.
+// So does a probe a replica admitted on local evidence (generation 0: the store was
+// too slow and KeepLocal decided there), counted apart from the shared probes: the
+// store here is reachable, so every probe must hold a lease in the shared record.
 func releaseHerd(t *testing.T, ctx context.Context, replicas []breaker.Circuit, perReplica int) int {
-	var probes, rejected, unavailable atomic.Int64
+	var probes, local, rejected, unavailable atomic.Int64
 	var start sync.WaitGroup
 	start.Add(1)
 	var wg sync.WaitGroup
@@ -299,6 +302,8 @@ func releaseHerd(t *testing.T, ctx context.Context, replicas []breaker.Circuit, 
 				start.Wait()
 				p, err := c.Acquire(ctx)
 				switch {
+				case err == nil && p.Probe() && p.Generation() == 0:
+					local.Add(1)
 				case err == nil && p.Probe():
 					probes.Add(1)
 				case err == nil:
@@ -315,8 +320,17 @@ func releaseHerd(t *testing.T, ctx context.Context, replicas []breaker.Circuit, 
 	}
 	start.Done()
 	wg.Wait()
-	t.Logf("%d goroutines: %d probes, %d rejected, %d could not reach the store",
-		len(replicas)*perReplica, probes.Load(), rejected.Load(), unavailable.Load())
+	degraded := 0
+	for _, c := range replicas {
+		if !c.Snapshot().DegradedSince.IsZero() {
+			degraded++
+		}
+	}
+	t.Logf("%d goroutines: %d shared probes, %d local probes (%d replicas degraded), %d rejected, %d could not reach the store",
+		len(replicas)*perReplica, probes.Load(), local.Load(), degraded, rejected.Load(), unavailable.Load())
+	if local.Load() != 0 {
+		t.Errorf("%d probes admitted on local evidence by %d degraded replicas; want none from a reachable store", local.Load(), degraded)
+	}
 	return int(probes.Load())
 }
 
