@@ -408,22 +408,7 @@ func BenchmarkMySQLWakeLatency(b *testing.B) {
 				committed[i] = time.Now()
 			}
 			tick.Stop()
-			for deadline := time.Now().Add(10 * time.Second); out.n.Load() < latencyN && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
-			stop()
-			var lat []time.Duration
-			out.mu.Lock()
-			for i, at := range committed {
-				if p, ok := out.at[string(payload(i))]; ok {
-					lat = append(lat, p.Sub(at))
-				}
-			}
-			out.mu.Unlock()
-			if len(lat) != latencyN {
-				b.Fatalf("%s: %d of %d rows published", c.name, len(lat), latencyN)
-			}
-			slices.Sort(lat)
+			lat := publishLatencies(b, out, committed, stop, c.name)
 			b.Logf("%s: commit -> publish p50 %v, p99 %v", c.name, lat[len(lat)/2], lat[len(lat)*99/100])
 			b.ReportMetric(ms(lat[len(lat)/2]), c.name+"-p50-ms")
 			b.ReportMetric(ms(lat[len(lat)*99/100]), c.name+"-p99-ms")

@@ -505,7 +505,16 @@ func latency(b *testing.B, mk func(*testing.B, *pgxpool.Pool) system) (p50, p99 
 		committed[i] = time.Now()
 	}
 	tick.Stop()
-	for deadline := time.Now().Add(10 * time.Second); out.n.Load() < latencyN && time.Now().Before(deadline); {
+	lat := publishLatencies(b, out, committed, stop, sys.name)
+	return lat[len(lat)/2], lat[len(lat)*99/100], sys.name
+}
+
+// publishLatencies waits up to 10 s for out to see the rows committed at the times
+// committed (row i carries payload(i)), stops the relay and returns each row's commit
+// -> publish latency, sorted; a row not published fails b, naming what ran.
+func publishLatencies(b *testing.B, out *counter, committed []time.Time, stop func(), what string) []time.Duration {
+	b.Helper()
+	for deadline := time.Now().Add(10 * time.Second); out.n.Load() < int64(len(committed)) && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	stop()
@@ -517,9 +526,9 @@ func latency(b *testing.B, mk func(*testing.B, *pgxpool.Pool) system) (p50, p99 
 		}
 	}
 	out.mu.Unlock()
-	if len(lat) != latencyN {
-		b.Fatalf("%s: %d of %d rows published", sys.name, len(lat), latencyN)
+	if len(lat) != len(committed) {
+		b.Fatalf("%s: %d of %d rows published", what, len(lat), len(committed))
 	}
 	slices.Sort(lat)
-	return lat[len(lat)/2], lat[len(lat)*99/100], sys.name
+	return lat
 }

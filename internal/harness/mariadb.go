@@ -138,14 +138,8 @@ type MariaDB struct {
 // through Require.
 func NewMariaDB(t testing.TB) *MariaDB {
 	t.Helper()
-	m, err := startMariaDB()
-	Require(t, ServiceMySQL, err)
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("harness: stopping the private MariaDB: %v", err)
-		}
-	})
-	return m
+	// The server makes a directory of its own, which its mysql user can enter.
+	return startForTest(t, ServiceMySQL, func(string) (*MariaDB, error) { return startMariaDB() })
 }
 
 func startMariaDB() (*MariaDB, error) {
